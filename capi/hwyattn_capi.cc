@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The extern "C" bodies of hwyattn.h: validate, call the engine, map errors.
+// No exception crosses this boundary.
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <new>
+
+#include "capi/error.h"
+#include "capi/validate.h"
+#include "include/hwyattn.h"
+#include "src/attention.h"
+#include "src/ops/flash_attention.h"
+#include "src/targets.h"
+#include "src/threading.h"
+
+namespace hwyattn {
+namespace {
+thread_local char t_last_error[512] = "";
+}  // namespace
+
+hwyattn_status Fail(hwyattn_status status, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  vsnprintf(t_last_error, sizeof(t_last_error), format, args);
+  va_end(args);
+  return status;
+}
+
+const char* LastError() { return t_last_error; }
+
+}  // namespace hwyattn
+
+using hwyattn::Fail;
+
+extern "C" {
+
+uint32_t hwyattn_abi_version(void) { return HWYATTN_ABI_VERSION; }
+
+const char* hwyattn_version(void) {
+#define HWYATTN_STR2(x) #x
+#define HWYATTN_STR(x) HWYATTN_STR2(x)
+  return HWYATTN_STR(HWYATTN_VERSION_MAJOR) "." HWYATTN_STR(HWYATTN_VERSION_MINOR) "." HWYATTN_STR(
+      HWYATTN_VERSION_PATCH);
+#undef HWYATTN_STR
+#undef HWYATTN_STR2
+}
+
+const char* hwyattn_status_string(hwyattn_status s) {
+  switch (s) {
+    case HWYATTN_OK: return "HWYATTN_OK: success";
+    case HWYATTN_INVALID_ARGUMENT: return "HWYATTN_INVALID_ARGUMENT: an argument is invalid";
+    case HWYATTN_UNSUPPORTED: return "HWYATTN_UNSUPPORTED: valid, but not supported by this build";
+    case HWYATTN_OUT_OF_MEMORY: return "HWYATTN_OUT_OF_MEMORY: memory allocation failed";
+    case HWYATTN_INTERNAL_ERROR: return "HWYATTN_INTERNAL_ERROR: a bug in hwyattn";
+  }
+  return "unknown hwyattn_status";
+}
+
+const char* hwyattn_last_error(void) { return hwyattn::LastError(); }
+
+const char* hwyattn_simd_target(void) {
+  return hwyattn::TargetName(hwyattn::GetFlashKernels().target);
+}
+
+hwyattn_status hwyattn_set_num_threads(int n) {
+  if (n < 0) return Fail(HWYATTN_INVALID_ARGUMENT, "n: %d threads; must be >= 0 (0 = all cores)", n);
+  hwyattn::SetNumThreads(n);
+  return HWYATTN_OK;
+}
+
+int hwyattn_get_num_threads(void) { return hwyattn::NumThreads(); }
+
+hwyattn_status hwyattn_tensor_contiguous(hwyattn_tensor* t, void* data, hwyattn_dtype dtype,
+                                         int32_t rank, const int64_t* shape) {
+  if (t == nullptr) return Fail(HWYATTN_INVALID_ARGUMENT, "t is NULL");
+  int64_t count;
+  const hwyattn_status s = hwyattn::ValidateShape("shape", rank, shape, &count);
+  if (s != HWYATTN_OK) return s;
+  memset(t, 0, sizeof(*t));
+  t->data = data;
+  t->dtype = dtype;
+  t->rank = rank;
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    t->shape[i] = shape[i];
+    t->stride[i] = stride;
+    stride *= shape[i];  // cannot overflow: the product was checked
+  }
+  return HWYATTN_OK;
+}
+
+void hwyattn_sdpa_options_init(hwyattn_sdpa_options* opts) {
+  if (opts == nullptr) return;
+  memset(opts, 0, sizeof(*opts));
+  opts->struct_size = sizeof(*opts);
+}
+
+hwyattn_status hwyattn_sdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
+                            const hwyattn_tensor* v, hwyattn_tensor* out,
+                            const hwyattn_sdpa_options* opts) {
+  try {
+    hwyattn::SdpaProblem problem;
+    const hwyattn_status s = hwyattn::ValidateSdpa(q, k, v, out, opts, &problem);
+    if (s != HWYATTN_OK) return s;
+    const hwyattn_status r = hwyattn::RunSdpa(problem);
+    if (r == HWYATTN_OUT_OF_MEMORY) {
+      return Fail(r, "hwyattn_sdpa: could not allocate packed operands and scratch for "
+                  "B=%lld Hkv=%lld Lk=%lld D=%lld Dv=%lld", static_cast<long long>(problem.batch),
+                  static_cast<long long>(problem.kv_heads), static_cast<long long>(problem.kv_len),
+                  static_cast<long long>(problem.head_dim), static_cast<long long>(problem.value_dim));
+    }
+    return r;
+  } catch (const std::bad_alloc&) {
+    return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_sdpa: out of memory");
+  } catch (...) {
+    return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_sdpa: unexpected exception");
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "capi/validate.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "capi/error.h"
+
+namespace hwyattn {
+namespace {
+
+constexpr hwyattn_status kInvalid = HWYATTN_INVALID_ARGUMENT;
+
+const char* DtypeName(hwyattn_dtype t) {
+  switch (t) {
+    case HWYATTN_F32: return "F32";
+    case HWYATTN_F16: return "F16";
+    case HWYATTN_BF16: return "BF16";
+    case HWYATTN_BOOL: return "BOOL";
+  }
+  return "unknown";
+}
+
+size_t DtypeSize(hwyattn_dtype t) {
+  switch (t) {
+    case HWYATTN_F32: return 4;
+    case HWYATTN_F16:
+    case HWYATTN_BF16: return 2;
+    case HWYATTN_BOOL: return 1;
+  }
+  return 1;
+}
+
+constexpr unsigned Bit(hwyattn_dtype t) { return 1u << static_cast<unsigned>(t); }
+constexpr unsigned kFloatTypes = Bit(HWYATTN_F32) | Bit(HWYATTN_F16) | Bit(HWYATTN_BF16);
+
+// A validated descriptor: the rank-4 view plus what messages need.
+struct Checked {
+  const char* name = "";
+  const char* const* dim_names = nullptr;  // of the 4 logical dims
+  int32_t rank = 0;
+  TensorView view;
+  uintptr_t first_byte = 0, end_byte = 0;  // the memory the tensor spans
+
+  // "k: head_dim (shape[3])", or "k: batch (implicit, rank 3)" for a leading
+  // dimension the caller did not pass.
+  const char* Dim(int i, char* buf, size_t size) const {
+    const int caller = i - (4 - rank);
+    if (caller >= 0) {
+      snprintf(buf, size, "%s: %s (shape[%d])", name, dim_names[i], caller);
+    } else {
+      snprintf(buf, size, "%s: %s (implicit, rank %d)", name, dim_names[i], static_cast<int>(rank));
+    }
+    return buf;
+  }
+};
+
+const char* const kQNames[4] = {"batch", "heads", "length", "head_dim"};
+const char* const kVNames[4] = {"batch", "heads", "length", "value_dim"};
+const char* const kMaskNames[4] = {"batch", "heads", "query length", "key length"};
+const char* const kLseNames[4] = {"leading", "batch", "heads", "length"};
+
+// Checks a descriptor and builds its view. `allowed` dtypes are accepted;
+// `known` ones that are not allowed are HWYATTN_UNSUPPORTED (a valid request
+// this version cannot do); any other dtype is invalid for this argument.
+hwyattn_status Check(const char* name, const char* const* dim_names, const hwyattn_tensor* t,
+                     unsigned allowed, unsigned known, Checked* out) {
+  if (t == nullptr) return Fail(kInvalid, "%s is NULL", name);
+  out->name = name;
+  out->dim_names = dim_names;
+  out->rank = t->rank;
+  if (t->rank < 1 || t->rank > 4) {
+    return Fail(kInvalid, "%s: rank is %" PRId32 "; must be 1..4", name, t->rank);
+  }
+  const unsigned dtype = static_cast<unsigned>(t->dtype);
+  if (dtype > HWYATTN_BOOL) {
+    return Fail(kInvalid, "%s: dtype is %u, which is not an hwyattn_dtype", name, dtype);
+  }
+  if ((allowed & Bit(t->dtype)) == 0) {
+    return Fail((known & Bit(t->dtype)) ? HWYATTN_UNSUPPORTED : kInvalid,
+                "%s: dtype %s is not %s for this argument", name, DtypeName(t->dtype),
+                (known & Bit(t->dtype)) ? "supported" : "valid");
+  }
+  TensorView& v = out->view;
+  v = TensorView();
+  v.dtype = t->dtype;
+  const int lead = 4 - t->rank;
+  int64_t last = 0;  // largest element offset
+  for (int i = 0; i < t->rank; ++i) {
+    const int64_t n = t->shape[i], s = t->stride[i];
+    if (n < 1) return Fail(kInvalid, "%s: shape[%d] is %" PRId64 "; sizes must be >= 1", name, i, n);
+    if (s < 0) {
+      return Fail(kInvalid, "%s: stride[%d] is %" PRId64 "; strides must be >= 0", name, i, s);
+    }
+    int64_t span;
+    if (__builtin_mul_overflow(n - 1, s, &span) || __builtin_add_overflow(last, span, &last)) {
+      return Fail(kInvalid, "%s: shape[%d] = %" PRId64 " with stride %" PRId64
+                  " overflows 64-bit offsets", name, i, n, s);
+    }
+    v.shape[lead + i] = n;
+    v.stride[lead + i] = n == 1 ? 0 : s;
+  }
+  int64_t count = 1;
+  for (int i = 0; i < 4; ++i) {
+    if (__builtin_mul_overflow(count, v.shape[i], &count)) {
+      return Fail(kInvalid, "%s: the element count overflows 64 bits", name);
+    }
+  }
+  const size_t size = DtypeSize(t->dtype);
+  uint64_t bytes;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(last) + 1, size, &bytes)) {
+    return Fail(kInvalid, "%s: the memory span overflows 64 bits", name);
+  }
+  if (t->data == nullptr) return Fail(kInvalid, "%s: data is NULL", name);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(t->data);
+  if (first % size != 0) {
+    return Fail(kInvalid, "%s: data %p is not aligned to its %zu-byte elements", name, t->data,
+                size);
+  }
+  if (bytes > UINTPTR_MAX - first) {
+    return Fail(kInvalid, "%s: the tensor's memory span wraps around the address space", name);
+  }
+  v.data = t->data;
+  out->first_byte = first;
+  out->end_byte = first + bytes;
+  return HWYATTN_OK;
+}
+
+// Outputs must not write one element twice: ordering the dimensions of size
+// > 1 by stride, each stride must step over everything the smaller ones span.
+hwyattn_status CheckNoSelfOverlap(const Checked& c) {
+  int dims[4];
+  int n = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (c.view.shape[i] > 1) dims[n++] = i;
+  }
+  for (int a = 1; a < n; ++a) {  // insertion sort by stride: n <= 4
+    for (int b = a; b > 0 && c.view.stride[dims[b]] < c.view.stride[dims[b - 1]]; --b) {
+      std::swap(dims[b], dims[b - 1]);
+    }
+  }
+  int64_t span = 0;  // largest offset reachable with the dims so far
+  for (int k = 0; k < n; ++k) {
+    const int i = dims[k];
+    if (c.view.stride[i] <= span) {
+      char buf[96];
+      return Fail(kInvalid, "%s has stride %" PRId64 ", so two output elements overlap",
+                  c.Dim(i, buf, sizeof(buf)), c.view.stride[i]);
+    }
+    span += (c.view.shape[i] - 1) * c.view.stride[i];
+  }
+  return HWYATTN_OK;
+}
+
+hwyattn_status CheckDisjoint(const Checked& out, const Checked& other) {
+  if (out.first_byte < other.end_byte && other.first_byte < out.end_byte) {
+    return Fail(kInvalid, "%s overlaps %s in memory; outputs must not alias other arguments",
+                out.name, other.name);
+  }
+  return HWYATTN_OK;
+}
+
+// Dimension i of c must be `want` (or 1 when broadcast is allowed).
+hwyattn_status CheckDim(const Checked& c, int i, int64_t want, bool broadcast, const char* what) {
+  const int64_t got = c.view.shape[i];
+  if (got == want || (broadcast && got == 1)) return HWYATTN_OK;
+  char buf[96];
+  return Fail(kInvalid, "%s is %" PRId64 " but %s %" PRId64 "%s", c.Dim(i, buf, sizeof(buf)), got,
+              what, want, broadcast ? " (or 1 to broadcast)" : "");
+}
+
+hwyattn_status CheckOptionsStruct(const hwyattn_sdpa_options* opts) {
+  constexpr size_t kKnown = sizeof(hwyattn_sdpa_options);
+  // Version 1 is the first release, so its size is also the smallest accepted.
+  // A larger struct comes from a newer header: fine if this library would
+  // ignore nothing, i.e. the fields it does not know are zero.
+  constexpr size_t kMaxPlausible = 4096;
+  const size_t size = opts->struct_size;
+  if (size < kKnown) {
+    return Fail(kInvalid, "opts: struct_size is %zu but must be at least %zu "
+                "(call hwyattn_sdpa_options_init)", size, kKnown);
+  }
+  if (size > kMaxPlausible) {
+    return Fail(kInvalid, "opts: struct_size is %zu, which is not the size of any "
+                "hwyattn_sdpa_options (call hwyattn_sdpa_options_init)", size);
+  }
+  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(opts);
+  for (size_t i = kKnown; i < size; ++i) {
+    if (bytes[i] != 0) {
+      return Fail(HWYATTN_UNSUPPORTED, "opts: struct_size is %zu and byte %zu is set: options "
+                  "from a newer hwyattn.h that this library (%zu bytes) does not know", size, i,
+                  kKnown);
+    }
+  }
+  return HWYATTN_OK;
+}
+
+#define HWYATTN_RETURN_IF_ERROR(expr)          \
+  do {                                         \
+    const hwyattn_status status_ = (expr);     \
+    if (status_ != HWYATTN_OK) return status_; \
+  } while (0)
+
+}  // namespace
+
+hwyattn_status ValidateShape(const char* name, int32_t rank, const int64_t* shape,
+                             int64_t* count) {
+  if (shape == nullptr) return Fail(kInvalid, "%s: shape is NULL", name);
+  if (rank < 1 || rank > 4) return Fail(kInvalid, "%s: rank is %" PRId32 "; must be 1..4", name, rank);
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) {
+    if (shape[i] < 1) {
+      return Fail(kInvalid, "%s: shape[%d] is %" PRId64 "; sizes must be >= 1", name, i, shape[i]);
+    }
+    if (__builtin_mul_overflow(n, shape[i], &n)) {
+      return Fail(kInvalid, "%s: the element count overflows 64 bits at shape[%d] = %" PRId64,
+                  name, i, shape[i]);
+    }
+  }
+  *count = n;
+  return HWYATTN_OK;
+}
+
+hwyattn_status ValidateSdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
+                            const hwyattn_tensor* v, const hwyattn_tensor* out,
+                            const hwyattn_sdpa_options* opts, SdpaProblem* p) {
+  hwyattn_sdpa_options defaults;
+  memset(&defaults, 0, sizeof(defaults));
+  defaults.struct_size = sizeof(defaults);
+  if (opts == nullptr) {
+    opts = &defaults;
+  } else {
+    HWYATTN_RETURN_IF_ERROR(CheckOptionsStruct(opts));
+  }
+
+  Checked cq, ck, cv, co;
+  HWYATTN_RETURN_IF_ERROR(Check("q", kQNames, q, kFloatTypes, kFloatTypes, &cq));
+  HWYATTN_RETURN_IF_ERROR(Check("k", kQNames, k, kFloatTypes, kFloatTypes, &ck));
+  HWYATTN_RETURN_IF_ERROR(Check("v", kVNames, v, kFloatTypes, kFloatTypes, &cv));
+  HWYATTN_RETURN_IF_ERROR(Check("out", kVNames, out, Bit(HWYATTN_F32), kFloatTypes, &co));
+
+  const int64_t B = cq.view.shape[0], Hq = cq.view.shape[1], Lq = cq.view.shape[2];
+  const int64_t D = cq.view.shape[3];
+  const int64_t Hkv = ck.view.shape[1], Lk = ck.view.shape[2], Dv = cv.view.shape[3];
+  HWYATTN_RETURN_IF_ERROR(CheckDim(ck, 0, B, true, "q's batch is"));
+  if (Hq % Hkv != 0) {
+    char buf[96];
+    return Fail(kInvalid, "%s is %" PRId64 ", which does not divide q's %" PRId64
+                " heads (GQA needs Hq to be a multiple of Hkv)", ck.Dim(1, buf, sizeof(buf)), Hkv,
+                Hq);
+  }
+  HWYATTN_RETURN_IF_ERROR(CheckDim(ck, 3, D, false, "q's head_dim is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(cv, 0, B, true, "q's batch is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(cv, 1, Hkv, false, "k's heads is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(cv, 2, Lk, false, "k's length is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(co, 0, B, false, "q's batch is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(co, 1, Hq, false, "q's heads is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(co, 2, Lq, false, "q's length is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(co, 3, Dv, false, "v's value_dim is"));
+  if (Lq > INT32_MAX || Lk > INT32_MAX) {
+    return Fail(HWYATTN_UNSUPPORTED, "%s: length is %" PRId64 "; sequences up to 2^31-1 are "
+                "supported", Lq > INT32_MAX ? "q" : "k", std::max(Lq, Lk));
+  }
+  HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(co));
+
+  if (!isfinite(opts->scale)) {
+    return Fail(kInvalid, "opts: scale is %g; must be finite (0 = 1/sqrt(head_dim))",
+                static_cast<double>(opts->scale));
+  }
+  if (opts->causal != HWYATTN_CAUSAL_NONE && opts->causal != HWYATTN_CAUSAL_TOP_LEFT &&
+      opts->causal != HWYATTN_CAUSAL_BOTTOM_RIGHT) {
+    return Fail(kInvalid, "opts: causal is %d; must be HWYATTN_CAUSAL_NONE, _TOP_LEFT or "
+                "_BOTTOM_RIGHT", static_cast<int>(opts->causal));
+  }
+
+  Checked cmask, cw, clse;
+  const Checked* outputs[3] = {&co, nullptr, nullptr};
+  const Checked* inputs[4] = {&cq, &ck, &cv, nullptr};
+  if (opts->mask != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(Check("mask", kMaskNames, opts->mask,
+                                  Bit(HWYATTN_BOOL) | Bit(HWYATTN_F32), kFloatTypes, &cmask));
+    const int64_t target[4] = {B, Hq, Lq, Lk};
+    for (int i = 0; i < 4; ++i) {
+      if (cmask.view.shape[i] != 1 && cmask.view.shape[i] != target[i]) {
+        char buf[96];
+        return Fail(kInvalid, "%s is %" PRId64 "; must be 1 or %" PRId64 " to broadcast to "
+                    "[B, Hq, Lq, Lk] = [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]",
+                    cmask.Dim(i, buf, sizeof(buf)), cmask.view.shape[i], target[i], B, Hq, Lq, Lk);
+      }
+    }
+    inputs[3] = &cmask;
+  }
+  if (opts->kv_len != nullptr) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int32_t n = opts->kv_len[b];
+      if (n < 0 || n > Lk) {
+        return Fail(kInvalid, "opts: kv_len[%" PRId64 "] is %" PRId32 "; must be in [0, %" PRId64
+                    "] (Lk)", b, n, Lk);
+      }
+    }
+  }
+  if (opts->weights != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(Check("weights", kMaskNames, opts->weights, Bit(HWYATTN_F32),
+                                  kFloatTypes, &cw));
+    const int64_t want[4] = {B, Hq, Lq, Lk};
+    const char* what[4] = {"q's batch is", "q's heads is", "q's length is", "k's length is"};
+    for (int i = 0; i < 4; ++i) HWYATTN_RETURN_IF_ERROR(CheckDim(cw, i, want[i], false, what[i]));
+    HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(cw));
+    outputs[1] = &cw;
+  }
+  if (opts->lse != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(Check("lse", kLseNames, opts->lse, Bit(HWYATTN_F32), kFloatTypes,
+                                  &clse));
+    const int64_t want[4] = {1, B, Hq, Lq};
+    const char* what[4] = {"[B, Hq, Lq] needs", "q's batch is", "q's heads is", "q's length is"};
+    for (int i = 0; i < 4; ++i) {
+      HWYATTN_RETURN_IF_ERROR(CheckDim(clse, i, want[i], false, what[i]));
+    }
+    HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(clse));
+    outputs[2] = &clse;
+  }
+  // Outputs may not alias inputs, each other, or kv_len.
+  Checked lengths;
+  if (opts->kv_len != nullptr) {
+    lengths.name = "opts->kv_len";
+    lengths.first_byte = reinterpret_cast<uintptr_t>(opts->kv_len);
+    lengths.end_byte = lengths.first_byte + static_cast<uint64_t>(B) * sizeof(int32_t);
+  }
+  for (int o = 0; o < 3; ++o) {
+    if (outputs[o] == nullptr) continue;
+    for (const Checked* in : inputs) {
+      if (in != nullptr) HWYATTN_RETURN_IF_ERROR(CheckDisjoint(*outputs[o], *in));
+    }
+    if (opts->kv_len != nullptr) HWYATTN_RETURN_IF_ERROR(CheckDisjoint(*outputs[o], lengths));
+    for (int o2 = o + 1; o2 < 3; ++o2) {
+      if (outputs[o2] != nullptr) HWYATTN_RETURN_IF_ERROR(CheckDisjoint(*outputs[o], *outputs[o2]));
+    }
+  }
+
+  p->q = cq.view;
+  p->k = ck.view;
+  p->v = cv.view;
+  p->out = co.view;
+  p->batch = B;
+  p->q_heads = Hq;
+  p->kv_heads = Hkv;
+  p->q_len = Lq;
+  p->kv_len = Lk;
+  p->head_dim = D;
+  p->value_dim = Dv;
+  p->scale = opts->scale != 0.0f ? opts->scale : static_cast<float>(1.0 / sqrt(static_cast<double>(D)));
+  p->causal = opts->causal;
+  p->has_mask = opts->mask != nullptr;
+  if (p->has_mask) p->mask = cmask.view;
+  p->key_lengths = opts->kv_len;
+  p->has_weights = opts->weights != nullptr;
+  if (p->has_weights) p->weights = cw.view;
+  p->has_lse = opts->lse != nullptr;
+  if (p->has_lse) p->lse = clse.view;
+  return HWYATTN_OK;
+}
+
+}  // namespace hwyattn

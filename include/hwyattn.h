@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * hwyattn.h: the stable C interface of hwyattn, a portable SIMD CPU library
+ * for transformer attention at inference time.
+ *
+ * This header is plain C99 (it compiles with -std=c99 -Wall -Wextra -pedantic
+ * -Werror) and is the library's only ABI. Python (ctypes), Rust, Go and every
+ * other FFI reach the library through it.
+ *
+ * Conventions
+ * -----------
+ * - Every function that can fail returns an hwyattn_status. It validates every
+ *   argument before touching memory; on failure it writes nothing to any
+ *   output and hwyattn_last_error() names the argument and the value.
+ * - Tensors are described by hwyattn_tensor: a data pointer, a dtype, a rank
+ *   and per-dimension sizes and strides counted in ELEMENTS (not bytes).
+ *   A stride of 0 broadcasts that dimension. Shapes are right-aligned: a
+ *   tensor of rank r < 4 describes the last r of the four logical dimensions,
+ *   the leading ones having size 1 (numpy broadcasting).
+ * - The library keeps no pointer to caller memory after a call returns.
+ *
+ * Quick start
+ * -----------
+ *   float q[1*2*3*4], k[1*2*5*4], v[1*2*5*4], o[1*2*3*4];
+ *   int64_t qs[4] = {1, 2, 3, 4}, ks[4] = {1, 2, 5, 4};
+ *   hwyattn_tensor tq, tk, tv, to;
+ *   hwyattn_tensor_contiguous(&tq, q, HWYATTN_F32, 4, qs);
+ *   hwyattn_tensor_contiguous(&tk, k, HWYATTN_F32, 4, ks);
+ *   hwyattn_tensor_contiguous(&tv, v, HWYATTN_F32, 4, ks);
+ *   hwyattn_tensor_contiguous(&to, o, HWYATTN_F32, 4, qs);
+ *   if (hwyattn_sdpa(&tq, &tk, &tv, &to, NULL) != HWYATTN_OK)
+ *     fprintf(stderr, "%s\n", hwyattn_last_error());
+ */
+#ifndef HWYATTN_H_
+#define HWYATTN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32) || defined(__CYGWIN__)
+#if defined(HWYATTN_BUILDING_SHARED)
+#define HWYATTN_API __declspec(dllexport)
+#elif defined(HWYATTN_SHARED)
+#define HWYATTN_API __declspec(dllimport)
+#else
+#define HWYATTN_API
+#endif
+#elif defined(__GNUC__) || defined(__clang__)
+#define HWYATTN_API __attribute__((visibility("default")))
+#else
+#define HWYATTN_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version and errors                                                        */
+/* ------------------------------------------------------------------------ */
+
+#define HWYATTN_VERSION_MAJOR 0
+#define HWYATTN_VERSION_MINOR 1
+#define HWYATTN_VERSION_PATCH 0
+/** Bumped on any incompatible change to this header (struct layouts, enum
+ *  values, function signatures). Compare with hwyattn_abi_version() at start-up
+ *  to catch a header/library mismatch. */
+#define HWYATTN_ABI_VERSION 1
+
+/** The library's HWYATTN_ABI_VERSION. */
+HWYATTN_API uint32_t hwyattn_abi_version(void);
+/** The library's version as "MAJOR.MINOR.PATCH", e.g. "0.1.0". Static storage. */
+HWYATTN_API const char* hwyattn_version(void);
+
+/** Status codes. The values are stable forever; new ones are only appended. */
+typedef enum hwyattn_status {
+  /** Success. */
+  HWYATTN_OK = 0,
+  /** Null pointer, bad rank/shape/stride/dtype, inconsistent sizes, size overflow. */
+  HWYATTN_INVALID_ARGUMENT = 1,
+  /** A valid request that this build cannot do (e.g. a dtype combination). */
+  HWYATTN_UNSUPPORTED = 2,
+  /** Scratch or packed buffers could not be allocated. */
+  HWYATTN_OUT_OF_MEMORY = 3,
+  /** A bug in hwyattn: please report it with hwyattn_last_error(). */
+  HWYATTN_INTERNAL_ERROR = 4
+} hwyattn_status;
+
+/** A static, human-readable name for a status ("HWYATTN_OK: success", ...).
+ *  Unknown values give "unknown hwyattn_status". Never NULL. */
+HWYATTN_API const char* hwyattn_status_string(hwyattn_status s);
+
+/** Detail of the calling thread's last failure, naming the argument and the
+ *  value, e.g. "k: shape[3] (head_dim) is 48 but q has 64". Thread-local: a
+ *  failure on another thread does not change it. The text stays valid until
+ *  this thread's next hwyattn call. Empty ("") if this thread has not failed.
+ *  A successful call does not clear it. Never NULL. */
+HWYATTN_API const char* hwyattn_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Runtime                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/** The SIMD target the kernels run on, picked at the first call from what this
+ *  CPU supports: "AVX3", "AVX2", "SSE4", "EMU128" (portable fallback) on
+ *  x86-64, "NEON" on Arm, ... The environment variable HWYATTN_TARGET (read
+ *  once, at the first call) caps it: HWYATTN_TARGET=AVX2 on an AVX-512 machine
+ *  runs the AVX2 kernels. Static storage; never NULL. */
+HWYATTN_API const char* hwyattn_simd_target(void);
+
+/** Sets the number of threads later calls may use: 1 = run on the calling
+ *  thread only; 0 = all available cores (the OpenMP default, which honours
+ *  OMP_NUM_THREADS). Negative: HWYATTN_INVALID_ARGUMENT. Process-wide and
+ *  thread-safe. Results never depend on it (they are bit-identical for any
+ *  thread count); a call too small to gain from threads runs on one thread. */
+HWYATTN_API hwyattn_status hwyattn_set_num_threads(int n);
+/** The number of threads later calls may use (0 resolved to the core count). */
+HWYATTN_API int hwyattn_get_num_threads(void);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum hwyattn_dtype {
+  HWYATTN_F32 = 0,
+  HWYATTN_F16 = 1,  /* IEEE binary16, stored as uint16_t */
+  HWYATTN_BF16 = 2, /* bfloat16, stored as uint16_t */
+  HWYATTN_BOOL = 3  /* uint8_t, nonzero = true */
+} hwyattn_dtype;
+
+typedef struct hwyattn_tensor {
+  void* data;
+  hwyattn_dtype dtype;
+  int32_t rank;       /* 1..4; shape[rank..3] and stride[rank..3] are ignored */
+  int64_t shape[4];   /* sizes, >= 1 */
+  int64_t stride[4];  /* in elements, >= 0; 0 broadcasts that dimension */
+} hwyattn_tensor;
+
+/** Fills *t as a dense row-major tensor over `data` (the last dimension has
+ *  stride 1). Returns HWYATTN_INVALID_ARGUMENT for a NULL t/shape, a rank
+ *  outside 1..4, a size < 1 or an element count that overflows int64. */
+HWYATTN_API hwyattn_status hwyattn_tensor_contiguous(hwyattn_tensor* t, void* data,
+                                                     hwyattn_dtype dtype, int32_t rank,
+                                                     const int64_t* shape);
+
+/* ------------------------------------------------------------------------ */
+/* Scaled dot-product attention                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef enum hwyattn_causal {
+  HWYATTN_CAUSAL_NONE = 0,
+  /** Query i sees keys j <= i (PyTorch is_causal=True). */
+  HWYATTN_CAUSAL_TOP_LEFT = 1,
+  /** Query i sees keys j <= i + (Lk - Lq): the decode / KV-cache convention
+   *  (the last query sees every key). With kv_len, Lk is still the tensor's
+   *  length: padding does not shift the diagonal. */
+  HWYATTN_CAUSAL_BOTTOM_RIGHT = 2
+} hwyattn_causal;
+
+typedef struct hwyattn_sdpa_options {
+  /** sizeof(hwyattn_sdpa_options) as the caller compiled it: lets the struct
+   *  grow. hwyattn_sdpa_options_init sets it. */
+  uint32_t struct_size;
+  /** Multiplies Q K^T. 0 = 1/sqrt(head_dim); 1 = plain dot-product attention.
+   *  Must be finite. */
+  float scale;
+  hwyattn_causal causal;
+  /** Optional, broadcastable to [B, Hq, Lq, Lk] (right-aligned, size-1 or
+   *  stride-0 dimensions broadcast). BOOL: true = attend, false = blocked.
+   *  F32: added to the scaled scores; -INFINITY blocks. Combines with causal
+   *  and kv_len (a key must be allowed by all of them). */
+  const hwyattn_tensor* mask;
+  /** Optional [B]: keys at positions >= kv_len[b] are padding, as PyTorch's
+   *  key_padding_mask. Each value in [0, Lk]. */
+  const int32_t* kv_len;
+  /** Optional output, F32 [B, Hq, Lq, Lk]: the attention probabilities (each
+   *  row sums to 1, or is all zeros if every key of that row is blocked). */
+  hwyattn_tensor* weights;
+  /** Optional output, F32 [B, Hq, Lq]: natural log of the softmax denominator
+   *  of the scaled, masked scores (logsumexp over the keys), -INFINITY for a
+   *  row whose keys are all blocked. Lets callers merge partial results. */
+  hwyattn_tensor* lse;
+} hwyattn_sdpa_options;
+
+/** Zeroes *opts and sets struct_size: scale 0 (= 1/sqrt(D)), no causal mask,
+ *  no mask, no kv_len, no extra outputs. NULL is a no-op. */
+HWYATTN_API void hwyattn_sdpa_options_init(hwyattn_sdpa_options* opts);
+
+/** out = softmax(q k^T * scale + mask) v, per batch and query head.
+ *
+ *    q   [B, Hq,  Lq, D ]  F32, F16 or BF16
+ *    k   [B, Hkv, Lk, D ]  F32, F16 or BF16
+ *    v   [B, Hkv, Lk, Dv]  F32, F16 or BF16
+ *    out [B, Hq,  Lq, Dv]  F32 (written)
+ *
+ *  - GQA / MQA: Hq a multiple of Hkv; query head h uses key/value head
+ *    h / (Hq / Hkv). Cross-attention is the general case (Lq != Lk, Dv != D).
+ *  - A query row whose keys are all blocked (by causal, mask or kv_len) gets
+ *    an output of zeros, weights of zeros and lse = -INFINITY. (PyTorch gives
+ *    NaN there.)
+ *  - Computation is in fp32 with fused online softmax; the Lq x Lk score
+ *    matrix is never materialised unless opts->weights is given.
+ *  - Results are bit-identical for any thread count, but may differ in the
+ *    last bits between SIMD targets.
+ *  - out must not overlap q, k, v or any other output.
+ *  opts may be NULL (defaults). Thread-safe: many threads may call at once.
+ *  @returns HWYATTN_OK, or a status describing the error (see hwyattn_last_error()). */
+HWYATTN_API hwyattn_status hwyattn_sdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
+                                        const hwyattn_tensor* v, hwyattn_tensor* out,
+                                        const hwyattn_sdpa_options* opts);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* HWYATTN_H_ */

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The attention planner: sizes the packed operands and the per-thread
+// scratch, decides how many threads a call deserves, and runs the two phases
+// (pack K/V per kv head, then the fused kernel per query tile) over OpenMP.
+#include "src/attention.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <algorithm>
+
+#include "src/ops/flash_attention.h"
+#include "src/scratch.h"
+#include "src/threading.h"
+
+namespace hwyattn {
+namespace {
+
+// A thread must get at least this much work to pay for waking it (a fork/join
+// costs a few microseconds; 2 MFLOP take ~10 us on one core).
+constexpr double kMinFlopsPerThread = 2e6;
+
+constexpr float kLog2e = 1.44269504088896340736f;
+
+// a * b into *out, false on size_t overflow.
+bool MulSize(size_t a, size_t b, size_t* out) { return !__builtin_mul_overflow(a, b, out); }
+
+struct Work {
+  const FlashKernels* kernels;
+  const FlashPlan* plan;
+  int64_t heads;           // B * Hkv: packing items
+  int64_t tiles_per_head;  // query tiles per (b, kv head)
+
+  void Pack(int64_t i) const {
+    kernels->pack_kv(*plan, i / plan->problem->kv_heads, i % plan->problem->kv_heads);
+  }
+  // Items are numbered so that the last query tiles of every head come first:
+  // under a causal mask they see the most keys, and a dynamic schedule that
+  // starts with the largest items ends balanced.
+  void Attend(int64_t item, float* scratch) const {
+    const int64_t tile = tiles_per_head - 1 - item / heads;
+    const int64_t head = item % heads;
+    kernels->attend(*plan, head / plan->problem->kv_heads, head % plan->problem->kv_heads,
+                    tile * static_cast<int64_t>(plan->geometry.query_tile), scratch);
+  }
+};
+
+}  // namespace
+
+hwyattn_status RunSdpa(const SdpaProblem& p) {
+  const FlashKernels& kernels = GetFlashKernels();
+  const FlashGeometry& g = kernels.geometry;
+  const int64_t mr = static_cast<int64_t>(g.tile_rows);
+
+  FlashPlan plan;
+  plan.problem = &p;
+  plan.geometry = g;
+  plan.key_panels = (p.kv_len + mr - 1) / mr;
+  plan.value_chunks = (p.value_dim + mr - 1) / mr;
+  plan.q_scale = p.scale * kLog2e;
+
+  // Sizes: every product is checked, a failure is reported as out of memory
+  // (the request is valid, just too large to hold).
+  size_t k_floats, v_floats, packed_floats;
+  const size_t heads = static_cast<size_t>(p.batch * p.kv_heads);
+  const size_t lk_pad = static_cast<size_t>(plan.key_panels) * g.tile_rows;
+  if (!MulSize(lk_pad, static_cast<size_t>(p.head_dim), &k_floats) ||
+      !MulSize(lk_pad, static_cast<size_t>(plan.value_chunks) * g.tile_rows, &v_floats)) {
+    return HWYATTN_OUT_OF_MEMORY;
+  }
+  plan.packed_k_floats = PadFloats(k_floats);
+  plan.packed_v_floats = PadFloats(v_floats);
+  plan.packed_head_floats = plan.packed_k_floats + plan.packed_v_floats;
+  if (!MulSize(plan.packed_head_floats, heads, &packed_floats)) return HWYATTN_OUT_OF_MEMORY;
+  plan.scratch_floats = FlashScratchLayout(p, g, plan.value_chunks).total;
+
+  Work work;
+  work.kernels = &kernels;
+  work.plan = &plan;
+  work.heads = static_cast<int64_t>(heads);
+  const int64_t rows_per_head = p.q_len * p.group();
+  const int64_t query_tile = static_cast<int64_t>(g.query_tile);
+  work.tiles_per_head = (rows_per_head + query_tile - 1) / query_tile;
+  const int64_t items = work.heads * work.tiles_per_head;
+
+  const double flops = 2.0 * static_cast<double>(p.batch * p.q_heads) *
+                       static_cast<double>(p.q_len) * static_cast<double>(p.kv_len) *
+                       static_cast<double>(p.head_dim + p.value_dim);
+  int64_t threads = NumThreads();
+  threads = std::min<int64_t>(threads, static_cast<int64_t>(flops / kMinFlopsPerThread) + 1);
+  threads = std::max<int64_t>(1, std::min(threads, items));
+
+  size_t scratch_floats, total_floats;
+  if (!MulSize(plan.scratch_floats, static_cast<size_t>(threads), &scratch_floats) ||
+      __builtin_add_overflow(packed_floats, scratch_floats, &total_floats) ||
+      total_floats > SIZE_MAX / sizeof(float)) {
+    return HWYATTN_OUT_OF_MEMORY;
+  }
+  float* memory = static_cast<float*>(ThreadScratch(total_floats * sizeof(float)));
+  if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
+  plan.packed = memory;
+  float* scratch = memory + packed_floats;
+
+  if (threads == 1) {
+    for (int64_t i = 0; i < work.heads; ++i) work.Pack(i);
+    for (int64_t i = 0; i < items; ++i) work.Attend(i, scratch);
+    return HWYATTN_OK;
+  }
+#pragma omp parallel num_threads(static_cast<int>(threads))
+  {
+    float* mine = scratch + static_cast<size_t>(omp_get_thread_num()) * plan.scratch_floats;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < work.heads; ++i) work.Pack(i);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < items; ++i) work.Attend(i, mine);
+  }
+  return HWYATTN_OK;
+}
+
+}  // namespace hwyattn

@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Fused scaled dot-product attention (FlashAttention-style), per target.
+//
+// A work item owns Bq query rows of one (batch, kv head) and walks the keys in
+// tiles of Bk, keeping for each row the running max m, the running softmax
+// denominator l and an unnormalised output accumulator O; nothing of size
+// Lq x Lk exists unless the caller asked for the weights.
+//
+// Everything is transposed so that queries are the vector lanes:
+//   S^T[Bk][Bq] = K_tile[Bk][D] . Q^T[D][Bq]      (TileMul, A = packed K)
+//   P^T = 2^(S^T - m), m, l updated per lane     (SoftmaxTileUpdate)
+//   O^T[Dv][Bq] = O^T * alpha + V^T . P^T        (TileScaleMulAdd, A = packed V)
+// so the per-query max, sum and rescale are element-wise vector operations and
+// both products run on the same register-blocked micro-kernel.
+//
+// Traffic per work item: Q tile once (D x Bq), then per key tile a K panel
+// stream (Bk x D) and a V stream (Bk x Dv) from L2, S^T and O^T in L1. With
+// Bq = 48, D = 64 that is 4 * 48 FLOPs per packed float read: compute-bound.
+//
+// K and V are packed once per (batch, kv head) by pack_kv (a separate parallel
+// phase) and then reused by every query tile and every query head of the GQA
+// group. Scores are in log2 units: Q is pre-multiplied by scale * log2(e), the
+// additive mask by log2(e), and exp(x) becomes Exp2.
+
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <algorithm>
+
+#include "src/ops/convert.h"
+#include "src/ops/flash_attention.h"
+#include "src/targets.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/ops/flash_attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// After highway.h
+#include "src/ops/matmul-inl.h"
+#include "src/ops/softmax-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hwyattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+constexpr size_t kLanes = HWY_LANES(float);
+constexpr size_t kMR = kTileRows;
+constexpr size_t kQueryTile = kTileVectors * kLanes;
+// Keys per online-softmax step: 16 panels (128 keys on AVX-512, 96 on AVX2).
+// S^T is then Bk x Bq floats = 24 KiB on AVX-512, in L1 for both products.
+constexpr size_t kKeyTile = 16 * kMR;
+
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kLn2 = 0.69314718055994530942f;
+
+// ---------------------------------------------------------------- packing
+
+// K of (b, kvh) as [panel][D][MR]: step d of a panel holds keys panel*MR + r,
+// the broadcast operand of TileMul. Keys at or past the batch's key end are 0.
+template <typename T>
+void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
+  const T* base = p.k.As<T>() + p.k.Offset(b, kvh, 0, 0);
+  const int64_t sj = p.k.stride[2], sd = p.k.stride[3];
+  const int64_t dim = p.head_dim, key_end = p.KeyEnd(b);
+  const int64_t panels = (key_end + kMR - 1) / kMR;
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    float* HWY_RESTRICT out = dst + panel * dim * kMR;
+    for (size_t r = 0; r < kMR; ++r) {
+      const int64_t j = panel * static_cast<int64_t>(kMR) + static_cast<int64_t>(r);
+      if (j < key_end) {
+        const T* row = base + j * sj;
+        for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = ToFloat(row[d * sd]);
+      } else {
+        for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = 0.0f;
+      }
+    }
+  }
+}
+
+// V of (b, kvh) as [chunk][Lk_pad][MR]: key j of chunk c holds value dims
+// c*MR + r, the broadcast operand of TileScaleMulAdd. Zero past Dv and past
+// the key end (their probabilities are 0, and 0 * 0 cannot make a NaN).
+template <typename T>
+void PackValues(const SdpaProblem& p, int64_t lk_pad, int64_t chunks, int64_t b, int64_t kvh,
+                float* HWY_RESTRICT dst) {
+  const T* base = p.v.As<T>() + p.v.Offset(b, kvh, 0, 0);
+  const int64_t sj = p.v.stride[2], sd = p.v.stride[3];
+  const int64_t value_dim = p.value_dim, key_end = p.KeyEnd(b);
+  const int64_t rows = (key_end + kMR - 1) / kMR * kMR;
+  for (int64_t j = 0; j < rows; ++j) {
+    const T* row = base + j * sj;
+    for (int64_t c = 0; c < chunks; ++c) {
+      float* HWY_RESTRICT out = dst + (c * lk_pad + j) * kMR;
+      for (size_t r = 0; r < kMR; ++r) {
+        const int64_t dv = c * static_cast<int64_t>(kMR) + static_cast<int64_t>(r);
+        out[r] = (j < key_end && dv < value_dim) ? ToFloat(row[dv * sd]) : 0.0f;
+      }
+    }
+  }
+}
+
+template <typename T>
+void PackValuesOf(const FlashPlan& plan, int64_t b, int64_t kvh, float* dst) {
+  PackValues<T>(*plan.problem, plan.key_panels * static_cast<int64_t>(kMR), plan.value_chunks, b,
+                kvh, dst);
+}
+
+void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
+  const SdpaProblem& p = *plan.problem;
+  float* k_dst = const_cast<float*>(plan.PackedK(b, kvh));
+  float* v_dst = const_cast<float*>(plan.PackedV(b, kvh));
+  switch (p.k.dtype) {
+    case HWYATTN_F16: PackKeys<F16>(p, b, kvh, k_dst); break;
+    case HWYATTN_BF16: PackKeys<BF16>(p, b, kvh, k_dst); break;
+    default: PackKeys<float>(p, b, kvh, k_dst); break;
+  }
+  switch (p.v.dtype) {
+    case HWYATTN_F16: PackValuesOf<F16>(plan, b, kvh, v_dst); break;
+    case HWYATTN_BF16: PackValuesOf<BF16>(plan, b, kvh, v_dst); break;
+    default: PackValuesOf<float>(plan, b, kvh, v_dst); break;
+  }
+}
+
+// Q rows of the tile, scaled, as [D][Bq]; lanes past the last row are 0.
+template <typename T>
+void PackQueries(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int64_t rows,
+                 float q_scale, float* HWY_RESTRICT dst) {
+  const int64_t group = p.group(), dim = p.head_dim, sd = p.q.stride[3];
+  for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
+    if (c < rows) {
+      const int64_t r = row0 + c;
+      const T* row = p.q.As<T>() + p.q.Offset(b, kvh * group + r % group, r / group, 0);
+      for (int64_t d = 0; d < dim; ++d) dst[d * kQueryTile + c] = ToFloat(row[d * sd]) * q_scale;
+    } else {
+      for (int64_t d = 0; d < dim; ++d) dst[d * kQueryTile + c] = 0.0f;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- masks
+
+// Blocks key rows [from, to) of the S^T tile (whose first row is key jt0) for
+// every lane whose last visible key (key_limit) is below the key.
+void ApplyCausal(const int32_t* HWY_RESTRICT key_limit, int64_t jt0, int64_t from, int64_t to,
+                 float* HWY_RESTRICT s) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const auto blocked_value = hn::Set(df, -INFINITY);
+  for (int64_t j = from; j < to; ++j) {
+    float* row = s + (j - jt0) * kQueryTile;
+    const auto key = hn::Set(di, static_cast<int32_t>(j));
+    for (size_t c = 0; c < kQueryTile; c += kLanes) {
+      const auto blocked = hn::RebindMask(df, key > hn::Load(di, key_limit + c));
+      hn::Store(hn::IfThenElse(blocked, blocked_value, hn::Load(df, row + c)), df, row + c);
+    }
+  }
+}
+
+// Adds the caller's mask to keys [jt0, jt1) of the first `rows` lanes. Each
+// lane's mask row starts at mask_row[lane]; keys are stride[3] apart.
+void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64_t rows,
+               int64_t jt0, int64_t jt1, float* HWY_RESTRICT s) {
+  const int64_t sj = p.mask.stride[3];
+  if (p.mask.dtype == HWYATTN_BOOL) {
+    const uint8_t* m = p.mask.As<uint8_t>();
+    for (int64_t j = jt0; j < jt1; ++j) {
+      float* row = s + (j - jt0) * kQueryTile;
+      for (int64_t c = 0; c < rows; ++c) {
+        if (m[mask_row[c] + j * sj] == 0) row[c] = -INFINITY;
+      }
+    }
+    return;
+  }
+  const float* m = p.mask.As<float>();
+  for (int64_t j = jt0; j < jt1; ++j) {
+    float* row = s + (j - jt0) * kQueryTile;
+    for (int64_t c = 0; c < rows; ++c) {
+      const float bias = m[mask_row[c] + j * sj];
+      // -inf blocks. Finite values move to log2 units, clamped so that a
+      // large finite mask (-FLT_MAX) stays finite instead of overflowing to
+      // -inf: a row masked only by such values still has a softmax.
+      row[c] = bias == -INFINITY ? -INFINITY
+                                 : row[c] + std::min(std::max(bias * kLog2e, -FLT_MAX), FLT_MAX);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- attend
+
+void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
+            float* HWY_RESTRICT scratch) {
+  const DF df;
+  const SdpaProblem& p = *plan.problem;
+  const FlashScratchLayout layout(p, plan.geometry, plan.value_chunks);
+  float* HWY_RESTRICT q_t = scratch + layout.q_t;
+  float* HWY_RESTRICT s_t = scratch + layout.s_t;
+  float* HWY_RESTRICT o_t = scratch + layout.o_t;
+  float* HWY_RESTRICT row_max = scratch + layout.row_max;
+  float* HWY_RESTRICT row_sum = scratch + layout.row_sum;
+  float* HWY_RESTRICT rescale = scratch + layout.rescale;
+  int32_t* HWY_RESTRICT key_limit = reinterpret_cast<int32_t*>(scratch + layout.key_limit);
+  int64_t* HWY_RESTRICT mask_row = reinterpret_cast<int64_t*>(scratch + layout.mask_row);
+
+  const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim;
+  const int64_t rows = std::min<int64_t>(kQueryTile, p.q_len * group - row0);
+  const int64_t first_pos = row0 / group, last_pos = (row0 + rows - 1) / group;
+
+  // Keys this tile needs: [0, key_end). Keys below causal_free_end are visible
+  // to every row; from there to key_end the diagonal is masked per lane, and
+  // whole key tiles past the last row's diagonal are never computed.
+  int64_t key_end = p.KeyEnd(b);
+  int64_t causal_free_end = key_end;
+  const int64_t offset = p.CausalOffset();
+  if (p.causal != HWYATTN_CAUSAL_NONE) {
+    key_end = std::max<int64_t>(0, std::min(key_end, last_pos + offset + 1));
+    causal_free_end = std::max<int64_t>(0, std::min(key_end, first_pos + offset + 1));
+  }
+
+  switch (p.q.dtype) {
+    case HWYATTN_F16: PackQueries<F16>(p, b, kvh, row0, rows, plan.q_scale, q_t); break;
+    case HWYATTN_BF16: PackQueries<BF16>(p, b, kvh, row0, rows, plan.q_scale, q_t); break;
+    default: PackQueries<float>(p, b, kvh, row0, rows, plan.q_scale, q_t); break;
+  }
+  for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
+    if (c < rows) {
+      const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;
+      key_limit[c] = static_cast<int32_t>(pos + offset);  // |.| < 2^31: validated
+      if (p.has_mask) mask_row[c] = p.mask.Offset(b, head, pos, 0);
+    } else {
+      key_limit[c] = INT32_MAX;
+    }
+    row_max[c] = -FLT_MAX;
+    row_sum[c] = 0.0f;
+  }
+  const size_t o_floats = static_cast<size_t>(plan.value_chunks) * kMR * kQueryTile;
+  for (size_t i = 0; i < o_floats; i += kLanes) hn::Store(hn::Zero(df), df, o_t + i);
+
+  const float* k_packed = plan.PackedK(b, kvh);
+  const float* v_packed = plan.PackedV(b, kvh);
+  const int64_t lk_pad = plan.key_panels * static_cast<int64_t>(kMR);
+  for (int64_t jt0 = 0; jt0 < key_end; jt0 += kKeyTile) {
+    const int64_t jt1 = std::min<int64_t>(jt0 + kKeyTile, key_end);
+    const size_t panels = static_cast<size_t>(jt1 - jt0 + kMR - 1) / kMR;
+    const size_t tile_keys = panels * kMR;
+
+    // S^T = K_tile . Q^T, one register tile (MR keys x Bq queries) at a time.
+    const float* k_tile = k_packed + jt0 * dim;
+    for (size_t panel = 0; panel < panels; ++panel) {
+      TileMul<kMR, kTileVectors>(df, static_cast<size_t>(dim), k_tile + panel * dim * kMR, q_t,
+                                 kQueryTile, s_t + panel * kMR * kQueryTile, kQueryTile);
+    }
+    // Padding keys of the last panel.
+    for (int64_t j = jt1; j < jt0 + static_cast<int64_t>(tile_keys); ++j) {
+      float* row = s_t + (j - jt0) * kQueryTile;
+      for (size_t c = 0; c < kQueryTile; ++c) row[c] = -INFINITY;
+    }
+    if (jt1 > causal_free_end) ApplyCausal(key_limit, jt0, std::max(jt0, causal_free_end), jt1, s_t);
+    if (p.has_mask) ApplyMask(p, mask_row, rows, jt0, jt1, s_t);
+    if (p.has_weights) {
+      // Masked scores in log2 units for now; normalised once m and l are final.
+      for (int64_t c = 0; c < rows; ++c) {
+        const int64_t r = row0 + c;
+        float* w = p.weights.AsMutable<float>() +
+                   p.weights.Offset(b, kvh * group + r % group, r / group, 0);
+        const int64_t sw = p.weights.stride[3];
+        for (int64_t j = jt0; j < jt1; ++j) w[j * sw] = s_t[(j - jt0) * kQueryTile + c];
+      }
+    }
+
+    SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, row_max, row_sum, rescale);
+
+    // O^T = O^T * alpha + V^T . P^T, one chunk of MR value dims at a time.
+    for (int64_t chunk = 0; chunk < plan.value_chunks; ++chunk) {
+      TileScaleMulAdd<kMR, kTileVectors>(df, tile_keys, v_packed + (chunk * lk_pad + jt0) * kMR,
+                                         s_t, kQueryTile, rescale,
+                                         o_t + chunk * kMR * kQueryTile, kQueryTile);
+    }
+  }
+
+  // out = O / l. A row with no visible key has l == 0 and gets zeros; a NaN l
+  // (NaN input) stays NaN rather than being hidden.
+  for (int64_t c = 0; c < rows; ++c) {
+    const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;
+    const float l = row_sum[c], m = row_max[c];
+    const float inv = (l == 0.0f) ? 0.0f : 1.0f / l;
+    float* out = p.out.AsMutable<float>() + p.out.Offset(b, head, pos, 0);
+    const int64_t so = p.out.stride[3];
+    for (int64_t dv = 0; dv < value_dim; ++dv) out[dv * so] = o_t[dv * kQueryTile + c] * inv;
+    if (p.has_lse) {
+      p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] =
+          (l == 0.0f) ? -INFINITY : (m + log2f(l)) * kLn2;
+    }
+    if (p.has_weights) {
+      float* w = p.weights.AsMutable<float>() + p.weights.Offset(b, head, pos, 0);
+      const int64_t sw = p.weights.stride[3];
+      for (int64_t j = 0; j < key_end; ++j) {
+        w[j * sw] = (l == 0.0f) ? 0.0f : exp2f(w[j * sw] - m) * inv;
+      }
+      for (int64_t j = key_end; j < p.kv_len; ++j) w[j * sw] = 0.0f;
+    }
+  }
+}
+
+// Constant-initialised so that reading an unsupported target's table (to learn
+// its target bit) executes none of that target's instructions.
+constexpr FlashKernels kFlashKernels = {
+    HWY_TARGET, {kLanes, kMR, kQueryTile, kKeyTile}, &PackKV, &Attend};
+
+const FlashKernels* GetFlashKernelTable() { return &kFlashKernels; }
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace hwyattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hwyattn {
+
+HWY_EXPORT(GetFlashKernelTable);
+
+const FlashKernels& GetFlashKernels() {
+  static const FlashKernels* const kernels = PickKernels(HWY_DISPATCH_TABLE(GetFlashKernelTable));
+  return *kernels;
+}
+
+}  // namespace hwyattn
+#endif  // HWY_ONCE

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Fused attention kernels (non-SIMD declarations): the per-call plan shared by
+// all work items, and the per-target kernel table that flash_attention.cc
+// exports. The planner (src/attention.cc) owns threading and memory.
+#ifndef HWYATTN_SRC_OPS_FLASH_ATTENTION_H_
+#define HWYATTN_SRC_OPS_FLASH_ATTENTION_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/attention.h"
+#include "src/scratch.h"
+
+namespace hwyattn {
+
+// Tile shape of one target's kernels.
+struct FlashGeometry {
+  size_t lanes;       // floats per vector
+  size_t tile_rows;   // MR: keys (or value dims) per register tile
+  size_t query_tile;  // Bq: queries per work item (a multiple of lanes)
+  size_t key_tile;    // Bk: keys per online-softmax step (a multiple of MR)
+};
+
+// Everything a work item needs, fixed for the whole call.
+//
+// Work items are (batch b, kv head, block of query_tile rows). The rows of a
+// kv head are its G = Hq/Hkv query heads times Lq positions, position-major:
+// row r is position r / G of query head kvh * G + r % G. Mixing the heads of a
+// GQA group in one tile means K and V are read once for all of them, and a
+// decode step (Lq = 1) still fills G lanes.
+struct FlashPlan {
+  const SdpaProblem* problem;
+  FlashGeometry geometry;
+  int64_t key_panels;    // ceil(Lk / MR): packed K panels per kv head
+  int64_t value_chunks;  // ceil(Dv / MR): packed V chunks per kv head
+  size_t packed_k_floats;  // per (b, kv head): key_panels * MR * D
+  size_t packed_v_floats;  // per (b, kv head): value_chunks * MR * key_panels * MR
+  float* packed;           // [B][Hkv] x (K then V), each head's block aligned
+  size_t packed_head_floats;
+  size_t scratch_floats;   // per worker thread
+  float q_scale;           // scale * log2(e): scores are computed in log2 units
+
+  const float* PackedK(int64_t b, int64_t kvh) const {
+    return packed + (b * problem->kv_heads + kvh) * packed_head_floats;
+  }
+  const float* PackedV(int64_t b, int64_t kvh) const { return PackedK(b, kvh) + packed_k_floats; }
+};
+
+// One target's kernels. `target` comes first (see PickKernels).
+struct FlashKernels {
+  int64_t target;
+  FlashGeometry geometry;
+  // Packs K as [panel][D][MR] and V as [chunk][Lk_pad][MR] (zero padded) for
+  // keys below the batch's key end, converting F16/BF16 to float.
+  void (*pack_kv)(const FlashPlan& plan, int64_t b, int64_t kvh);
+  // Computes the outputs (and lse, weights) of query rows
+  // [row0, row0 + query_tile) of (b, kvh), using `scratch_floats` of scratch.
+  void (*attend)(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0, float* scratch);
+};
+
+// The kernels of the best allowed target (see targets.h). Thread-safe.
+const FlashKernels& GetFlashKernels();
+
+// A worker's scratch for one work item, in floats from a 64-byte aligned base;
+// every array starts on a cache line.
+struct FlashScratchLayout {
+  size_t q_t;      // [D][Bq]: scaled queries, transposed (lanes = queries)
+  size_t s_t;      // [Bk][Bq]: scores, then probabilities, transposed
+  size_t o_t;      // [chunks * MR][Bq]: unnormalised output, transposed
+  size_t row_max;  // [Bq]: running max m (log2 units)
+  size_t row_sum;  // [Bq]: running denominator l
+  size_t rescale;  // [Bq]: 2^(m_old - m_new) of the last step
+  size_t key_limit;  // [Bq] int32: last key visible under the causal mask
+  size_t mask_row;   // [Bq] int64: offset of each row in the mask tensor
+  size_t total;
+
+  FlashScratchLayout(const SdpaProblem& p, const FlashGeometry& g, int64_t value_chunks) {
+    const size_t bq = g.query_tile;
+    size_t at = 0;
+    auto take = [&at](size_t floats) {
+      const size_t here = at;
+      at += PadFloats(floats);
+      return here;
+    };
+    q_t = take(static_cast<size_t>(p.head_dim) * bq);
+    s_t = take(g.key_tile * bq);
+    o_t = take(static_cast<size_t>(value_chunks) * g.tile_rows * bq);
+    row_max = take(bq);
+    row_sum = take(bq);
+    rescale = take(bq);
+    key_limit = take(bq);
+    mask_row = take(2 * bq);
+    total = at;
+  }
+};
+
+}  // namespace hwyattn
+
+#endif  // HWYATTN_SRC_OPS_FLASH_ATTENTION_H_

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Register-blocked matmul micro-kernel (BLIS style), per target.
+//
+// C[kMR rows][kNQ vectors] = sum_k A[k][kMR] * B[k][kNQ vectors]
+//
+// A is a packed panel: the kMR values of step k are contiguous, so each is a
+// broadcast from memory (an embedded-broadcast FMA operand on AVX-512). B rows
+// are kNQ full vectors, ldb floats apart. The kMR x kNQ accumulators stay in
+// registers for the whole k loop, so each B vector loaded feeds kMR FMAs and
+// each A value feeds kNQ FMAs. Register budget: kMR*kNQ accumulators + kNQ B
+// vectors (+1 broadcast without embedded broadcasts) must fit the register
+// file: 8x3 -> 27 of 32 zmm on AVX-512; 6x2 -> 15 of 16 on AVX2/SSE4.
+//
+// The attention kernels use it for both products: S^T = K_panel x Q^T (A =
+// packed keys, B = transposed queries, k = head dim) and O^T += V^T x P^T (A =
+// packed values, B = probabilities, k = keys).
+
+#if defined(HWYATTN_SRC_OPS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef HWYATTN_SRC_OPS_MATMUL_INL_H_
+#undef HWYATTN_SRC_OPS_MATMUL_INL_H_
+#else
+#define HWYATTN_SRC_OPS_MATMUL_INL_H_
+#endif
+
+#include <stddef.h>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hwyattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Register tile of this target: kTileRows (MR) x kTileVectors (NR in vectors).
+#if HWY_MAX_BYTES >= 64
+constexpr size_t kTileRows = 8;
+constexpr size_t kTileVectors = 3;
+#else
+constexpr size_t kTileRows = 6;
+constexpr size_t kTileVectors = 2;
+#endif
+
+// acc += A[kc][kMR] * B[kc][ldb] (the first kNQ vectors of each B row).
+template <size_t kMR, size_t kNQ, class DF, class VF = hn::Vec<DF>>
+HWY_INLINE void TileMulAdd(DF df, size_t kc, const float* HWY_RESTRICT a,
+                           const float* HWY_RESTRICT b, size_t ldb, VF (&acc)[kMR][kNQ]) {
+  const size_t N = hn::Lanes(df);
+  for (size_t k = 0; k < kc; ++k) {
+    VF bv[kNQ];
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < kNQ; ++c) bv[c] = hn::Load(df, b + k * ldb + c * N);
+    HWY_UNROLL(16)
+    for (size_t r = 0; r < kMR; ++r) {
+      const VF ar = hn::Set(df, a[k * kMR + r]);
+      HWY_UNROLL(8)
+      for (size_t c = 0; c < kNQ; ++c) acc[r][c] = hn::MulAdd(ar, bv[c], acc[r][c]);
+    }
+  }
+}
+
+// C = A x B: a kMR x (kNQ vectors) tile written to C (row stride ldc floats).
+template <size_t kMR, size_t kNQ, class DF>
+HWY_INLINE void TileMul(DF df, size_t kc, const float* HWY_RESTRICT a,
+                        const float* HWY_RESTRICT b, size_t ldb, float* HWY_RESTRICT c,
+                        size_t ldc) {
+  using VF = hn::Vec<DF>;
+  const size_t N = hn::Lanes(df);
+  VF acc[kMR][kNQ];
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < kMR; ++r) {
+    HWY_UNROLL(8)
+    for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::Zero(df);
+  }
+  TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc);
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < kMR; ++r) {
+    HWY_UNROLL(8)
+    for (size_t q = 0; q < kNQ; ++q) hn::Store(acc[r][q], df, c + r * ldc + q * N);
+  }
+}
+
+// C = C * col_scale + A x B, where col_scale holds one factor per column
+// (kNQ vectors): the online-softmax rescale of the output accumulator.
+template <size_t kMR, size_t kNQ, class DF>
+HWY_INLINE void TileScaleMulAdd(DF df, size_t kc, const float* HWY_RESTRICT a,
+                                const float* HWY_RESTRICT b, size_t ldb,
+                                const float* HWY_RESTRICT col_scale, float* HWY_RESTRICT c,
+                                size_t ldc) {
+  using VF = hn::Vec<DF>;
+  const size_t N = hn::Lanes(df);
+  VF scale[kNQ];
+  HWY_UNROLL(8)
+  for (size_t q = 0; q < kNQ; ++q) scale[q] = hn::Load(df, col_scale + q * N);
+  VF acc[kMR][kNQ];
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < kMR; ++r) {
+    HWY_UNROLL(8)
+    for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::Mul(hn::Load(df, c + r * ldc + q * N), scale[q]);
+  }
+  TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc);
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < kMR; ++r) {
+    HWY_UNROLL(8)
+    for (size_t q = 0; q < kNQ; ++q) hn::Store(acc[r][q], df, c + r * ldc + q * N);
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace hwyattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // HWYATTN_SRC_OPS_MATMUL_INL_H_ toggle

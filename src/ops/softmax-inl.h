@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Vector exp2 and the online-softmax update of one score tile, per target.
+//
+// Scores are kept in the log2 domain (the query is pre-multiplied by
+// scale * log2(e)), so exp(s - m) becomes Exp2(s2 - m2) with no multiply.
+// Tiles are transposed, S^T[key][query]: each vector holds one key's score for
+// several queries, so the per-query running max and sum are element-wise
+// vector operations; nothing needs a horizontal reduction.
+
+#if defined(HWYATTN_SRC_OPS_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef HWYATTN_SRC_OPS_SOFTMAX_INL_H_
+#undef HWYATTN_SRC_OPS_SOFTMAX_INL_H_
+#else
+#define HWYATTN_SRC_OPS_SOFTMAX_INL_H_
+#endif
+
+#include <stddef.h>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hwyattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// 2^x for float lanes.
+// Accuracy: max relative error 2e-7 on [-126, 127] (Cephes exp2f polynomial,
+// degree 6 on the reduced argument in [-0.5, 0.5]; tests/exp_test.cc checks
+// it against std::exp2). Range: x < -127 (including -inf) returns exactly 0,
+// which the softmax relies on for blocked keys; x > 127 is not supported
+// (softmax arguments are <= 0). NaN returns NaN.
+template <class DF, class VF = hn::Vec<DF>>
+HWY_INLINE VF Exp2(DF df, VF x) {
+  const hn::RebindToSigned<DF> di;
+  // Max(lower, x) returns x when x is NaN on x86 (maxps returns its second
+  // operand if either is NaN), so a NaN score stays NaN instead of vanishing.
+  x = hn::Max(hn::Set(df, -127.0f), x);
+  const auto n = hn::NearestInt(x);
+  const VF f = hn::Sub(x, hn::ConvertTo(df, n));  // in [-0.5, 0.5]
+  VF p = hn::Set(df, 1.535336188319500e-4f);
+  p = hn::MulAdd(p, f, hn::Set(df, 1.339887440266574e-3f));
+  p = hn::MulAdd(p, f, hn::Set(df, 9.618437357674640e-3f));
+  p = hn::MulAdd(p, f, hn::Set(df, 5.550332471162809e-2f));
+  p = hn::MulAdd(p, f, hn::Set(df, 2.402264791363012e-1f));
+  p = hn::MulAdd(p, f, hn::Set(df, 6.931472028550421e-1f));
+  p = hn::MulAdd(p, f, hn::Set(df, 1.0f));
+  // 2^n from the exponent field; n = -127 gives the bit pattern of +0.0.
+  const VF scale = hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(n, hn::Set(di, 127))));
+  return hn::Mul(p, scale);
+}
+
+// Online-softmax update for a tile of `rows` keys (rows of S^T, `ld` floats
+// apart) and ld queries (lanes). Per query column: m' = max(m, max_rows s),
+// alpha = 2^(m - m'), s <- 2^(s - m') in place (the tile becomes P^T),
+// l <- l * alpha + sum_rows s, m <- m'. Writes alpha for rescaling the output
+// accumulator. m must start finite (e.g. -FLT_MAX): blocked scores are -inf,
+// and -inf - (-inf) would be NaN.
+template <class DF>
+HWY_INLINE void SoftmaxTileUpdate(DF df, float* HWY_RESTRICT s, size_t rows, size_t ld,
+                                  float* HWY_RESTRICT m, float* HWY_RESTRICT l,
+                                  float* HWY_RESTRICT alpha) {
+  using VF = hn::Vec<DF>;
+  const size_t N = hn::Lanes(df);
+  for (size_t c = 0; c < ld; c += N) {
+    VF mx0 = hn::Load(df, m + c);
+    VF mx1 = hn::Load(df, s + c);
+    size_t r = 1;
+    for (; r + 2 <= rows; r += 2) {
+      mx0 = hn::Max(mx0, hn::Load(df, s + r * ld + c));
+      mx1 = hn::Max(mx1, hn::Load(df, s + (r + 1) * ld + c));
+    }
+    if (r < rows) mx0 = hn::Max(mx0, hn::Load(df, s + r * ld + c));
+    const VF m_old = hn::Load(df, m + c);
+    const VF m_new = hn::Max(mx0, mx1);
+    const VF a = Exp2(df, hn::Sub(m_old, m_new));
+    VF sum0 = hn::Zero(df), sum1 = hn::Zero(df);
+    r = 0;
+    for (; r + 2 <= rows; r += 2) {
+      const VF p0 = Exp2(df, hn::Sub(hn::Load(df, s + r * ld + c), m_new));
+      const VF p1 = Exp2(df, hn::Sub(hn::Load(df, s + (r + 1) * ld + c), m_new));
+      hn::Store(p0, df, s + r * ld + c);
+      hn::Store(p1, df, s + (r + 1) * ld + c);
+      sum0 = hn::Add(sum0, p0);
+      sum1 = hn::Add(sum1, p1);
+    }
+    if (r < rows) {
+      const VF p0 = Exp2(df, hn::Sub(hn::Load(df, s + r * ld + c), m_new));
+      hn::Store(p0, df, s + r * ld + c);
+      sum0 = hn::Add(sum0, p0);
+    }
+    hn::Store(m_new, df, m + c);
+    hn::Store(a, df, alpha + c);
+    hn::Store(hn::MulAdd(hn::Load(df, l + c), a, hn::Add(sum0, sum1)), df, l + c);
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace hwyattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // HWYATTN_SRC_OPS_SOFTMAX_INL_H_ toggle

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "src/targets.h"
+
+#include <stdlib.h>
+#include <strings.h>
+
+#include "hwy/targets.h"
+
+namespace hwyattn {
+namespace {
+
+// Parses HWYATTN_TARGET ("AVX2", "sse4", ...) into a mask of the targets no
+// better than it. Unset or unknown names impose no cap (documented in
+// hwyattn.h: an unknown name is ignored rather than failing every call).
+int64_t CapFromEnvironment() {
+  const char* name = getenv("HWYATTN_TARGET");
+  if (name == nullptr || name[0] == '\0') return ~int64_t{0};
+  for (int bit = 0; bit < 63; ++bit) {
+    const int64_t target = int64_t{1} << bit;
+    if (strcasecmp(name, hwy::TargetName(target)) == 0) {
+      return ~(target - 1);  // this target and every worse (higher) bit
+    }
+  }
+  return ~int64_t{0};
+}
+
+}  // namespace
+
+int64_t AllowedTargets() {
+  static const int64_t allowed = hwy::SupportedTargets() & CapFromEnvironment();
+  return allowed;
+}
+
+const char* TargetName(int64_t target) { return hwy::TargetName(target); }
+
+}  // namespace hwyattn

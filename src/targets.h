@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Which SIMD target the kernels run on.
+//
+// Every kernel family is one foreach_target translation unit that HWY_EXPORTs
+// a function returning that target's table of kernels (a struct whose first
+// member is `int64_t target`). We pick the entry from Highway's dispatch table
+// ourselves rather than through HWY_DYNAMIC_DISPATCH because HWYATTN_TARGET
+// must cap the choice for this library only: capping through
+// hwy::DisableTargets would change the target of every other Highway user in
+// the process, since ChosenTarget is global to libhwy.
+#ifndef HWYATTN_SRC_TARGETS_H_
+#define HWYATTN_SRC_TARGETS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace hwyattn {
+
+// Targets the kernels may use: those this CPU supports (hwy::SupportedTargets)
+// that are no better than the HWYATTN_TARGET cap, if set. Read once.
+int64_t AllowedTargets();
+
+// Picks the best allowed kernel table from an HWY_EXPORT dispatch table
+// (`F##HighwayDispatchTable`). Entry 0 is Highway's ChooseAndCall trampoline
+// and is skipped; lower target bits are better targets. The portable fallback
+// (EMU128) is always compiled and runs anywhere: it is the answer when the
+// cap excludes everything (e.g. HWYATTN_TARGET=SCALAR), so the result is never
+// null.
+template <class Kernels, size_t kN>
+const Kernels* PickKernels(const Kernels* (*const (&table)[kN])()) {
+  const int64_t allowed = AllowedTargets();
+  const Kernels* best = nullptr;
+  const Kernels* worst = nullptr;
+  for (size_t i = 1; i < kN; ++i) {
+    if (table[i] == nullptr) continue;
+    const Kernels* k = table[i]();
+    if ((k->target & allowed) != 0 && (best == nullptr || k->target < best->target)) best = k;
+    if (worst == nullptr || k->target > worst->target) worst = k;
+  }
+  return best != nullptr ? best : worst;
+}
+
+// Highway's name of a target bit, e.g. "AVX3".
+const char* TargetName(int64_t target);
+
+}  // namespace hwyattn
+
+#endif  // HWYATTN_SRC_TARGETS_H_

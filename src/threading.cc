@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "src/threading.h"
+
+#include <omp.h>
+
+#include <atomic>
+
+namespace hwyattn {
+namespace {
+std::atomic<int> g_requested{0};
+}  // namespace
+
+void SetNumThreads(int n) { g_requested.store(n, std::memory_order_relaxed); }
+
+int NumThreads() {
+  const int n = g_requested.load(std::memory_order_relaxed);
+  if (n > 0) return n;
+  const int max = omp_get_max_threads();
+  return max > 0 ? max : 1;
+}
+
+}  // namespace hwyattn

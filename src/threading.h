@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The thread count that calls may use (hwyattn_set_num_threads).
+#ifndef HWYATTN_SRC_THREADING_H_
+#define HWYATTN_SRC_THREADING_H_
+
+namespace hwyattn {
+
+// n >= 0; 0 = all available cores (OpenMP's default for the calling thread).
+void SetNumThreads(int n);
+// The resolved count, >= 1.
+int NumThreads();
+
+}  // namespace hwyattn
+
+#endif  // HWYATTN_SRC_THREADING_H_

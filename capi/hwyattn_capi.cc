@@ -12,6 +12,7 @@
 #include "capi/validate.h"
 #include "include/hwyattn.h"
 #include "src/attention.h"
+#include "src/mha.h"
 #include "src/ops/flash_attention.h"
 #include "src/targets.h"
 #include "src/threading.h"
@@ -117,6 +118,58 @@ hwyattn_status hwyattn_sdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
     return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_sdpa: out of memory");
   } catch (...) {
     return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_sdpa: unexpected exception");
+  }
+}
+
+void hwyattn_mha_config_init(hwyattn_mha_config* cfg) {
+  if (cfg == nullptr) return;
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->struct_size = sizeof(*cfg);
+}
+
+hwyattn_status hwyattn_mha_create(const hwyattn_mha_config* cfg, const hwyattn_mha_weights* w,
+                                  hwyattn_mha** out) {
+  try {
+    if (out == nullptr) return Fail(HWYATTN_INVALID_ARGUMENT, "out is NULL");
+    hwyattn::MhaConfig config;
+    const hwyattn_status s = hwyattn::ValidateMhaConfig(cfg, w, &config);
+    if (s != HWYATTN_OK) return s;
+    hwyattn_mha* m = new (std::nothrow) hwyattn_mha;
+    if (m == nullptr) return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_mha_create: out of memory");
+    if (m->layer.Init(config, *w) != HWYATTN_OK) {
+      delete m;
+      return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_mha_create: could not allocate the packed "
+                  "weights");
+    }
+    *out = m;
+    return HWYATTN_OK;
+  } catch (const std::bad_alloc&) {
+    return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_mha_create: out of memory");
+  } catch (...) {
+    return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_mha_create: unexpected exception");
+  }
+}
+
+void hwyattn_mha_destroy(hwyattn_mha* m) { delete m; }
+
+hwyattn_status hwyattn_mha_forward(const hwyattn_mha* m, const hwyattn_tensor* query,
+                                   const hwyattn_tensor* key, const hwyattn_tensor* value,
+                                   hwyattn_tensor* out, const hwyattn_sdpa_options* opts) {
+  try {
+    if (m == nullptr) return Fail(HWYATTN_INVALID_ARGUMENT, "m is NULL");
+    hwyattn::MhaCall call;
+    const hwyattn_status s =
+        hwyattn::ValidateMhaForward(m->layer.config(), query, key, value, out, opts, &call);
+    if (s != HWYATTN_OK) return s;
+    const hwyattn_status r = m->layer.Forward(call);
+    if (r == HWYATTN_OUT_OF_MEMORY) {
+      return Fail(r, "hwyattn_mha_forward: could not allocate the activations and scratch");
+    }
+    return r;
+  } catch (const std::bad_alloc&) {
+    return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_mha_forward: out of memory");
+  } catch (...) {
+    return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_mha_forward: unexpected exception");
   }
 }
 

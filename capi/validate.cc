@@ -11,6 +11,8 @@
 #include <algorithm>
 
 #include "capi/error.h"
+#include "src/mha.h"
+#include "src/ops/matmul.h"
 
 namespace hwyattn {
 namespace {
@@ -227,17 +229,139 @@ hwyattn_status ValidateShape(const char* name, int32_t rank, const int64_t* shap
   return HWYATTN_OK;
 }
 
+namespace {
+
+// Checks opts (already known to be a plausible struct) against the problem's
+// sizes, fills the option fields of *p, and checks that no output (outputs
+// come first in `outputs`, which ends at a null) aliases an input or another
+// output.
+hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* const* inputs,
+                            size_t num_inputs, const Checked* const* outputs, size_t num_outputs,
+                            SdpaProblem* p) {
+  const int64_t B = p->batch, Hq = p->q_heads, Lq = p->q_len, Lk = p->kv_len;
+  if (!isfinite(opts->scale)) {
+    return Fail(kInvalid, "opts: scale is %g; must be finite (0 = 1/sqrt(head_dim))",
+                static_cast<double>(opts->scale));
+  }
+  if (opts->causal != HWYATTN_CAUSAL_NONE && opts->causal != HWYATTN_CAUSAL_TOP_LEFT &&
+      opts->causal != HWYATTN_CAUSAL_BOTTOM_RIGHT) {
+    return Fail(kInvalid, "opts: causal is %d; must be HWYATTN_CAUSAL_NONE, _TOP_LEFT or "
+                "_BOTTOM_RIGHT", static_cast<int>(opts->causal));
+  }
+  const Checked* all_inputs[8];
+  const Checked* all_outputs[8];
+  size_t n_in = 0, n_out = 0;
+  for (size_t i = 0; i < num_inputs; ++i) all_inputs[n_in++] = inputs[i];
+  for (size_t i = 0; i < num_outputs; ++i) all_outputs[n_out++] = outputs[i];
+
+  Checked cmask, cw, clse, lengths;
+  if (opts->mask != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(Check("mask", kMaskNames, opts->mask,
+                                  Bit(HWYATTN_BOOL) | Bit(HWYATTN_F32), kFloatTypes, &cmask));
+    const int64_t target[4] = {B, Hq, Lq, Lk};
+    for (int i = 0; i < 4; ++i) {
+      if (cmask.view.shape[i] != 1 && cmask.view.shape[i] != target[i]) {
+        char buf[96];
+        return Fail(kInvalid, "%s is %" PRId64 "; must be 1 or %" PRId64 " to broadcast to "
+                    "[B, Hq, Lq, Lk] = [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]",
+                    cmask.Dim(i, buf, sizeof(buf)), cmask.view.shape[i], target[i], B, Hq, Lq, Lk);
+      }
+    }
+    all_inputs[n_in++] = &cmask;
+  }
+  if (opts->kv_len != nullptr) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int32_t n = opts->kv_len[b];
+      if (n < 0 || n > Lk) {
+        return Fail(kInvalid, "opts: kv_len[%" PRId64 "] is %" PRId32 "; must be in [0, %" PRId64
+                    "] (Lk)", b, n, Lk);
+      }
+    }
+    lengths.name = "opts->kv_len";
+    lengths.first_byte = reinterpret_cast<uintptr_t>(opts->kv_len);
+    lengths.end_byte = lengths.first_byte + static_cast<uint64_t>(B) * sizeof(int32_t);
+    all_inputs[n_in++] = &lengths;
+  }
+  if (opts->weights != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(Check("weights", kMaskNames, opts->weights, Bit(HWYATTN_F32),
+                                  kFloatTypes, &cw));
+    const int64_t want[4] = {B, Hq, Lq, Lk};
+    const char* what[4] = {"the batch is", "the number of query heads is", "the query length is",
+                           "the key length is"};
+    for (int i = 0; i < 4; ++i) HWYATTN_RETURN_IF_ERROR(CheckDim(cw, i, want[i], false, what[i]));
+    HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(cw));
+    all_outputs[n_out++] = &cw;
+  }
+  if (opts->lse != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(Check("lse", kLseNames, opts->lse, Bit(HWYATTN_F32), kFloatTypes,
+                                  &clse));
+    const int64_t want[4] = {1, B, Hq, Lq};
+    const char* what[4] = {"[B, Hq, Lq] needs", "the batch is", "the number of query heads is",
+                           "the query length is"};
+    for (int i = 0; i < 4; ++i) {
+      HWYATTN_RETURN_IF_ERROR(CheckDim(clse, i, want[i], false, what[i]));
+    }
+    HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(clse));
+    all_outputs[n_out++] = &clse;
+  }
+  for (size_t o = 0; o < n_out; ++o) {
+    for (size_t i = 0; i < n_in; ++i) {
+      HWYATTN_RETURN_IF_ERROR(CheckDisjoint(*all_outputs[o], *all_inputs[i]));
+    }
+    for (size_t o2 = o + 1; o2 < n_out; ++o2) {
+      HWYATTN_RETURN_IF_ERROR(CheckDisjoint(*all_outputs[o], *all_outputs[o2]));
+    }
+  }
+
+  p->scale = opts->scale != 0.0f
+                 ? opts->scale
+                 : static_cast<float>(1.0 / sqrt(static_cast<double>(p->head_dim)));
+  p->causal = opts->causal;
+  p->has_mask = opts->mask != nullptr;
+  if (p->has_mask) p->mask = cmask.view;
+  p->key_lengths = opts->kv_len;
+  p->has_weights = opts->weights != nullptr;
+  if (p->has_weights) p->weights = cw.view;
+  p->has_lse = opts->lse != nullptr;
+  if (p->has_lse) p->lse = clse.view;
+  return HWYATTN_OK;
+}
+
+// opts, or the defaults when it is NULL, after checking its struct_size.
+hwyattn_status ResolveOptions(const hwyattn_sdpa_options* opts, hwyattn_sdpa_options* defaults,
+                              const hwyattn_sdpa_options** resolved) {
+  if (opts == nullptr) {
+    memset(defaults, 0, sizeof(*defaults));
+    defaults->struct_size = sizeof(*defaults);
+    *resolved = defaults;
+    return HWYATTN_OK;
+  }
+  *resolved = opts;
+  return CheckOptionsStruct(opts);
+}
+
+// A [B, L, width] activation as matmul rows: the view is [1, B, L, width].
+RowsView ActivationRows(const Checked& c) {
+  RowsView r;
+  r.data = c.view.AsMutable<float>();
+  r.rows = c.view.shape[1] * c.view.shape[2];
+  r.cols = c.view.shape[3];
+  r.rows_per_group = c.view.shape[2];
+  r.group_stride = c.view.stride[1];
+  r.row_stride = c.view.stride[2];
+  r.col_stride = c.view.stride[3];
+  return r;
+}
+
+const char* const kActNames[4] = {"leading", "batch", "length", "width"};
+
+}  // namespace
+
 hwyattn_status ValidateSdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
                             const hwyattn_tensor* v, const hwyattn_tensor* out,
                             const hwyattn_sdpa_options* opts, SdpaProblem* p) {
   hwyattn_sdpa_options defaults;
-  memset(&defaults, 0, sizeof(defaults));
-  defaults.struct_size = sizeof(defaults);
-  if (opts == nullptr) {
-    opts = &defaults;
-  } else {
-    HWYATTN_RETURN_IF_ERROR(CheckOptionsStruct(opts));
-  }
+  HWYATTN_RETURN_IF_ERROR(ResolveOptions(opts, &defaults, &opts));
 
   Checked cq, ck, cv, co;
   HWYATTN_RETURN_IF_ERROR(Check("q", kQNames, q, kFloatTypes, kFloatTypes, &cq));
@@ -269,80 +393,6 @@ hwyattn_status ValidateSdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
   }
   HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(co));
 
-  if (!isfinite(opts->scale)) {
-    return Fail(kInvalid, "opts: scale is %g; must be finite (0 = 1/sqrt(head_dim))",
-                static_cast<double>(opts->scale));
-  }
-  if (opts->causal != HWYATTN_CAUSAL_NONE && opts->causal != HWYATTN_CAUSAL_TOP_LEFT &&
-      opts->causal != HWYATTN_CAUSAL_BOTTOM_RIGHT) {
-    return Fail(kInvalid, "opts: causal is %d; must be HWYATTN_CAUSAL_NONE, _TOP_LEFT or "
-                "_BOTTOM_RIGHT", static_cast<int>(opts->causal));
-  }
-
-  Checked cmask, cw, clse;
-  const Checked* outputs[3] = {&co, nullptr, nullptr};
-  const Checked* inputs[4] = {&cq, &ck, &cv, nullptr};
-  if (opts->mask != nullptr) {
-    HWYATTN_RETURN_IF_ERROR(Check("mask", kMaskNames, opts->mask,
-                                  Bit(HWYATTN_BOOL) | Bit(HWYATTN_F32), kFloatTypes, &cmask));
-    const int64_t target[4] = {B, Hq, Lq, Lk};
-    for (int i = 0; i < 4; ++i) {
-      if (cmask.view.shape[i] != 1 && cmask.view.shape[i] != target[i]) {
-        char buf[96];
-        return Fail(kInvalid, "%s is %" PRId64 "; must be 1 or %" PRId64 " to broadcast to "
-                    "[B, Hq, Lq, Lk] = [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]",
-                    cmask.Dim(i, buf, sizeof(buf)), cmask.view.shape[i], target[i], B, Hq, Lq, Lk);
-      }
-    }
-    inputs[3] = &cmask;
-  }
-  if (opts->kv_len != nullptr) {
-    for (int64_t b = 0; b < B; ++b) {
-      const int32_t n = opts->kv_len[b];
-      if (n < 0 || n > Lk) {
-        return Fail(kInvalid, "opts: kv_len[%" PRId64 "] is %" PRId32 "; must be in [0, %" PRId64
-                    "] (Lk)", b, n, Lk);
-      }
-    }
-  }
-  if (opts->weights != nullptr) {
-    HWYATTN_RETURN_IF_ERROR(Check("weights", kMaskNames, opts->weights, Bit(HWYATTN_F32),
-                                  kFloatTypes, &cw));
-    const int64_t want[4] = {B, Hq, Lq, Lk};
-    const char* what[4] = {"q's batch is", "q's heads is", "q's length is", "k's length is"};
-    for (int i = 0; i < 4; ++i) HWYATTN_RETURN_IF_ERROR(CheckDim(cw, i, want[i], false, what[i]));
-    HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(cw));
-    outputs[1] = &cw;
-  }
-  if (opts->lse != nullptr) {
-    HWYATTN_RETURN_IF_ERROR(Check("lse", kLseNames, opts->lse, Bit(HWYATTN_F32), kFloatTypes,
-                                  &clse));
-    const int64_t want[4] = {1, B, Hq, Lq};
-    const char* what[4] = {"[B, Hq, Lq] needs", "q's batch is", "q's heads is", "q's length is"};
-    for (int i = 0; i < 4; ++i) {
-      HWYATTN_RETURN_IF_ERROR(CheckDim(clse, i, want[i], false, what[i]));
-    }
-    HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(clse));
-    outputs[2] = &clse;
-  }
-  // Outputs may not alias inputs, each other, or kv_len.
-  Checked lengths;
-  if (opts->kv_len != nullptr) {
-    lengths.name = "opts->kv_len";
-    lengths.first_byte = reinterpret_cast<uintptr_t>(opts->kv_len);
-    lengths.end_byte = lengths.first_byte + static_cast<uint64_t>(B) * sizeof(int32_t);
-  }
-  for (int o = 0; o < 3; ++o) {
-    if (outputs[o] == nullptr) continue;
-    for (const Checked* in : inputs) {
-      if (in != nullptr) HWYATTN_RETURN_IF_ERROR(CheckDisjoint(*outputs[o], *in));
-    }
-    if (opts->kv_len != nullptr) HWYATTN_RETURN_IF_ERROR(CheckDisjoint(*outputs[o], lengths));
-    for (int o2 = o + 1; o2 < 3; ++o2) {
-      if (outputs[o2] != nullptr) HWYATTN_RETURN_IF_ERROR(CheckDisjoint(*outputs[o], *outputs[o2]));
-    }
-  }
-
   p->q = cq.view;
   p->k = ck.view;
   p->v = cv.view;
@@ -354,15 +404,142 @@ hwyattn_status ValidateSdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
   p->kv_len = Lk;
   p->head_dim = D;
   p->value_dim = Dv;
-  p->scale = opts->scale != 0.0f ? opts->scale : static_cast<float>(1.0 / sqrt(static_cast<double>(D)));
-  p->causal = opts->causal;
-  p->has_mask = opts->mask != nullptr;
-  if (p->has_mask) p->mask = cmask.view;
-  p->key_lengths = opts->kv_len;
-  p->has_weights = opts->weights != nullptr;
-  if (p->has_weights) p->weights = cw.view;
-  p->has_lse = opts->lse != nullptr;
-  if (p->has_lse) p->lse = clse.view;
+  const Checked* inputs[3] = {&cq, &ck, &cv};
+  const Checked* outputs[1] = {&co};
+  return CheckOptions(opts, inputs, 3, outputs, 1, p);
+}
+
+hwyattn_status ValidateMhaConfig(const hwyattn_mha_config* cfg, const hwyattn_mha_weights* w,
+                                 MhaConfig* config) {
+  if (cfg == nullptr) return Fail(kInvalid, "cfg is NULL");
+  if (cfg->struct_size != sizeof(hwyattn_mha_config)) {
+    // Only one version exists; a different size is a caller that did not call
+    // hwyattn_mha_config_init or a header newer than this library.
+    return Fail(cfg->struct_size > sizeof(hwyattn_mha_config) ? HWYATTN_UNSUPPORTED : kInvalid,
+                "cfg: struct_size is %" PRIu32 " but this library's hwyattn_mha_config has %zu "
+                "bytes (call hwyattn_mha_config_init)", cfg->struct_size,
+                sizeof(hwyattn_mha_config));
+  }
+  if (w == nullptr) return Fail(kInvalid, "w is NULL");
+  const int64_t E = cfg->embed_dim, H = cfg->num_heads;
+  if (E < 1) return Fail(kInvalid, "cfg: embed_dim is %" PRId64 "; must be >= 1", E);
+  if (H < 1) return Fail(kInvalid, "cfg: num_heads is %" PRId64 "; must be >= 1", H);
+  int64_t hd = cfg->head_dim;
+  if (hd < 0) return Fail(kInvalid, "cfg: head_dim is %" PRId64 "; must be >= 0 (0 = embed_dim / num_heads)", hd);
+  if (hd == 0) {
+    if (E % H != 0) {
+      return Fail(kInvalid, "cfg: embed_dim %" PRId64 " is not divisible by num_heads %" PRId64
+                  "; set head_dim", E, H);
+    }
+    hd = E / H;
+  }
+  int64_t hkv = cfg->num_kv_heads;
+  if (hkv < 0) return Fail(kInvalid, "cfg: num_kv_heads is %" PRId64 "; must be >= 0 (0 = num_heads)", hkv);
+  if (hkv == 0) hkv = H;
+  if (H % hkv != 0) {
+    return Fail(kInvalid, "cfg: num_kv_heads %" PRId64 " does not divide num_heads %" PRId64, hkv, H);
+  }
+  const int64_t kdim = cfg->kdim == 0 ? E : cfg->kdim, vdim = cfg->vdim == 0 ? E : cfg->vdim;
+  if (kdim < 0) return Fail(kInvalid, "cfg: kdim is %" PRId64 "; must be >= 0 (0 = embed_dim)", kdim);
+  if (vdim < 0) return Fail(kInvalid, "cfg: vdim is %" PRId64 "; must be >= 0 (0 = embed_dim)", vdim);
+  // Every weight matrix must be addressable: sizes well inside 64 bits.
+  const int64_t widths[4] = {E, kdim, vdim, H * hd};
+  int64_t inner, total;
+  if (__builtin_mul_overflow(H, hd, &inner) || __builtin_mul_overflow(hkv, hd, &total)) {
+    return Fail(kInvalid, "cfg: num_heads * head_dim overflows 64 bits");
+  }
+  for (int64_t width : widths) {
+    if (__builtin_mul_overflow(inner, width, &total) || total > (INT64_MAX >> 3)) {
+      return Fail(kInvalid, "cfg: a projection of %" PRId64 " x %" PRId64 " floats is too large",
+                  inner, width);
+    }
+  }
+  const char* names[4] = {"w_q", "w_k", "w_v", "w_o"};
+  const float* mats[4] = {w->w_q, w->w_k, w->w_v, w->w_o};
+  for (int i = 0; i < 4; ++i) {
+    if (mats[i] == nullptr) return Fail(kInvalid, "w: %s is NULL", names[i]);
+  }
+  const char* bias_names[4] = {"b_q", "b_k", "b_v", "b_o"};
+  const float* biases[4] = {w->b_q, w->b_k, w->b_v, w->b_o};
+  for (int i = 0; i < 4; ++i) {
+    if (cfg->has_bias && biases[i] == nullptr) {
+      return Fail(kInvalid, "w: %s is NULL but cfg->has_bias is set", bias_names[i]);
+    }
+    if (!cfg->has_bias && biases[i] != nullptr) {
+      return Fail(kInvalid, "w: %s is given but cfg->has_bias is 0 (it would be ignored)",
+                  bias_names[i]);
+    }
+  }
+  config->embed_dim = E;
+  config->num_heads = H;
+  config->head_dim = hd;
+  config->num_kv_heads = hkv;
+  config->kdim = kdim;
+  config->vdim = vdim;
+  config->has_bias = cfg->has_bias != 0;
+  return HWYATTN_OK;
+}
+
+hwyattn_status ValidateMhaForward(const MhaConfig& cfg, const hwyattn_tensor* query,
+                                  const hwyattn_tensor* key, const hwyattn_tensor* value,
+                                  const hwyattn_tensor* out, const hwyattn_sdpa_options* opts,
+                                  MhaCall* call) {
+  hwyattn_sdpa_options defaults;
+  HWYATTN_RETURN_IF_ERROR(ResolveOptions(opts, &defaults, &opts));
+  if ((key == nullptr) != (value == nullptr)) {
+    return Fail(kInvalid, "%s is NULL but %s is not: pass both (cross-attention) or neither "
+                "(self-attention)", key == nullptr ? "key" : "value",
+                key == nullptr ? "value" : "key");
+  }
+  const unsigned f32 = Bit(HWYATTN_F32);
+  Checked cq, ck, cv, co;
+  HWYATTN_RETURN_IF_ERROR(Check("query", kActNames, query, f32, kFloatTypes, &cq));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(cq, 0, 1, false, "[B, L, embed_dim] needs"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(cq, 3, cfg.embed_dim, false, "embed_dim is"));
+  const int64_t B = cq.view.shape[1], Lq = cq.view.shape[2];
+  int64_t Lk = Lq;
+  const bool self = key == nullptr;
+  if (!self) {
+    HWYATTN_RETURN_IF_ERROR(Check("key", kActNames, key, f32, kFloatTypes, &ck));
+    HWYATTN_RETURN_IF_ERROR(Check("value", kActNames, value, f32, kFloatTypes, &cv));
+    HWYATTN_RETURN_IF_ERROR(CheckDim(ck, 0, 1, false, "[B, L, kdim] needs"));
+    HWYATTN_RETURN_IF_ERROR(CheckDim(ck, 1, B, false, "query's batch is"));
+    HWYATTN_RETURN_IF_ERROR(CheckDim(ck, 3, cfg.kdim, false, "kdim is"));
+    Lk = ck.view.shape[2];
+    HWYATTN_RETURN_IF_ERROR(CheckDim(cv, 0, 1, false, "[B, L, vdim] needs"));
+    HWYATTN_RETURN_IF_ERROR(CheckDim(cv, 1, B, false, "query's batch is"));
+    HWYATTN_RETURN_IF_ERROR(CheckDim(cv, 2, Lk, false, "key's length is"));
+    HWYATTN_RETURN_IF_ERROR(CheckDim(cv, 3, cfg.vdim, false, "vdim is"));
+  }
+  HWYATTN_RETURN_IF_ERROR(Check("out", kActNames, out, f32, kFloatTypes, &co));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(co, 0, 1, false, "[B, L, embed_dim] needs"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(co, 1, B, false, "query's batch is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(co, 2, Lq, false, "query's length is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(co, 3, cfg.embed_dim, false, "embed_dim is"));
+  HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(co));
+  if (Lq > INT32_MAX || Lk > INT32_MAX) {
+    return Fail(HWYATTN_UNSUPPORTED, "%s: length is %" PRId64 "; sequences up to 2^31-1 are "
+                "supported", Lq > INT32_MAX ? "query" : "key", std::max(Lq, Lk));
+  }
+
+  SdpaProblem& p = call->attention;
+  p.batch = B;
+  p.q_heads = cfg.num_heads;
+  p.kv_heads = cfg.num_kv_heads;
+  p.q_len = Lq;
+  p.kv_len = Lk;
+  p.head_dim = cfg.head_dim;
+  p.value_dim = cfg.head_dim;
+  const Checked* inputs[3] = {&cq, &ck, &cv};
+  const Checked* outputs[1] = {&co};
+  HWYATTN_RETURN_IF_ERROR(CheckOptions(opts, inputs, self ? 1 : 3, outputs, 1, &p));
+  call->self_attention = self;
+  call->query = ActivationRows(cq);
+  if (!self) {
+    call->key = ActivationRows(ck);
+    call->value = ActivationRows(cv);
+  }
+  call->out = ActivationRows(co);
   return HWYATTN_OK;
 }
 

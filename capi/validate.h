@@ -7,6 +7,7 @@
 
 #include "include/hwyattn.h"
 #include "src/attention.h"
+#include "src/mha.h"
 #include "src/tensor.h"
 
 namespace hwyattn {
@@ -16,6 +17,17 @@ namespace hwyattn {
 hwyattn_status ValidateSdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
                             const hwyattn_tensor* v, const hwyattn_tensor* out,
                             const hwyattn_sdpa_options* opts, SdpaProblem* problem);
+
+// Checks cfg and w of hwyattn_mha_create and resolves the defaults.
+hwyattn_status ValidateMhaConfig(const hwyattn_mha_config* cfg, const hwyattn_mha_weights* w,
+                                 MhaConfig* config);
+
+// Checks the arguments of hwyattn_mha_forward for a layer of shape cfg and
+// fills *call (the attention problem's sizes and options, the activations).
+hwyattn_status ValidateMhaForward(const MhaConfig& cfg, const hwyattn_tensor* query,
+                                  const hwyattn_tensor* key, const hwyattn_tensor* value,
+                                  const hwyattn_tensor* out, const hwyattn_sdpa_options* opts,
+                                  MhaCall* call);
 
 // Checks rank and shape of a would-be contiguous tensor and returns its element
 // count in *count.

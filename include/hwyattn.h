@@ -209,6 +209,74 @@ HWYATTN_API hwyattn_status hwyattn_sdpa(const hwyattn_tensor* q, const hwyattn_t
                                         const hwyattn_tensor* v, hwyattn_tensor* out,
                                         const hwyattn_sdpa_options* opts);
 
+
+/* ------------------------------------------------------------------------ */
+/* Multi-head attention module                                               */
+/* ------------------------------------------------------------------------ */
+
+/** A multi-head attention layer with its weights packed for the library's
+ *  matmul: out = (softmax(Q K^T * scale + mask) V) W_o^T + b_o, with
+ *  Q = query W_q^T + b_q, K = key W_k^T + b_k, V = value W_v^T + b_v split
+ *  into heads of head_dim. Opaque; immutable after creation; safe to use from
+ *  many threads at once. */
+typedef struct hwyattn_mha hwyattn_mha;
+
+typedef struct hwyattn_mha_config {
+  uint32_t struct_size;  /* sizeof(hwyattn_mha_config); hwyattn_mha_config_init sets it */
+  int64_t embed_dim;     /* width of the query input and of the output (d_model) */
+  int64_t num_heads;     /* query heads */
+  int64_t head_dim;      /* 0 = embed_dim / num_heads (must divide); may differ from it:
+                            the inner width is num_heads * head_dim */
+  int64_t num_kv_heads;  /* 0 = num_heads; fewer = GQA (must divide num_heads) */
+  int64_t kdim, vdim;    /* widths of the key and value inputs; 0 = embed_dim */
+  int32_t has_bias;      /* nonzero: the four projections have biases */
+} hwyattn_mha_config;
+
+/** Weights in the torch nn.Linear layout: row-major [out_features, in_features],
+ *  F32. A PyTorch nn.MultiheadAttention with in_proj_weight p ([3E, E]) loads
+ *  as w_q = p, w_k = p + E*E, w_v = p + 2*E*E, and w_o = out_proj.weight
+ *  (biases likewise from in_proj_bias and out_proj.bias). */
+typedef struct hwyattn_mha_weights {
+  const float* w_q; /* [num_heads*head_dim,    embed_dim] */
+  const float* w_k; /* [num_kv_heads*head_dim, kdim]      */
+  const float* w_v; /* [num_kv_heads*head_dim, vdim]      */
+  const float* w_o; /* [embed_dim, num_heads*head_dim]    */
+  const float* b_q; /* [num_heads*head_dim]; NULL unless has_bias */
+  const float* b_k; /* [num_kv_heads*head_dim] */
+  const float* b_v; /* [num_kv_heads*head_dim] */
+  const float* b_o; /* [embed_dim] */
+} hwyattn_mha_weights;
+
+/** Zeroes *cfg and sets struct_size. NULL is a no-op. */
+HWYATTN_API void hwyattn_mha_config_init(hwyattn_mha_config* cfg);
+
+/** Creates a module: validates cfg, copies and pre-packs the weights (the
+ *  caller's arrays are not used after this returns). *out is set on success
+ *  only. */
+HWYATTN_API hwyattn_status hwyattn_mha_create(const hwyattn_mha_config* cfg,
+                                              const hwyattn_mha_weights* w, hwyattn_mha** out);
+
+/** Frees a module. NULL is a no-op. */
+HWYATTN_API void hwyattn_mha_destroy(hwyattn_mha* m);
+
+/** Runs the layer (batch_first layout, like nn.MultiheadAttention(batch_first=True)):
+ *
+ *    query [B, Lq, embed_dim]  F32
+ *    key   [B, Lk, kdim]       F32, or NULL: self-attention (key = value = query)
+ *    value [B, Lk, vdim]       F32, or NULL together with key
+ *    out   [B, Lq, embed_dim]  F32 (written)
+ *
+ *  opts (NULL = defaults) applies to the attention inside: scale (0 =
+ *  1/sqrt(head_dim), as PyTorch), causal (an attn_mask with is_causal), mask
+ *  broadcastable to [B, num_heads, Lq, Lk] (attn_mask), kv_len as PyTorch's
+ *  key_padding_mask, and the optional per-head weights [B, num_heads, Lq, Lk]
+ *  (average_attn_weights=False) and lse [B, num_heads, Lq].
+ *  Thread-safe: many threads may run the same module at once. */
+HWYATTN_API hwyattn_status hwyattn_mha_forward(const hwyattn_mha* m, const hwyattn_tensor* query,
+                                               const hwyattn_tensor* key,
+                                               const hwyattn_tensor* value, hwyattn_tensor* out,
+                                               const hwyattn_sdpa_options* opts);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

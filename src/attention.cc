@@ -99,7 +99,7 @@ hwyattn_status RunSdpa(const SdpaProblem& p) {
       total_floats > SIZE_MAX / sizeof(float)) {
     return HWYATTN_OUT_OF_MEMORY;
   }
-  float* memory = static_cast<float*>(ThreadScratch(total_floats * sizeof(float)));
+  float* memory = static_cast<float*>(ThreadScratch(ScratchSlot::kAttention, total_floats * sizeof(float)));
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
   plan.packed = memory;
   float* scratch = memory + packed_floats;

@@ -12,12 +12,12 @@ struct Buffer {
   ~Buffer() { free(ptr); }
 };
 
-thread_local Buffer t_buffer;
+thread_local Buffer t_buffers[kNumScratchSlots];
 
 }  // namespace
 
-void* ThreadScratch(size_t bytes) {
-  Buffer& b = t_buffer;
+void* ThreadScratch(ScratchSlot slot, size_t bytes) {
+  Buffer& b = t_buffers[static_cast<int>(slot)];
   if (bytes <= b.size) return b.ptr;
   // Grow by at least 1.5x so a slowly growing sequence of calls reallocates
   // only a logarithmic number of times.

@@ -18,9 +18,15 @@ inline size_t PadFloats(size_t n) {
   return (n + kLine - 1) / kLine * kLine;
 }
 
+// Independent buffers, so that a layer can hold its activations while the
+// matmul and the attention it calls use their own scratch.
+enum class ScratchSlot { kAttention = 0, kMatmul = 1, kLayer = 2 };
+constexpr int kNumScratchSlots = 3;
+
 // At least `bytes` bytes, 64-byte aligned, valid until this thread's next call
-// of ThreadScratch. Null if the allocation failed (the old buffer is kept).
-void* ThreadScratch(size_t bytes);
+// of ThreadScratch for the same slot. Null if the allocation failed (the old
+// buffer is kept).
+void* ThreadScratch(ScratchSlot slot, size_t bytes);
 
 }  // namespace hwyattn
 

@@ -59,24 +59,30 @@ HWY_INLINE void TileMulAdd(DF df, size_t kc, const float* HWY_RESTRICT a,
   }
 }
 
-// C = A x B: a kMR x (kNQ vectors) tile written to C (row stride ldc floats).
+// C = A x B (+ init_row broadcast to every row, if not null): a kMR x (kNQ
+// vectors) tile written to C (row stride ldc floats, any alignment).
 template <size_t kMR, size_t kNQ, class DF>
 HWY_INLINE void TileMul(DF df, size_t kc, const float* HWY_RESTRICT a,
                         const float* HWY_RESTRICT b, size_t ldb, float* HWY_RESTRICT c,
-                        size_t ldc) {
+                        size_t ldc, const float* HWY_RESTRICT init_row = nullptr) {
   using VF = hn::Vec<DF>;
   const size_t N = hn::Lanes(df);
+  VF init[kNQ];
+  HWY_UNROLL(8)
+  for (size_t q = 0; q < kNQ; ++q) {
+    init[q] = init_row != nullptr ? hn::LoadU(df, init_row + q * N) : hn::Zero(df);
+  }
   VF acc[kMR][kNQ];
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
     HWY_UNROLL(8)
-    for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::Zero(df);
+    for (size_t q = 0; q < kNQ; ++q) acc[r][q] = init[q];
   }
   TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc);
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
     HWY_UNROLL(8)
-    for (size_t q = 0; q < kNQ; ++q) hn::Store(acc[r][q], df, c + r * ldc + q * N);
+    for (size_t q = 0; q < kNQ; ++q) hn::StoreU(acc[r][q], df, c + r * ldc + q * N);
   }
 }
 

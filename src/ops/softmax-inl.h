@@ -33,9 +33,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 template <class DF, class VF = hn::Vec<DF>>
 HWY_INLINE VF Exp2(DF df, VF x) {
   const hn::RebindToSigned<DF> di;
-  // Max(lower, x) returns x when x is NaN on x86 (maxps returns its second
-  // operand if either is NaN), so a NaN score stays NaN instead of vanishing.
-  x = hn::Max(hn::Set(df, -127.0f), x);
+  // Clamp with a compare rather than Max: a NaN compares false and stays NaN
+  // on every target (Max drops NaN on some), so a NaN score cannot vanish.
+  const VF lower = hn::Set(df, -127.0f);
+  x = hn::IfThenElse(hn::Lt(x, lower), lower, x);
   const auto n = hn::NearestInt(x);
   const VF f = hn::Sub(x, hn::ConvertTo(df, n));  // in [-0.5, 0.5]
   VF p = hn::Set(df, 1.535336188319500e-4f);

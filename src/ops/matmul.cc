@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Packed matmul for linear layers, per target: Y = X W^T + b.
+//
+// W is packed once (PackedWeights::Pack) into [n / NR][k][NR] panels, the B
+// operand of the micro-kernel; each work item packs MR rows of X into a
+// [k][MR] panel (the broadcast operand), then sweeps every panel of every
+// output's W with it, so X is read once per call however many projections
+// share it. Traffic per MR x NR tile: k * (MR + NR) floats for 2 * k * MR * NR
+// FLOPs; the A panel (k * MR floats) stays in L1, the W panels stream from L2.
+
+#include <omp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "src/ops/matmul.h"
+#include "src/scratch.h"
+#include "src/targets.h"
+#include "src/threading.h"
+
+#ifndef HWYATTN_SRC_OPS_MATMUL_CC_ONCE_
+#define HWYATTN_SRC_OPS_MATMUL_CC_ONCE_
+namespace hwyattn {
+
+// One target's matmul kernels. `target` comes first (see PickKernels).
+struct MatmulKernels {
+  int64_t target;
+  size_t tile_rows;  // MR
+  size_t tile_cols;  // NR = kTileVectors * lanes
+  // dst[(p * k + kk) * NR + c] = w[(p * NR + c) * k + kk], zero past n.
+  void (*pack_weights)(const float* w, int64_t n, int64_t k, float* dst);
+  // Rows [m0, m0 + MR) of every output, using a k * MR float panel.
+  void (*multiply_block)(const RowsView& x, int64_t m0, const LinearOutput* outputs,
+                         size_t num_outputs, float* a_panel);
+};
+
+}  // namespace hwyattn
+#endif  // HWYATTN_SRC_OPS_MATMUL_CC_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/ops/matmul.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// After highway.h
+#include "src/ops/matmul-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hwyattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+constexpr size_t kMR = kTileRows;
+constexpr size_t kNR = kTileVectors * HWY_LANES(float);
+
+void PackWeights(const float* w, int64_t n, int64_t k, float* dst) {
+  const int64_t panels = (n + kNR - 1) / kNR;
+  for (int64_t p = 0; p < panels; ++p) {
+    float* HWY_RESTRICT panel = dst + p * k * kNR;
+    for (size_t c = 0; c < kNR; ++c) {
+      const int64_t row = p * static_cast<int64_t>(kNR) + static_cast<int64_t>(c);
+      if (row < n) {
+        const float* src = w + row * k;
+        for (int64_t kk = 0; kk < k; ++kk) panel[kk * kNR + c] = src[kk];
+      } else {
+        for (int64_t kk = 0; kk < k; ++kk) panel[kk * kNR + c] = 0.0f;
+      }
+    }
+  }
+}
+
+void MultiplyBlock(const RowsView& x, int64_t m0, const LinearOutput* outputs,
+                   size_t num_outputs, float* HWY_RESTRICT a) {
+  const DF df;
+  const int64_t k = x.cols;
+  const int64_t rows = std::min<int64_t>(kMR, x.rows - m0);
+  for (size_t r = 0; r < kMR; ++r) {
+    if (static_cast<int64_t>(r) < rows) {
+      const float* src = x.data + x.RowOffset(m0 + static_cast<int64_t>(r));
+      for (int64_t kk = 0; kk < k; ++kk) a[kk * kMR + r] = src[kk * x.col_stride];
+    } else {
+      for (int64_t kk = 0; kk < k; ++kk) a[kk * kMR + r] = 0.0f;
+    }
+  }
+  HWY_ALIGN float tile[kMR * kNR];
+  for (size_t o = 0; o < num_outputs; ++o) {
+    const PackedWeights& w = *outputs[o].w;
+    const RowsView& y = outputs[o].y;
+    // Whole tiles whose MR rows are evenly spaced go straight to Y; edges and
+    // rows that cross a group boundary go through `tile`.
+    const bool rows_direct = rows == static_cast<int64_t>(kMR) && y.col_stride == 1 &&
+                             m0 / y.rows_per_group == (m0 + rows - 1) / y.rows_per_group;
+    const int64_t panels = (w.n() + kNR - 1) / kNR;
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t n0 = p * static_cast<int64_t>(kNR);
+      const int64_t cols = std::min<int64_t>(kNR, w.n() - n0);
+      const float* b = w.panels() + p * k * static_cast<int64_t>(kNR);
+      if (rows_direct && cols == static_cast<int64_t>(kNR)) {
+        TileMul<kMR, kTileVectors>(df, static_cast<size_t>(k), a, b, kNR,
+                                   y.data + y.RowOffset(m0) + n0, static_cast<size_t>(y.row_stride),
+                                   w.bias() + n0);
+        continue;
+      }
+      TileMul<kMR, kTileVectors>(df, static_cast<size_t>(k), a, b, kNR, tile, kNR, w.bias() + n0);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* dst = y.data + y.RowOffset(m0 + r) + n0 * y.col_stride;
+        for (int64_t c = 0; c < cols; ++c) dst[c * y.col_stride] = tile[r * kNR + c];
+      }
+    }
+  }
+}
+
+constexpr MatmulKernels kMatmulKernels = {HWY_TARGET, kMR, kNR, &PackWeights, &MultiplyBlock};
+
+const MatmulKernels* GetMatmulKernelTable() { return &kMatmulKernels; }
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace hwyattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hwyattn {
+namespace {
+
+HWY_EXPORT(GetMatmulKernelTable);
+
+const MatmulKernels& GetMatmulKernels() {
+  static const MatmulKernels* const kernels = PickKernels(HWY_DISPATCH_TABLE(GetMatmulKernelTable));
+  return *kernels;
+}
+
+// Each thread must get at least this much work to pay for waking it.
+constexpr double kMinFlopsPerThread = 2e6;
+
+}  // namespace
+
+AlignedFloats AllocateFloats(size_t n) {
+  const size_t bytes = (std::max<size_t>(n, 1) * sizeof(float) + kScratchAlign - 1) /
+                       kScratchAlign * kScratchAlign;
+  float* p = static_cast<float*>(aligned_alloc(kScratchAlign, bytes));
+  if (p != nullptr) memset(p, 0, bytes);
+  return AlignedFloats(p);
+}
+
+bool PackedWeights::Pack(const float* w, const float* bias, int64_t n, int64_t k) {
+  const MatmulKernels& kernels = GetMatmulKernels();
+  const size_t nr = kernels.tile_cols;
+  const size_t padded_n = (static_cast<size_t>(n) + nr - 1) / nr * nr;
+  panels_ = AllocateFloats(padded_n * static_cast<size_t>(k));
+  bias_ = AllocateFloats(padded_n);
+  if (!panels_ || !bias_) return false;
+  kernels.pack_weights(w, n, k, panels_.get());
+  if (bias != nullptr) memcpy(bias_.get(), bias, static_cast<size_t>(n) * sizeof(float));
+  n_ = n;
+  k_ = k;
+  return true;
+}
+
+hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num_outputs) {
+  const MatmulKernels& kernels = GetMatmulKernels();
+  const int64_t mr = static_cast<int64_t>(kernels.tile_rows);
+  const int64_t blocks = (x.rows + mr - 1) / mr;
+  double flops = 0.0;
+  for (size_t o = 0; o < num_outputs; ++o) {
+    flops += 2.0 * static_cast<double>(x.rows) * static_cast<double>(x.cols) *
+             static_cast<double>(outputs[o].w->n());
+  }
+  int64_t threads = std::min<int64_t>(NumThreads(), static_cast<int64_t>(flops / kMinFlopsPerThread) + 1);
+  threads = std::max<int64_t>(1, std::min(threads, blocks));
+  const size_t panel_floats = PadFloats(static_cast<size_t>(x.cols) * kernels.tile_rows);
+  float* scratch = static_cast<float*>(
+      ThreadScratch(ScratchSlot::kMatmul, panel_floats * static_cast<size_t>(threads) * sizeof(float)));
+  if (scratch == nullptr) return HWYATTN_OUT_OF_MEMORY;
+  if (threads == 1) {
+    for (int64_t i = 0; i < blocks; ++i) {
+      kernels.multiply_block(x, i * mr, outputs, num_outputs, scratch);
+    }
+    return HWYATTN_OK;
+  }
+#pragma omp parallel num_threads(static_cast<int>(threads))
+  {
+    float* panel = scratch + static_cast<size_t>(omp_get_thread_num()) * panel_floats;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < blocks; ++i) {
+      kernels.multiply_block(x, i * mr, outputs, num_outputs, panel);
+    }
+  }
+  return HWYATTN_OK;
+}
+
+}  // namespace hwyattn
+#endif  // HWY_ONCE

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Per-target tests of the register-blocked micro-kernel (src/ops/matmul-inl.h)
+// against a plain double-precision product.
+#include <math.h>
+#include <stddef.h>
+
+#include <random>
+#include <vector>
+
+#include "hwy/aligned_allocator.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tests/matmul_test.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/tests/hwy_gtest.h"
+// After highway.h
+#include "src/ops/matmul-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hwyattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+void TestTileProducts() {
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
+  constexpr size_t kMR = kTileRows, kNQ = kTileVectors;
+  const size_t ldb = kNQ * N + N;  // B rows wider than the tile: only kNQ vectors are used
+  const size_t ldc = kNQ * N + 2 * N;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (size_t kc : {size_t{1}, size_t{3}, size_t{64}, size_t{129}}) {
+    auto a = hwy::AllocateAligned<float>(kc * kMR);
+    auto b = hwy::AllocateAligned<float>(kc * ldb);
+    auto c = hwy::AllocateAligned<float>(kMR * ldc);
+    auto scale = hwy::AllocateAligned<float>(kNQ * N);
+    for (size_t i = 0; i < kc * kMR; ++i) a[i] = uniform(rng);
+    for (size_t i = 0; i < kc * ldb; ++i) b[i] = uniform(rng);
+    for (size_t i = 0; i < kNQ * N; ++i) scale[i] = uniform(rng);
+    for (size_t i = 0; i < kMR * ldc; ++i) c[i] = 1e9f;  // sentinel outside the tile
+
+    TileMul<kMR, kNQ>(df, kc, a.get(), b.get(), ldb, c.get(), ldc);
+    std::vector<float> c0(c.get(), c.get() + kMR * ldc);
+    TileScaleMulAdd<kMR, kNQ>(df, kc, a.get(), b.get(), ldb, scale.get(), c.get(), ldc);
+    for (size_t r = 0; r < kMR; ++r) {
+      for (size_t j = 0; j < ldc; ++j) {
+        if (j >= kNQ * N) {  // untouched
+          EXPECT_EQ(c[r * ldc + j], 1e9f);
+          continue;
+        }
+        double dot = 0.0, mag = 0.0;
+        for (size_t k = 0; k < kc; ++k) {
+          dot += static_cast<double>(a[k * kMR + r]) * b[k * ldb + j];
+          mag += fabs(static_cast<double>(a[k * kMR + r]) * b[k * ldb + j]);
+        }
+        const double tol = 4 * 6e-8 * (mag + 1e-30) * (1 + fabs(scale[j]));
+        EXPECT_NEAR(c0[r * ldc + j], dot, tol) << "TileMul r=" << r << " j=" << j << " kc=" << kc;
+        EXPECT_NEAR(c[r * ldc + j], dot * (1 + scale[j]), tol)
+            << "TileScaleMulAdd r=" << r << " j=" << j << " kc=" << kc;
+      }
+    }
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace hwyattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hwyattn {
+HWY_BEFORE_TEST(MatmulTest);
+HWY_EXPORT_AND_TEST_P(MatmulTest, TestTileProducts);
+}  // namespace hwyattn
+#endif

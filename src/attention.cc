@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "src/ops/decode_attention.h"
 #include "src/ops/flash_attention.h"
 #include "src/scratch.h"
 #include "src/threading.h"
@@ -48,9 +49,75 @@ struct Work {
   }
 };
 
-}  // namespace
+// Threads worth waking for `flops` of work split into `items` pieces.
+int64_t ThreadsFor(double flops, int64_t items) {
+  int64_t threads = std::min<int64_t>(NumThreads(), static_cast<int64_t>(flops / kMinFlopsPerThread) + 1);
+  return std::max<int64_t>(1, std::min(threads, items));
+}
 
-hwyattn_status RunSdpa(const SdpaProblem& p) {
+double AttentionFlops(const SdpaProblem& p) {
+  return 2.0 * static_cast<double>(p.batch * p.q_heads) * static_cast<double>(p.q_len) *
+         static_cast<double>(p.kv_len) * static_cast<double>(p.head_dim + p.value_dim);
+}
+
+// `floats` of this thread's attention scratch, or null (size overflow or
+// allocation failure: both are out of memory for a valid request).
+float* AttentionScratch(size_t shared_floats, size_t per_thread_floats, int64_t threads) {
+  size_t per_threads, total;
+  if (!MulSize(per_thread_floats, static_cast<size_t>(threads), &per_threads) ||
+      __builtin_add_overflow(shared_floats, per_threads, &total) ||
+      total > SIZE_MAX / sizeof(float)) {
+    return nullptr;
+  }
+  return static_cast<float*>(ThreadScratch(ScratchSlot::kAttention, total * sizeof(float)));
+}
+
+hwyattn_status RunDecode(const SdpaProblem& p) {
+  const DecodeKernels& kernels = GetDecodeKernels();
+  DecodePlan plan;
+  plan.problem = &p;
+  plan.rows = p.q_len * p.group();
+  plan.chunks = (p.kv_len + kDecodeChunk - 1) / kDecodeChunk;
+  plan.q_scale = p.scale * kLog2e;
+  plan.scratch_floats = DecodeScratchFloats(p, plan.rows, kernels.lanes);
+  const int64_t heads = p.batch * p.kv_heads;
+  const int64_t items = heads * plan.chunks;
+  // Partials: [heads][chunks][rows] of Dv outputs and 2 stats; the sizes
+  // are bounded by the K/V tensors' (rows <= kDecodeMaxRows), no overflow.
+  const size_t partial_rows = static_cast<size_t>(items * plan.rows);
+  const size_t out_floats = PadFloats(partial_rows * static_cast<size_t>(p.value_dim));
+  const size_t stat_floats = PadFloats(partial_rows * 2);
+  const int64_t threads = ThreadsFor(AttentionFlops(p), items);
+  float* memory = AttentionScratch(out_floats + stat_floats, plan.scratch_floats, threads);
+  if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
+  plan.partial_out = memory;
+  plan.partial_stats = memory + out_floats;
+  float* scratch = memory + out_floats + stat_floats;
+
+  const int64_t kv_heads = p.kv_heads;
+  if (threads == 1) {
+    for (int64_t i = 0; i < items; ++i) {
+      kernels.attend_chunk(plan, i / plan.chunks / kv_heads, i / plan.chunks % kv_heads,
+                           i % plan.chunks, scratch);
+    }
+    for (int64_t h = 0; h < heads; ++h) kernels.merge(plan, h / kv_heads, h % kv_heads);
+    return HWYATTN_OK;
+  }
+#pragma omp parallel num_threads(static_cast<int>(threads))
+  {
+    float* mine = scratch + static_cast<size_t>(omp_get_thread_num()) * plan.scratch_floats;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < items; ++i) {
+      kernels.attend_chunk(plan, i / plan.chunks / kv_heads, i / plan.chunks % kv_heads,
+                           i % plan.chunks, mine);
+    }
+#pragma omp for schedule(static)
+    for (int64_t h = 0; h < heads; ++h) kernels.merge(plan, h / kv_heads, h % kv_heads);
+  }
+  return HWYATTN_OK;
+}
+
+hwyattn_status RunFlash(const SdpaProblem& p) {
   const FlashKernels& kernels = GetFlashKernels();
   const FlashGeometry& g = kernels.geometry;
   const int64_t mr = static_cast<int64_t>(g.tile_rows);
@@ -85,21 +152,8 @@ hwyattn_status RunSdpa(const SdpaProblem& p) {
   const int64_t query_tile = static_cast<int64_t>(g.query_tile);
   work.tiles_per_head = (rows_per_head + query_tile - 1) / query_tile;
   const int64_t items = work.heads * work.tiles_per_head;
-
-  const double flops = 2.0 * static_cast<double>(p.batch * p.q_heads) *
-                       static_cast<double>(p.q_len) * static_cast<double>(p.kv_len) *
-                       static_cast<double>(p.head_dim + p.value_dim);
-  int64_t threads = NumThreads();
-  threads = std::min<int64_t>(threads, static_cast<int64_t>(flops / kMinFlopsPerThread) + 1);
-  threads = std::max<int64_t>(1, std::min(threads, items));
-
-  size_t scratch_floats, total_floats;
-  if (!MulSize(plan.scratch_floats, static_cast<size_t>(threads), &scratch_floats) ||
-      __builtin_add_overflow(packed_floats, scratch_floats, &total_floats) ||
-      total_floats > SIZE_MAX / sizeof(float)) {
-    return HWYATTN_OUT_OF_MEMORY;
-  }
-  float* memory = static_cast<float*>(ThreadScratch(ScratchSlot::kAttention, total_floats * sizeof(float)));
+  const int64_t threads = ThreadsFor(AttentionFlops(p), items);
+  float* memory = AttentionScratch(packed_floats, plan.scratch_floats, threads);
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
   plan.packed = memory;
   float* scratch = memory + packed_floats;
@@ -118,6 +172,12 @@ hwyattn_status RunSdpa(const SdpaProblem& p) {
     for (int64_t i = 0; i < items; ++i) work.Attend(i, mine);
   }
   return HWYATTN_OK;
+}
+
+}  // namespace
+
+hwyattn_status RunSdpa(const SdpaProblem& p) {
+  return DecodeApplies(p) ? RunDecode(p) : RunFlash(p);
 }
 
 }  // namespace hwyattn

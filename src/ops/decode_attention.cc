@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Decode attention, per target: few query rows (a GQA group of one decode
+// step, or a handful of positions) against a long K/V cache.
+//
+// Packing K/V would cost more than the attention itself here (each element is
+// used by a few rows only), so K and V are read in place and keys are the
+// lanes:
+//   scores: N keys x one row at a time, vectors along the head dim, then a
+//     log2(N)-level ConcatEven/ConcatOdd pairwise reduction turns the N
+//     accumulators into one vector holding the N keys' scores;
+//   softmax: per row over the chunk (max, Exp2, sum);
+//   P.V: value dims are the lanes, up to 4 rows x 4 vectors of accumulators,
+//     each V vector loaded once per row group feeds 4 FMAs.
+// The rows of a GQA group share every K and V load (the block of N keys is
+// reused from L1 for each row). Long caches are cut into kDecodeChunk-key
+// chunks, which are independent work items merged by log-sum-exp, so a
+// single (batch, kv head) still feeds every thread.
+
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "src/ops/decode_attention.h"
+#include "src/targets.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/ops/decode_attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// After highway.h
+#include "src/ops/softmax-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hwyattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+constexpr size_t kLanes = HWY_LANES(float);
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kLn2 = 0.69314718055994530942f;
+
+// Scores of kLanes consecutive keys (rows `ldk` apart) against one scaled
+// query row q (dim_vec floats, a multiple of kLanes; the rest of the head dim
+// is added by the caller). out[i] = q . k_i.
+HWY_INLINE void ScoreKeyBlock(const float* HWY_RESTRICT q, size_t dim_vec,
+                              const float* HWY_RESTRICT k, int64_t ldk, float* HWY_RESTRICT out) {
+  const DF df;
+  VF acc[kLanes];
+  HWY_UNROLL(16)
+  for (size_t i = 0; i < kLanes; ++i) acc[i] = hn::Zero(df);
+  for (size_t d = 0; d < dim_vec; d += kLanes) {
+    const VF qv = hn::Load(df, q + d);
+    HWY_UNROLL(16)
+    for (size_t i = 0; i < kLanes; ++i) {
+      acc[i] = hn::MulAdd(qv, hn::LoadU(df, k + static_cast<int64_t>(i) * ldk + d), acc[i]);
+    }
+  }
+#if HWY_TARGET != HWY_SCALAR
+  // Pairwise: lanes [0, N/2) of the result sum adjacent lanes of a, lanes
+  // [N/2, N) those of b. After log2(N) levels, lane i holds key i's total.
+  HWY_UNROLL(16)
+  for (size_t n = kLanes; n > 1; n /= 2) {
+    HWY_UNROLL(16)
+    for (size_t i = 0; i < n / 2; ++i) {
+      acc[i] = hn::Add(hn::ConcatEven(df, acc[2 * i + 1], acc[2 * i]),
+                       hn::ConcatOdd(df, acc[2 * i + 1], acc[2 * i]));
+    }
+  }
+#endif
+  hn::StoreU(acc[0], df, out);
+}
+
+// out[r][dv] = sum_j p[r][j] v[j][dv] for kRows rows (p rows `ldp` apart) and
+// kVecs vectors of value dims from dv0, keys [0, keys).
+template <size_t kRows, size_t kVecs>
+HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t keys,
+                               const float* HWY_RESTRICT v, int64_t ldv,
+                               float* HWY_RESTRICT out, size_t ldo) {
+  const DF df;
+  VF acc[kRows][kVecs];
+  HWY_UNROLL(4)
+  for (size_t r = 0; r < kRows; ++r) {
+    HWY_UNROLL(4)
+    for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::Zero(df);
+  }
+  for (size_t j = 0; j < keys; ++j) {
+    VF vv[kVecs];
+    HWY_UNROLL(4)
+    for (size_t c = 0; c < kVecs; ++c) vv[c] = hn::LoadU(df, v + static_cast<int64_t>(j) * ldv + c * kLanes);
+    HWY_UNROLL(4)
+    for (size_t r = 0; r < kRows; ++r) {
+      const VF pr = hn::Set(df, p[r * ldp + j]);
+      HWY_UNROLL(4)
+      for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::MulAdd(pr, vv[c], acc[r][c]);
+    }
+  }
+  HWY_UNROLL(4)
+  for (size_t r = 0; r < kRows; ++r) {
+    HWY_UNROLL(4)
+    for (size_t c = 0; c < kVecs; ++c) hn::StoreU(acc[r][c], df, out + r * ldo + c * kLanes);
+  }
+}
+
+// WeightedValues for `rows` <= 4 rows: a switch to the compiled tile shapes.
+template <size_t kVecs>
+void WeightedValuesRows(size_t rows, const float* p, size_t ldp, size_t keys, const float* v,
+                        int64_t ldv, float* out, size_t ldo) {
+  switch (rows) {
+    case 1: WeightedValues<1, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
+    case 2: WeightedValues<2, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
+    case 3: WeightedValues<3, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
+    default: WeightedValues<4, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
+  }
+}
+
+void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
+                 float* HWY_RESTRICT scratch) {
+  const DF df;
+  const SdpaProblem& p = *plan.problem;
+  const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim;
+  const int64_t rows = plan.rows;
+  const size_t dim_pad = (static_cast<size_t>(dim) + kLanes - 1) / kLanes * kLanes;
+  const size_t dim_vec = static_cast<size_t>(dim) / kLanes * kLanes;
+  float* HWY_RESTRICT q = scratch;  // [rows][dim_pad], zero padded
+  float* HWY_RESTRICT s = scratch + PadFloats(static_cast<size_t>(rows) * dim_pad);  // [rows][chunk]
+  constexpr size_t ld = kDecodeChunk;
+
+  const size_t first = plan.PartialIndex(b, kvh, chunk);
+  float* HWY_RESTRICT out = plan.partial_out + first * static_cast<size_t>(value_dim);
+  float* HWY_RESTRICT stats = plan.partial_stats + first * 2;
+
+  // Keys of this chunk that any row may see; each row may see fewer.
+  const int64_t c0 = chunk * kDecodeChunk;
+  const int64_t offset = p.CausalOffset();
+  int64_t c1 = std::min(c0 + kDecodeChunk, p.KeyEnd(b));
+  if (p.causal != HWYATTN_CAUSAL_NONE) c1 = std::min(c1, (rows - 1) / group + offset + 1);
+  const int64_t keys = std::max<int64_t>(0, c1 - c0);
+  if (keys == 0) {
+    memset(out, 0, static_cast<size_t>(rows * value_dim) * sizeof(float));
+    for (int64_t r = 0; r < rows; ++r) {
+      stats[2 * r] = -FLT_MAX;
+      stats[2 * r + 1] = 0.0f;
+    }
+    return;
+  }
+
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = p.q.As<float>();
+    const int64_t pos = r / group, head = kvh * group + r % group;
+    float* dst = q + static_cast<size_t>(r) * dim_pad;
+    // q may be F16/BF16 only on the flash path (DecodeApplies): F32 here.
+    const float* row = src + p.q.Offset(b, head, pos, 0);
+    for (int64_t d = 0; d < dim; ++d) dst[d] = row[d * p.q.stride[3]] * plan.q_scale;
+    for (size_t d = static_cast<size_t>(dim); d < dim_pad; ++d) dst[d] = 0.0f;
+  }
+
+  // Scores, N keys at a time; the last partial block and the head-dim tail
+  // (dim % N) in scalar code.
+  const float* k = p.k.As<float>() + p.k.Offset(b, kvh, c0, 0);
+  const int64_t ldk = p.k.stride[2];
+  const int64_t full = keys / static_cast<int64_t>(kLanes) * static_cast<int64_t>(kLanes);
+  for (int64_t j = 0; j < full; j += kLanes) {
+    for (int64_t r = 0; r < rows; ++r) {
+      ScoreKeyBlock(q + r * dim_pad, dim_vec, k + j * ldk, ldk, s + r * ld + j);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* qr = q + r * dim_pad;
+    float* sr = s + r * ld;
+    for (int64_t j = 0; j < keys; ++j) {
+      const float* kj = k + j * ldk;
+      float sum = j < full ? sr[j] : 0.0f;
+      for (int64_t d = j < full ? static_cast<int64_t>(dim_vec) : 0; d < dim; ++d) sum += qr[d] * kj[d];
+      sr[j] = sum;
+    }
+  }
+
+  // Masks: the causal diagonal per row, then the caller's mask.
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = s + r * ld;
+    const int64_t pos = r / group, head = kvh * group + r % group;
+    if (p.causal != HWYATTN_CAUSAL_NONE) {
+      for (int64_t j = std::max<int64_t>(0, pos + offset + 1 - c0); j < keys; ++j) sr[j] = -INFINITY;
+    }
+    if (p.has_mask) {
+      const int64_t base = p.mask.Offset(b, head, pos, c0), sj = p.mask.stride[3];
+      if (p.mask.dtype == HWYATTN_BOOL) {
+        const uint8_t* m = p.mask.As<uint8_t>() + base;
+        for (int64_t j = 0; j < keys; ++j) {
+          if (m[j * sj] == 0) sr[j] = -INFINITY;
+        }
+      } else {
+        const float* m = p.mask.As<float>() + base;
+        for (int64_t j = 0; j < keys; ++j) {
+          const float bias = m[j * sj];
+          // Same rule as the prefill kernel: -inf blocks, finite values are
+          // clamped so they cannot overflow to -inf in log2 units.
+          sr[j] = bias == -INFINITY ? -INFINITY
+                                    : sr[j] + std::min(std::max(bias * kLog2e, -FLT_MAX), FLT_MAX);
+        }
+      }
+    }
+  }
+
+  // Softmax of the chunk per row: P = 2^(S - m), unnormalised.
+  const size_t keys_pad = (static_cast<size_t>(keys) + kLanes - 1) / kLanes * kLanes;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = s + r * ld;
+    for (size_t j = static_cast<size_t>(keys); j < keys_pad; ++j) sr[j] = -INFINITY;
+    VF mx = hn::Set(df, -FLT_MAX);
+    for (size_t j = 0; j < keys_pad; j += kLanes) mx = hn::Max(mx, hn::LoadU(df, sr + j));
+    const float m = hn::GetLane(hn::MaxOfLanes(df, mx));
+    const VF mv = hn::Set(df, m);
+    VF sum = hn::Zero(df);
+    for (size_t j = 0; j < keys_pad; j += kLanes) {
+      const VF pj = Exp2(df, hn::Sub(hn::LoadU(df, sr + j), mv));
+      hn::StoreU(pj, df, sr + j);
+      sum = hn::Add(sum, pj);
+    }
+    stats[2 * r] = m;
+    stats[2 * r + 1] = hn::GetLane(hn::SumOfLanes(df, sum));
+  }
+
+  // Unnormalised outputs: 4 rows x 4 vectors of value dims per pass.
+  const float* v = p.v.As<float>() + p.v.Offset(b, kvh, c0, 0);
+  const int64_t ldv = p.v.stride[2];
+  const size_t ukeys = static_cast<size_t>(keys);
+  const size_t dv_vec = static_cast<size_t>(value_dim) / kLanes * kLanes;
+  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+    const size_t nr = static_cast<size_t>(std::min<int64_t>(4, rows - r0));
+    const float* pr = s + r0 * ld;
+    float* o = out + r0 * value_dim;
+    size_t dv = 0;
+    for (; dv + 4 * kLanes <= dv_vec; dv += 4 * kLanes) {
+      WeightedValuesRows<4>(nr, pr, ld, ukeys, v + dv, ldv, o + dv, static_cast<size_t>(value_dim));
+    }
+    for (; dv < dv_vec; dv += kLanes) {
+      WeightedValuesRows<1>(nr, pr, ld, ukeys, v + dv, ldv, o + dv, static_cast<size_t>(value_dim));
+    }
+    for (; dv < static_cast<size_t>(value_dim); ++dv) {
+      for (size_t r = 0; r < nr; ++r) {
+        float sum = 0.0f;
+        for (size_t j = 0; j < ukeys; ++j) sum += pr[r * ld + j] * v[static_cast<int64_t>(j) * ldv + dv];
+        o[r * value_dim + dv] = sum;
+      }
+    }
+  }
+}
+
+// Combines the chunks of (b, kvh) in order: out = sum_c 2^(m_c - M) O_c /
+// sum_c 2^(m_c - M) l_c, lse = (M + log2 l) ln 2.
+void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
+  const SdpaProblem& p = *plan.problem;
+  const int64_t group = p.group(), value_dim = p.value_dim, rows = plan.rows;
+  const size_t first = plan.PartialIndex(b, kvh, 0);
+  const size_t chunk_stride = static_cast<size_t>(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t pos = r / group, head = kvh * group + r % group;
+    float m = -FLT_MAX;
+    for (int64_t c = 0; c < plan.chunks; ++c) {
+      m = std::max(m, plan.partial_stats[(first + c * chunk_stride + r) * 2]);
+    }
+    float l = 0.0f;
+    for (int64_t c = 0; c < plan.chunks; ++c) {
+      const float* st = plan.partial_stats + (first + c * chunk_stride + r) * 2;
+      l += exp2f(st[0] - m) * st[1];
+    }
+    const float inv = (l == 0.0f) ? 0.0f : 1.0f / l;
+    float* o = p.out.AsMutable<float>() + p.out.Offset(b, head, pos, 0);
+    const int64_t so = p.out.stride[3];
+    for (int64_t dv = 0; dv < value_dim; ++dv) {
+      float acc = 0.0f;
+      for (int64_t c = 0; c < plan.chunks; ++c) {
+        const size_t at = first + c * chunk_stride + r;
+        acc += exp2f(plan.partial_stats[at * 2] - m) * plan.partial_out[at * value_dim + dv];
+      }
+      o[dv * so] = acc * inv;
+    }
+    if (p.has_lse) {
+      p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] =
+          (l == 0.0f) ? -INFINITY : (m + log2f(l)) * kLn2;
+    }
+  }
+}
+
+constexpr DecodeKernels kDecodeKernels = {HWY_TARGET, kLanes, &AttendChunk, &Merge};
+
+const DecodeKernels* GetDecodeKernelTable() { return &kDecodeKernels; }
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace hwyattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hwyattn {
+
+HWY_EXPORT(GetDecodeKernelTable);
+
+const DecodeKernels& GetDecodeKernels() {
+  static const DecodeKernels* const kernels = PickKernels(HWY_DISPATCH_TABLE(GetDecodeKernelTable));
+  return *kernels;
+}
+
+}  // namespace hwyattn
+#endif  // HWY_ONCE

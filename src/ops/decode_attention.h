@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Decode attention (few query rows per kv head, long caches): non-SIMD
+// declarations. The kernels are in decode_attention.cc.
+#ifndef HWYATTN_SRC_OPS_DECODE_ATTENTION_H_
+#define HWYATTN_SRC_OPS_DECODE_ATTENTION_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/attention.h"
+#include "src/scratch.h"
+
+namespace hwyattn {
+
+// Keys per chunk. Fixed by the problem, never by the thread count, so that
+// the chunk-and-merge arithmetic (and hence every bit of the result) is the
+// same however many threads run it. 512 keys of V with Dv = 128 are 256 KiB:
+// the second pass over a chunk's V (one per block of value dims) hits L2.
+constexpr int64_t kDecodeChunk = 512;
+
+// Rows per kv head (Lq * Hq / Hkv) up to which the decode kernel is used.
+constexpr int64_t kDecodeMaxRows = 8;
+
+// Whether the decode kernel can run this problem: few rows, q, K and V F32,
+// K and V with contiguous head dims (read in place, unpacked), no weights
+// output. Everything else takes the (packing) prefill kernel.
+inline bool DecodeApplies(const SdpaProblem& p) {
+  return p.q_len * p.group() <= kDecodeMaxRows && p.q.dtype == HWYATTN_F32 &&
+         p.k.dtype == HWYATTN_F32 &&
+         p.v.dtype == HWYATTN_F32 && p.k.stride[3] == 1 && p.v.stride[3] == 1 && !p.has_weights;
+}
+
+// Everything a decode work item needs, fixed for the whole call. Work items
+// are (batch b, kv head, key chunk); each writes the chunk's unnormalised
+// output and its (max, sum) per row, and a merge per (b, kv head) combines
+// the chunks in order.
+struct DecodePlan {
+  const SdpaProblem* problem;
+  int64_t rows;            // query rows per kv head: Lq * G, position-major
+  int64_t chunks;          // ceil(Lk / kDecodeChunk)
+  float q_scale;           // scale * log2(e)
+  float* partial_out;      // [B * Hkv][chunks][rows][Dv]
+  float* partial_stats;    // [B * Hkv][chunks][rows][2]: running max (log2), sum
+  size_t scratch_floats;   // per worker thread
+
+  size_t PartialIndex(int64_t b, int64_t kvh, int64_t chunk) const {
+    return static_cast<size_t>(((b * problem->kv_heads + kvh) * chunks + chunk) * rows);
+  }
+};
+
+// One target's decode kernels. `target` comes first (see PickKernels).
+struct DecodeKernels {
+  int64_t target;
+  size_t lanes;
+  void (*attend_chunk)(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
+                       float* scratch);
+  void (*merge)(const DecodePlan& plan, int64_t b, int64_t kvh);
+};
+
+const DecodeKernels& GetDecodeKernels();
+
+// Scratch floats per worker: the scaled queries [rows][D padded to lanes] and
+// the scores of one chunk [rows][kDecodeChunk].
+inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lanes) {
+  const size_t dim = (static_cast<size_t>(p.head_dim) + lanes - 1) / lanes * lanes;
+  return PadFloats(static_cast<size_t>(rows) * dim) +
+         PadFloats(static_cast<size_t>(rows * kDecodeChunk));
+}
+
+}  // namespace hwyattn
+
+#endif  // HWYATTN_SRC_OPS_DECODE_ATTENTION_H_

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "capi/error.h"
 #include "src/mha.h"
@@ -18,6 +19,17 @@ namespace hwyattn {
 namespace {
 
 constexpr hwyattn_status kInvalid = HWYATTN_INVALID_ARGUMENT;
+
+// The integer a C caller stored in an enum field. C lets any int live there,
+// but loading a value outside the enumerators into a C++ enum is undefined,
+// so the raw bits are copied out before they are compared.
+template <typename Enum>
+int64_t RawEnum(const Enum& field) {
+  std::underlying_type_t<Enum> raw;
+  static_assert(sizeof(raw) == sizeof(field), "enum layout");
+  memcpy(&raw, &field, sizeof(raw));
+  return static_cast<int64_t>(raw);
+}
 
 const char* DtypeName(hwyattn_dtype t) {
   switch (t) {
@@ -80,9 +92,9 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
   if (t->rank < 1 || t->rank > 4) {
     return Fail(kInvalid, "%s: rank is %" PRId32 "; must be 1..4", name, t->rank);
   }
-  const unsigned dtype = static_cast<unsigned>(t->dtype);
-  if (dtype > HWYATTN_BOOL) {
-    return Fail(kInvalid, "%s: dtype is %u, which is not an hwyattn_dtype", name, dtype);
+  const int64_t dtype = RawEnum(t->dtype);
+  if (dtype < HWYATTN_F32 || dtype > HWYATTN_BOOL) {
+    return Fail(kInvalid, "%s: dtype is %" PRId64 ", which is not an hwyattn_dtype", name, dtype);
   }
   if ((allowed & Bit(t->dtype)) == 0) {
     return Fail((known & Bit(t->dtype)) ? HWYATTN_UNSUPPORTED : kInvalid,
@@ -243,10 +255,10 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
     return Fail(kInvalid, "opts: scale is %g; must be finite (0 = 1/sqrt(head_dim))",
                 static_cast<double>(opts->scale));
   }
-  if (opts->causal != HWYATTN_CAUSAL_NONE && opts->causal != HWYATTN_CAUSAL_TOP_LEFT &&
-      opts->causal != HWYATTN_CAUSAL_BOTTOM_RIGHT) {
-    return Fail(kInvalid, "opts: causal is %d; must be HWYATTN_CAUSAL_NONE, _TOP_LEFT or "
-                "_BOTTOM_RIGHT", static_cast<int>(opts->causal));
+  const int64_t causal = RawEnum(opts->causal);
+  if (causal < HWYATTN_CAUSAL_NONE || causal > HWYATTN_CAUSAL_BOTTOM_RIGHT) {
+    return Fail(kInvalid, "opts: causal is %" PRId64 "; must be HWYATTN_CAUSAL_NONE, _TOP_LEFT or "
+                "_BOTTOM_RIGHT", causal);
   }
   const Checked* all_inputs[8];
   const Checked* all_outputs[8];

@@ -16,7 +16,14 @@
  *   and per-dimension sizes and strides counted in ELEMENTS (not bytes).
  *   A stride of 0 broadcasts that dimension. Shapes are right-aligned: a
  *   tensor of rank r < 4 describes the last r of the four logical dimensions,
- *   the leading ones having size 1 (numpy broadcasting).
+ *   the leading ones having size 1 (numpy broadcasting). `data` must be
+ *   aligned to its element size (4 bytes for F32); no other alignment is
+ *   needed. Outputs must not overlap themselves, each other, or any input.
+ * - Options structs start with struct_size. A struct from an older header is
+ *   rejected (HWYATTN_INVALID_ARGUMENT); one from a newer header is accepted if
+ *   the fields this library does not know are zero, else HWYATTN_UNSUPPORTED.
+ * - HWYATTN_UNSUPPORTED means a meaningful request this version cannot do
+ *   (e.g. an F16 output); HWYATTN_INVALID_ARGUMENT a request that is wrong.
  * - The library keeps no pointer to caller memory after a call returns.
  *
  * Quick start
@@ -102,10 +109,14 @@ HWYATTN_API const char* hwyattn_last_error(void);
 /* ------------------------------------------------------------------------ */
 
 /** The SIMD target the kernels run on, picked at the first call from what this
- *  CPU supports: "AVX3", "AVX2", "SSE4", "EMU128" (portable fallback) on
- *  x86-64, "NEON" on Arm, ... The environment variable HWYATTN_TARGET (read
- *  once, at the first call) caps it: HWYATTN_TARGET=AVX2 on an AVX-512 machine
- *  runs the AVX2 kernels. Static storage; never NULL. */
+ *  CPU supports: "AVX3", "AVX2", "SSE4" on x86-64, "NEON" on Arm, ..., or the
+ *  portable fallback: "EMU128", or "SCALAR" when the library was built with a
+ *  compiler on which Highway disables EMU128 (GCC < 12.3, e.g. Debian 12's).
+ *  The environment variable HWYATTN_TARGET (read once, at the first call) caps
+ *  it: HWYATTN_TARGET=AVX2 on an AVX-512 machine runs the AVX2 kernels;
+ *  HWYATTN_TARGET=EMU128 (or SCALAR) runs the fallback. A name Highway does not
+ *  know is ignored (no cap) rather than failing every later call.
+ *  Static storage; never NULL. */
 HWYATTN_API const char* hwyattn_simd_target(void);
 
 /** Sets the number of threads later calls may use: 1 = run on the calling
@@ -189,9 +200,9 @@ HWYATTN_API void hwyattn_sdpa_options_init(hwyattn_sdpa_options* opts);
 /** out = softmax(q k^T * scale + mask) v, per batch and query head.
  *
  *    q   [B, Hq,  Lq, D ]  F32, F16 or BF16
- *    k   [B, Hkv, Lk, D ]  F32, F16 or BF16
- *    v   [B, Hkv, Lk, Dv]  F32, F16 or BF16
- *    out [B, Hq,  Lq, Dv]  F32 (written)
+ *    k   [B, Hkv, Lk, D ]  F32, F16 or BF16; batch may be 1 (shared by all B)
+ *    v   [B, Hkv, Lk, Dv]  F32, F16 or BF16; batch may be 1
+ *    out [B, Hq,  Lq, Dv]  F32 (written; other dtypes: HWYATTN_UNSUPPORTED)
  *
  *  - GQA / MQA: Hq a multiple of Hkv; query head h uses key/value head
  *    h / (Hq / Hkv). Cross-attention is the general case (Lq != Lk, Dv != D).

@@ -1,0 +1,515 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// bench_attention.cc: the attention rows of BENCH.md through the C ABI only
+// (include/hwyattn.h, linked to libhwyattn.so), at 1 and 2 threads:
+//
+//   BM_Attention/<id>/threads:<n>     id in P1 P2 P3 D1 D2 X1 M1 T1
+//
+// P*, D*, X1 and T1 call hwyattn_sdpa; M1 runs a whole self-attention layer
+// (Q/K/V/O projections with biases, as nn.MultiheadAttention) through
+// hwyattn_mha_forward, on a module created once with hwyattn_mha_create.
+//
+// Counters (medians across repetitions when run with --benchmark_repetitions):
+//   GFLOPS    attention FLOPs per second (BENCH.md: non-causal 4*B*Hq*Lq*Lk*D,
+//             causal with Lq = Lk = L 2*B*Hq*L*(L+1)*D; M1 adds the projections,
+//             8*B*L*d_model^2)
+//   pct_peak  GFLOPS as % of the fp32 FMA peak measured by this process at
+//             start-up for the same thread count (bench/machine_peak.cc)
+//   GBps      decode rows: bytes of K+V read per call / time (1e9 bytes/s)
+//   pct_bw    decode rows: GBps as % of the measured streaming read bandwidth
+// The context block (console header, JSON "context") carries the SIMD target,
+// the measured peaks and the bandwidth buffer size.
+//
+// Inputs are uniform random in [-1, 1), allocated and filled once per row
+// (shared by both thread counts) and left warm: every timed call follows an
+// untimed one, so D1's K/V sit in L3 as a KV cache would between decode steps
+// (D2's K/V are twice the L3 and stream from memory). Each row's output is
+// spot-checked once against a double-precision reference on three query rows.
+//
+// Own flags (before Google Benchmark's):
+//   --bw_mib=N          bandwidth buffer in MiB (default 1024, or HWYATTN_BENCH_BW_MIB;
+//                       shrunk automatically to a quarter of MemAvailable)
+//   --peak_seconds=S    length of each FMA peak run (default 0.2; best of 5 after a warm-up)
+//   --skip_peaks        do not measure (pct_* counters are then 0)
+
+#include <hwyattn.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "bench/machine_peak.h"
+
+namespace {
+
+struct Row {
+  const char* id;
+  int64_t B, Hq, Hkv, Lq, Lk, D;
+  bool causal;
+  bool decode;      // also report K/V bandwidth
+  int64_t d_model;  // M1 only: the layer's width (0: a plain hwyattn_sdpa row)
+  double min_time;  // seconds per repetition
+  benchmark::TimeUnit unit;
+};
+
+// BENCH.md rows (fp32, Dv = D).
+const Row kRows[] = {
+    {"P1", 1, 8, 8, 1024, 1024, 64, false, false, 0, 0.4, benchmark::kMillisecond},
+    {"P2", 1, 8, 8, 2048, 2048, 64, true, false, 0, 0.4, benchmark::kMillisecond},
+    {"P3", 1, 4, 4, 4096, 4096, 128, true, false, 0, 0.5, benchmark::kMillisecond},
+    {"D1", 1, 32, 8, 1, 4096, 128, false, true, 0, 0.3, benchmark::kMillisecond},
+    {"D2", 8, 8, 8, 1, 2048, 64, false, true, 0, 0.3, benchmark::kMillisecond},
+    {"X1", 4, 8, 8, 128, 768, 64, false, false, 0, 0.3, benchmark::kMillisecond},
+    {"M1", 4, 8, 8, 512, 512, 64, false, false, 512, 0.4, benchmark::kMillisecond},
+    {"T1", 1, 2, 2, 3, 3, 2, false, false, 0, 0.2, benchmark::kNanosecond},
+};
+constexpr int kThreadCounts[] = {1, 2};
+
+double Flops(const Row& r) {
+  if (r.causal) {
+    // Lq == Lk == L: only the unmasked half (row i sees i + 1 keys).
+    return 2.0 * r.B * r.Hq * r.Lq * (r.Lq + 1.0) * r.D;
+  }
+  const double attention = 4.0 * r.B * r.Hq * r.Lq * r.Lk * r.D;
+  // M1: Q, K, V and O projections, 2 * B * L * d_model^2 each.
+  return attention + 8.0 * r.B * r.Lq * static_cast<double>(r.d_model) * r.d_model;
+}
+
+double KvBytes(const Row& r) {
+  return 2.0 * r.B * r.Hkv * r.Lk * r.D * sizeof(float);  // K and V, Dv = D
+}
+
+std::string Shape(const Row& r) {
+  char buf[160];
+  snprintf(buf, sizeof(buf), "B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld D=%lld%s",
+           static_cast<long long>(r.B), static_cast<long long>(r.Hq),
+           static_cast<long long>(r.Hkv), static_cast<long long>(r.Lq),
+           static_cast<long long>(r.Lk), static_cast<long long>(r.D),
+           r.causal ? " causal" : "");
+  std::string shape = buf;
+  if (r.d_model > 0) shape += " d_model=" + std::to_string(r.d_model);
+  return shape;
+}
+
+// Measured machine limits, indexed by thread count (1 or 2).
+struct Peaks {
+  double fma_gflops[3] = {0, 0, 0};
+  double read_gbps[3] = {0, 0, 0};
+};
+Peaks g_peaks;
+
+// 64-byte aligned float buffer.
+struct FloatBuffer {
+  struct Free {
+    void operator()(float* p) const { free(p); }
+  };
+  std::unique_ptr<float, Free> ptr;
+  size_t size = 0;
+  explicit FloatBuffer(size_t n) : size(n) {
+    const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    ptr.reset(static_cast<float*>(aligned_alloc(64, bytes)));
+    if (!ptr) {
+      fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
+      abort();
+    }
+  }
+  float* data() const { return ptr.get(); }
+};
+
+struct Tensors {
+  FloatBuffer q, k, v, o;
+  hwyattn_tensor tq, tk, tv, to;
+  bool checked = false;
+  std::string check_error;
+  explicit Tensors(const Row& r)
+      : q(r.B * r.Hq * r.Lq * r.D), k(r.B * r.Hkv * r.Lk * r.D), v(r.B * r.Hkv * r.Lk * r.D),
+        o(r.B * r.Hq * r.Lq * r.D) {
+    std::mt19937 rng(12345);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    for (FloatBuffer* b : {&q, &k, &v}) {
+      for (size_t i = 0; i < b->size; ++i) b->data()[i] = uni(rng);
+    }
+    memset(o.data(), 0, o.size * sizeof(float));
+    const int64_t qs[4] = {r.B, r.Hq, r.Lq, r.D}, ks[4] = {r.B, r.Hkv, r.Lk, r.D};
+    hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 4, qs);
+    hwyattn_tensor_contiguous(&tk, k.data(), HWYATTN_F32, 4, ks);
+    hwyattn_tensor_contiguous(&tv, v.data(), HWYATTN_F32, 4, ks);
+    hwyattn_tensor_contiguous(&to, o.data(), HWYATTN_F32, 4, qs);
+  }
+};
+
+// One set of inputs per row, created on first use and kept for the run.
+Tensors& GetTensors(const Row& r) {
+  static std::map<std::string, std::unique_ptr<Tensors>> cache;
+  std::unique_ptr<Tensors>& t = cache[r.id];
+  if (!t) t.reset(new Tensors(r));
+  return *t;
+}
+
+// Compares out rows (b, h, i) for three query rows with a double-precision
+// softmax(q k^T / sqrt(D)) v. Returns "" or a description of the mismatch.
+std::string SpotCheck(const Row& r, const Tensors& t) {
+  const int64_t picks[3][3] = {{0, 0, 0},
+                               {r.B / 2, r.Hq / 2, r.Lq / 2},
+                               {r.B - 1, r.Hq - 1, r.Lq - 1}};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(r.D));
+  double max_err = 0, max_ref = 0;
+  for (const auto& pick : picks) {
+    const int64_t b = pick[0], h = pick[1], i = pick[2];
+    const int64_t hk = h / (r.Hq / r.Hkv);
+    const float* qi = t.q.data() + ((b * r.Hq + h) * r.Lq + i) * r.D;
+    const float* kb = t.k.data() + (b * r.Hkv + hk) * r.Lk * r.D;
+    const float* vb = t.v.data() + (b * r.Hkv + hk) * r.Lk * r.D;
+    const float* oi = t.o.data() + ((b * r.Hq + h) * r.Lq + i) * r.D;
+    const int64_t keys = r.causal ? i + 1 : r.Lk;
+    std::vector<double> s(keys);
+    double m = -INFINITY;
+    for (int64_t j = 0; j < keys; ++j) {
+      double dot = 0;
+      for (int64_t d = 0; d < r.D; ++d) dot += static_cast<double>(qi[d]) * kb[j * r.D + d];
+      s[j] = dot * scale;
+      m = std::max(m, s[j]);
+    }
+    double l = 0;
+    for (int64_t j = 0; j < keys; ++j) l += (s[j] = std::exp(s[j] - m));
+    for (int64_t d = 0; d < r.D; ++d) {
+      double acc = 0;
+      for (int64_t j = 0; j < keys; ++j) acc += s[j] * vb[j * r.D + d];
+      acc /= l;
+      max_ref = std::max(max_ref, std::fabs(acc));
+      max_err = std::max(max_err, std::fabs(acc - oi[d]));
+    }
+  }
+  if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30))) {
+    char buf[160];
+    snprintf(buf, sizeof(buf), "%s: output differs from the reference: max|err| %.3g, max|ref| %.3g",
+             r.id, max_err, max_ref);
+    return buf;
+  }
+  return "";
+}
+
+void BM_Attention(benchmark::State& state, const Row* row) {
+  const Row& r = *row;
+  const int threads = static_cast<int>(state.range(0));
+  Tensors& t = GetTensors(r);
+  static std::string error;  // SkipWithError keeps the pointer
+
+  const int previous_threads = hwyattn_get_num_threads();
+  hwyattn_set_num_threads(threads);
+  hwyattn_sdpa_options opts;
+  hwyattn_sdpa_options_init(&opts);
+  opts.causal = r.causal ? HWYATTN_CAUSAL_TOP_LEFT : HWYATTN_CAUSAL_NONE;
+
+  // Untimed call: warms K/V and the library's scratch, and checks the status.
+  hwyattn_status st = hwyattn_sdpa(&t.tq, &t.tk, &t.tv, &t.to, &opts);
+  if (st != HWYATTN_OK) {
+    error = std::string(hwyattn_status_string(st)) + ": " + hwyattn_last_error();
+    state.SkipWithError(error.c_str());
+    hwyattn_set_num_threads(previous_threads);
+    return;
+  }
+  if (!t.checked) {
+    t.check_error = SpotCheck(r, t);
+    t.checked = true;
+  }
+  if (!t.check_error.empty()) {
+    state.SkipWithError(t.check_error.c_str());
+    hwyattn_set_num_threads(previous_threads);
+    return;
+  }
+
+  for (auto _ : state) {
+    st = hwyattn_sdpa(&t.tq, &t.tk, &t.tv, &t.to, &opts);
+    benchmark::DoNotOptimize(st);
+    benchmark::ClobberMemory();
+  }
+  hwyattn_set_num_threads(previous_threads);
+  if (st != HWYATTN_OK) {
+    error = std::string("hwyattn_sdpa failed in the timed loop: ") + hwyattn_last_error();
+    state.SkipWithError(error.c_str());
+    return;
+  }
+
+  using benchmark::Counter;
+  const double calls = static_cast<double>(state.iterations());
+  const double gflop = Flops(r) * calls * 1e-9;
+  state.counters["GFLOPS"] = Counter(gflop, Counter::kIsRate);
+  const double peak = g_peaks.fma_gflops[threads];
+  state.counters["pct_peak"] = Counter(peak > 0 ? gflop / peak * 100.0 : 0.0, Counter::kIsRate);
+  if (r.decode) {
+    const double gb = KvBytes(r) * calls * 1e-9;
+    state.counters["GBps"] = Counter(gb, Counter::kIsRate);
+    const double bw = g_peaks.read_gbps[threads];
+    state.counters["pct_bw"] = Counter(bw > 0 ? gb / bw * 100.0 : 0.0, Counter::kIsRate);
+  }
+  state.SetLabel(Shape(r));
+}
+
+// M1: a self-attention layer (batch_first, E = d_model, heads of dim D) with
+// random weights of nn.Linear's scale, created once and kept for the run.
+struct MhaLayer {
+  int64_t B, L, E, H, D;
+  std::vector<float> wq, wk, wv, wo, bq, bk, bv, bo;
+  FloatBuffer x, out;
+  hwyattn_tensor tx, tout;
+  hwyattn_mha* module = nullptr;
+  std::string error;
+  bool checked = false;
+  explicit MhaLayer(const Row& r)
+      : B(r.B), L(r.Lq), E(r.d_model), H(r.Hq), D(r.D), x(r.B * r.Lq * r.d_model),
+        out(r.B * r.Lq * r.d_model) {
+    std::mt19937 rng(4242);
+    const float bound = 1.0f / std::sqrt(static_cast<float>(E));
+    std::uniform_real_distribution<float> w(-bound, bound), u(-1.0f, 1.0f);
+    const size_t inner = static_cast<size_t>(H * D);
+    for (std::vector<float>* m : {&wq, &wk, &wv}) {
+      m->resize(inner * E);
+      for (float& f : *m) f = w(rng);
+    }
+    wo.resize(static_cast<size_t>(E) * inner);
+    for (float& f : wo) f = w(rng);
+    for (std::vector<float>* b : {&bq, &bk, &bv}) {
+      b->resize(inner);
+      for (float& f : *b) f = w(rng);
+    }
+    bo.resize(E);
+    for (float& f : bo) f = w(rng);
+    for (size_t i = 0; i < x.size; ++i) x.data()[i] = u(rng);
+    memset(out.data(), 0, out.size * sizeof(float));
+    const int64_t shape[3] = {B, L, E};
+    hwyattn_tensor_contiguous(&tx, x.data(), HWYATTN_F32, 3, shape);
+    hwyattn_tensor_contiguous(&tout, out.data(), HWYATTN_F32, 3, shape);
+
+    hwyattn_mha_config cfg;
+    hwyattn_mha_config_init(&cfg);
+    cfg.embed_dim = E;
+    cfg.num_heads = H;
+    cfg.head_dim = D;
+    cfg.has_bias = 1;
+    hwyattn_mha_weights wts = {wq.data(), wk.data(), wv.data(), wo.data(),
+                               bq.data(), bk.data(), bv.data(), bo.data()};
+    const hwyattn_status st = hwyattn_mha_create(&cfg, &wts, &module);
+    if (st != HWYATTN_OK) {
+      error = std::string("hwyattn_mha_create: ") + hwyattn_status_string(st) + ": " +
+              hwyattn_last_error();
+      module = nullptr;
+    }
+  }
+  ~MhaLayer() { hwyattn_mha_destroy(module); }
+
+  // Recomputes output rows (b = 0, i = 0) and (b = B - 1, i = L - 1) in double.
+  std::string SpotCheck() const {
+    const size_t inner = static_cast<size_t>(H * D);
+    auto project = [&](const std::vector<float>& wm, const std::vector<float>& bias,
+                       const float* in, size_t rows, size_t in_w, size_t out_w) {
+      std::vector<double> y(rows * out_w);
+      for (size_t i = 0; i < rows; ++i) {
+        for (size_t o = 0; o < out_w; ++o) {
+          double acc = bias[o];
+          for (size_t c = 0; c < in_w; ++c) acc += static_cast<double>(in[i * in_w + c]) * wm[o * in_w + c];
+          y[i * out_w + o] = acc;
+        }
+      }
+      return y;
+    };
+    double max_err = 0, max_ref = 0;
+    const int64_t picks[2][2] = {{0, 0}, {B - 1, L - 1}};
+    for (const auto& pick : picks) {
+      const int64_t b = pick[0], i = pick[1];
+      const float* xb = x.data() + b * L * E;
+      const std::vector<double> k = project(wk, bk, xb, L, E, inner);
+      const std::vector<double> v = project(wv, bv, xb, L, E, inner);
+      const std::vector<double> q = project(wq, bq, xb + i * E, 1, E, inner);
+      std::vector<double> attn(inner, 0.0), s(L);
+      for (int64_t h = 0; h < H; ++h) {
+        double m = -INFINITY;
+        for (int64_t j = 0; j < L; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += q[h * D + d] * k[j * inner + h * D + d];
+          s[j] = dot / std::sqrt(static_cast<double>(D));
+          m = std::max(m, s[j]);
+        }
+        double l = 0;
+        for (int64_t j = 0; j < L; ++j) l += (s[j] = std::exp(s[j] - m));
+        for (int64_t j = 0; j < L; ++j) {
+          for (int64_t d = 0; d < D; ++d) attn[h * D + d] += s[j] / l * v[j * inner + h * D + d];
+        }
+      }
+      const float* got = out.data() + (b * L + i) * E;
+      for (int64_t e = 0; e < E; ++e) {
+        double acc = bo[e];
+        for (size_t c = 0; c < inner; ++c) acc += attn[c] * wo[e * inner + c];
+        max_ref = std::max(max_ref, std::fabs(acc));
+        max_err = std::max(max_err, std::fabs(acc - got[e]));
+      }
+    }
+    if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30))) {
+      char buf[160];
+      snprintf(buf, sizeof(buf), "M1: output differs from the reference: max|err| %.3g, max|ref| %.3g",
+               max_err, max_ref);
+      return buf;
+    }
+    return "";
+  }
+};
+
+void BM_Mha(benchmark::State& state, const Row* row) {
+  const Row& r = *row;
+  const int threads = static_cast<int>(state.range(0));
+  static std::unique_ptr<MhaLayer> layer;
+  static std::string error;  // SkipWithError keeps the pointer
+  if (!layer) layer.reset(new MhaLayer(r));
+  if (!layer->error.empty()) {
+    state.SkipWithError(layer->error.c_str());
+    return;
+  }
+  const int previous_threads = hwyattn_get_num_threads();
+  hwyattn_set_num_threads(threads);
+  hwyattn_status st = hwyattn_mha_forward(layer->module, &layer->tx, nullptr, nullptr, &layer->tout, nullptr);
+  if (st != HWYATTN_OK) {
+    error = std::string("hwyattn_mha_forward: ") + hwyattn_status_string(st) + ": " + hwyattn_last_error();
+    state.SkipWithError(error.c_str());
+    hwyattn_set_num_threads(previous_threads);
+    return;
+  }
+  if (!layer->checked) {
+    layer->error = layer->SpotCheck();
+    layer->checked = true;
+    if (!layer->error.empty()) {
+      state.SkipWithError(layer->error.c_str());
+      hwyattn_set_num_threads(previous_threads);
+      return;
+    }
+  }
+  for (auto _ : state) {
+    st = hwyattn_mha_forward(layer->module, &layer->tx, nullptr, nullptr, &layer->tout, nullptr);
+    benchmark::DoNotOptimize(st);
+    benchmark::ClobberMemory();
+  }
+  hwyattn_set_num_threads(previous_threads);
+  if (st != HWYATTN_OK) {
+    error = std::string("hwyattn_mha_forward failed in the timed loop: ") + hwyattn_last_error();
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  using benchmark::Counter;
+  const double gflop = Flops(r) * static_cast<double>(state.iterations()) * 1e-9;
+  state.counters["GFLOPS"] = Counter(gflop, Counter::kIsRate);
+  const double peak = g_peaks.fma_gflops[threads];
+  state.counters["pct_peak"] = Counter(peak > 0 ? gflop / peak * 100.0 : 0.0, Counter::kIsRate);
+  state.SetLabel(Shape(r));
+}
+
+// MemAvailable from /proc/meminfo in bytes, or 0 if unknown.
+size_t MemAvailableBytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  size_t kib;
+  std::string unit;
+  while (f >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+std::string Format(const char* fmt, double v) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+// Removes argv[i] from the argument list.
+void DropArg(int& argc, char** argv, int i) {
+  for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+  --argc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Own flags first; Google Benchmark rejects unknown ones.
+  double bw_mib = 1024;
+  if (const char* env = getenv("HWYATTN_BENCH_BW_MIB")) bw_mib = atof(env);
+  double peak_seconds = 0.2;
+  bool skip_peaks = false, listing = false;
+  for (int i = 1; i < argc;) {
+    if (strncmp(argv[i], "--bw_mib=", 9) == 0) {
+      bw_mib = atof(argv[i] + 9);
+      DropArg(argc, argv, i);
+    } else if (strncmp(argv[i], "--peak_seconds=", 15) == 0) {
+      peak_seconds = atof(argv[i] + 15);
+      DropArg(argc, argv, i);
+    } else if (strcmp(argv[i], "--skip_peaks") == 0) {
+      skip_peaks = true;
+      DropArg(argc, argv, i);
+    } else {
+      if (strncmp(argv[i], "--benchmark_list_tests", 22) == 0 &&
+          strcmp(argv[i], "--benchmark_list_tests=false") != 0) {
+        listing = true;
+      }
+      ++i;
+    }
+  }
+
+  for (const Row& r : kRows) {
+    std::string name = std::string("BM_Attention/") + r.id;
+    benchmark::internal::Benchmark* b =
+        r.d_model > 0 ? benchmark::RegisterBenchmark(name.c_str(), BM_Mha, &r)
+                      : benchmark::RegisterBenchmark(name.c_str(), BM_Attention, &r);
+    b->ArgName("threads");
+    for (int n : kThreadCounts) b->Arg(n);
+    b->UseRealTime()->Unit(r.unit)->MinTime(r.min_time);
+  }
+
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+
+  benchmark::AddCustomContext("hwyattn_version", hwyattn_version());
+  benchmark::AddCustomContext("simd_target", hwyattn_simd_target());
+  if (!skip_peaks && !listing) {
+    size_t bw_bytes = static_cast<size_t>(bw_mib * 1024 * 1024);
+    const size_t avail = MemAvailableBytes();
+    if (avail != 0 && bw_bytes > avail / 4) {
+      fprintf(stderr, "bandwidth buffer shrunk from %.0f MiB to a quarter of MemAvailable\n", bw_mib);
+      bw_bytes = avail / 4;
+    }
+    fprintf(stderr, "measuring the FMA peak and the read bandwidth (%.0f MiB buffer)...\n",
+            bw_bytes / 1048576.0);
+    for (int n : kThreadCounts) {
+      g_peaks.fma_gflops[n] = hwyattn_bench::MeasureFmaPeakGflops(n, peak_seconds, 5);
+    }
+    for (int n : kThreadCounts) {
+      g_peaks.read_gbps[n] = hwyattn_bench::MeasureReadBandwidthGBps(n, bw_bytes, 10);
+    }
+    if (g_peaks.fma_gflops[2] < 1.6 * g_peaks.fma_gflops[1]) {
+      fprintf(stderr,
+              "WARNING: 2 threads reach only %.2fx the FMA rate of 1: another process is using the "
+              "second core, so the 2-thread results will not be reliable.\n",
+              g_peaks.fma_gflops[2] / g_peaks.fma_gflops[1]);
+    }
+    benchmark::AddCustomContext("peak_target", hwyattn_bench::PeakTargetName());
+    for (int n : kThreadCounts) {
+      const std::string t = std::to_string(n) + "t";
+      benchmark::AddCustomContext("fma_peak_gflops_" + t, Format("%.1f", g_peaks.fma_gflops[n]));
+      benchmark::AddCustomContext("read_bw_gbps_" + t, Format("%.1f", g_peaks.read_gbps[n]));
+    }
+    benchmark::AddCustomContext("bw_buffer_mib", Format("%.0f", bw_bytes / 1048576.0));
+  }
+
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// machine_peak.cc: fp32 FMA peak and streaming read bandwidth (see
+// machine_peak.h), compiled for every Highway target and dispatched at run
+// time (hwy/examples/skeleton.cc pattern).
+//
+// FMA model: a Zen 5 core issues two 512-bit FMAs per cycle with a 4-cycle
+// latency, so 8 independent chains keep it busy; 24 chains (AVX3, 32 zmm
+// registers: 24 accumulators + 2 constants) leave a margin, 12 on 16-register
+// targets (AVX2). Per iteration: kAcc vector FMAs = kAcc * Lanes * 2 FLOPs.
+// The constants keep every accumulator bounded (a -> a*m + c converges to
+// c/(1-m) = 1), so no denormals or infinities slow the loop down.
+//
+// Bandwidth model: each thread streams its own contiguous slice once per
+// pass, 8 vector accumulators hide the load-to-add latency, no stores.
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include <omp.h>
+
+#include "bench/machine_peak.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "bench/machine_peak.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// After highway.h
+#include "hwy/aligned_allocator.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hwyattn_bench {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Independent accumulators: 24 with 32 vector registers, 12 with 16.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM || HWY_ARCH_PPC
+constexpr int kAcc = 24;
+#else
+constexpr int kAcc = 12;
+#endif
+
+// Returns the FLOPs one iteration of FmaLoop performs.
+HWY_NOINLINE size_t FmaFlopsPerIteration() {
+  const hn::ScalableTag<float> d;
+  return static_cast<size_t>(kAcc) * hn::Lanes(d) * 2;
+}
+
+// Runs `iters` iterations of kAcc independent FMA chains and returns a value
+// that depends on all of them (so the compiler keeps every FMA).
+HWY_NOINLINE float FmaLoop(size_t iters, float seed) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const V m = hn::Set(d, 0.999f);
+  const V c = hn::Set(d, 1e-3f);
+  V acc[kAcc];
+#pragma GCC unroll 32
+  for (int i = 0; i < kAcc; ++i) acc[i] = hn::Set(d, seed + 0.01f * static_cast<float>(i));
+  for (size_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 32
+    for (int i = 0; i < kAcc; ++i) acc[i] = hn::MulAdd(acc[i], m, c);
+  }
+  V sum = acc[0];
+#pragma GCC unroll 32
+  for (int i = 1; i < kAcc; ++i) sum = hn::Add(sum, acc[i]);
+  return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
+// Sums `n` floats (n a multiple of 8 vectors, p vector-aligned) with 8
+// accumulators.
+HWY_NOINLINE float SumStream(const float* HWY_RESTRICT p, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  auto a4 = hn::Zero(d), a5 = hn::Zero(d), a6 = hn::Zero(d), a7 = hn::Zero(d);
+  for (size_t i = 0; i + 8 * N <= n; i += 8 * N) {
+    a0 = hn::Add(a0, hn::Load(d, p + i + 0 * N));
+    a1 = hn::Add(a1, hn::Load(d, p + i + 1 * N));
+    a2 = hn::Add(a2, hn::Load(d, p + i + 2 * N));
+    a3 = hn::Add(a3, hn::Load(d, p + i + 3 * N));
+    a4 = hn::Add(a4, hn::Load(d, p + i + 4 * N));
+    a5 = hn::Add(a5, hn::Load(d, p + i + 5 * N));
+    a6 = hn::Add(a6, hn::Load(d, p + i + 6 * N));
+    a7 = hn::Add(a7, hn::Load(d, p + i + 7 * N));
+  }
+  a0 = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)),
+               hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
+  return hn::GetLane(hn::SumOfLanes(d, a0));
+}
+
+// Bytes of one vector, for slicing the stream buffer.
+HWY_NOINLINE size_t VectorBytes() {
+  const hn::ScalableTag<float> d;
+  return hn::Lanes(d) * sizeof(float);
+}
+
+HWY_NOINLINE const char* TargetNameHere() { return hwy::TargetName(HWY_TARGET); }
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace hwyattn_bench
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hwyattn_bench {
+
+HWY_EXPORT(FmaFlopsPerIteration);
+HWY_EXPORT(FmaLoop);
+HWY_EXPORT(SumStream);
+HWY_EXPORT(VectorBytes);
+HWY_EXPORT(TargetNameHere);
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Sink for results, so no loop is optimised away.
+volatile float g_sink;
+
+// Runs FmaLoop(iters) on `threads` threads at once; returns the wall time from
+// the common start to the last thread's end.
+double TimeFmaLoop(int threads, size_t iters) {
+  double start = 0, end = 0;
+  float total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+  {
+#pragma omp barrier
+#pragma omp master
+    start = Now();
+    total += HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, 1.0f + 0.1f * omp_get_thread_num());
+#pragma omp barrier
+#pragma omp master
+    end = Now();
+  }
+  g_sink = total;
+  return end - start;
+}
+
+}  // namespace
+
+const char* PeakTargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameHere)(); }
+
+double MeasureFmaPeakGflops(int threads, double seconds, int repeats) {
+  threads = std::max(threads, 1);
+  const double flops_per_iter = static_cast<double>(HWY_DYNAMIC_DISPATCH(FmaFlopsPerIteration)());
+  // Calibrate: grow the iteration count until one run takes >= 20 ms.
+  size_t iters = 1 << 16;
+  double t = TimeFmaLoop(threads, iters);
+  while (t < 0.02) {
+    iters *= 2;
+    t = TimeFmaLoop(threads, iters);
+  }
+  const size_t timed_iters = std::max<size_t>(1, static_cast<size_t>(iters * seconds / t));
+  // Warm-up: at least `seconds` of full load, so the clock has ramped up.
+  TimeFmaLoop(threads, timed_iters);
+  double best = 0;
+  for (int r = 0; r < std::max(repeats, 1); ++r) {
+    const double s = TimeFmaLoop(threads, timed_iters);
+    const double gflops = flops_per_iter * static_cast<double>(timed_iters) * threads / s * 1e-9;
+    best = std::max(best, gflops);
+  }
+  return best;
+}
+
+double MeasureReadBandwidthGBps(int threads, size_t bytes, int passes) {
+  threads = std::max(threads, 1);
+  const size_t vec_bytes = HWY_DYNAMIC_DISPATCH(VectorBytes)();
+  // Each thread's slice is a multiple of 8 vectors (and of 4 KiB pages).
+  const size_t granule = std::max<size_t>(8 * vec_bytes, 4096);
+  const size_t slice_bytes = std::max<size_t>(granule, bytes / threads / granule * granule);
+  const size_t slice_floats = slice_bytes / sizeof(float);
+  const size_t total_floats = slice_floats * threads;
+  hwy::AlignedFreeUniquePtr<float[]> buf = hwy::AllocateAligned<float>(total_floats);
+  if (!buf) return 0.0;
+  float* data = buf.get();
+
+  double best = 0;
+#pragma omp parallel num_threads(threads)
+  {
+    const int tid = omp_get_thread_num();
+    float* mine = data + static_cast<size_t>(tid) * slice_floats;
+    // First touch by the reading thread; small values keep the sums finite.
+    for (size_t i = 0; i < slice_floats; ++i) mine[i] = static_cast<float>(i & 7) * 0.125f;
+  }
+  for (int pass = -1; pass < std::max(passes, 1); ++pass) {  // pass -1: untimed warm-up
+    double start = 0, end = 0;
+    float total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      const int tid = omp_get_thread_num();
+      const float* mine = data + static_cast<size_t>(tid) * slice_floats;
+#pragma omp barrier
+#pragma omp master
+      start = Now();
+      total += HWY_DYNAMIC_DISPATCH(SumStream)(mine, slice_floats);
+#pragma omp barrier
+#pragma omp master
+      end = Now();
+    }
+    g_sink = total;
+    if (pass >= 0) best = std::max(best, static_cast<double>(total_floats * sizeof(float)) / (end - start) * 1e-9);
+  }
+  return best;
+}
+
+}  // namespace hwyattn_bench
+#endif  // HWY_ONCE

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// machine_peak.h: this machine's limits, measured in the same process as the
+// benchmarks they are compared with (BENCH.md: "% of the FMA peak measured in
+// the same run"), because frequency, co-tenants and virtualisation make
+// datasheet peaks meaningless on shared machines.
+//
+// Both measurements use Highway's dynamic dispatch and run on the widest
+// target this CPU supports (AVX3 = AVX-512 on Zen 5), like the library.
+
+#ifndef HWYATTN_BENCH_MACHINE_PEAK_H_
+#define HWYATTN_BENCH_MACHINE_PEAK_H_
+
+#include <stddef.h>
+
+namespace hwyattn_bench {
+
+// The Highway target the measurements run on, e.g. "AVX3". Static storage.
+const char* PeakTargetName();
+
+// fp32 FMA throughput in GFLOP/s (one FMA = 2 FLOPs) of `threads` OpenMP
+// threads running at once, each on kAccumulators independent vector FMA
+// chains held in registers (24 on 32-register targets, 12 on 16-register
+// ones: enough to cover 4-cycle latency x 2 pipes x 2 with room to spare).
+// Runs a warm-up of `seconds` first (lets the clock ramp up), then the best of
+// `repeats` timed runs of about `seconds` each.
+double MeasureFmaPeakGflops(int threads, double seconds, int repeats);
+
+// Streaming read bandwidth in GB/s (1e9 bytes/s) of `threads` OpenMP threads
+// summing disjoint slices of one `bytes`-long buffer (first touched by the
+// thread that reads it) with full-vector aligned loads into 8 accumulators.
+// The buffer is allocated and filled once per call, one untimed pass warms the
+// TLB, then the best of `passes` timed passes is returned.
+double MeasureReadBandwidthGBps(int threads, size_t bytes, int passes);
+
+}  // namespace hwyattn_bench
+
+#endif  // HWYATTN_BENCH_MACHINE_PEAK_H_

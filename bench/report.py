@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Turns bench_attention's Google Benchmark JSON into a Markdown table and an SVG chart.
+
+    python3 bench/report.py [bench/results/latest.json] [--out-dir bench/results]
+
+Input: the file written by
+    bench_attention --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+        --benchmark_out=bench/results/latest.json --benchmark_out_format=json
+The median aggregates are used; a run without repetitions uses its single
+(or median) iteration entry instead.
+
+Output:
+    <out-dir>/table.md        one line per BENCH.md row: time, GFLOP/s and % of the
+                              measured FMA peak at 1 and 2 threads, 2t/1t scaling,
+                              K/V GB/s for decode rows, the BENCH.md target
+    <out-dir>/attention.svg   GFLOP/s per row at 1 and 2 threads, with the measured
+                              peaks as lines (hand-written SVG, no matplotlib)
+
+Python 3 standard library only.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from xml.sax.saxutils import escape
+
+ROW_ORDER = ["P1", "P2", "P3", "D1", "D2", "X1", "M1", "T1"]
+
+# BENCH.md, "Targets for hwyattn (fp32)", 1 thread / 2 threads.
+TARGETS = {
+    "P1": ">= 85% / 82% of peak",
+    "X1": ">= 85% / 82% of peak",
+    "P2": ">= 82% / 78% of peak",
+    "P3": ">= 82% / 78% of peak",
+    "M1": ">= 82% / 78% of peak",
+    "D1": "<= 0.35 ms on 2t",
+    "D2": ">= 90% of read bw on 2t",
+    "T1": "<= 0.15 us on 1t",
+}
+
+NAME_RE = re.compile(r"^BM_Attention/(?P<id>[A-Za-z0-9]+)/threads:(?P<threads>\d+)")
+
+UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def as_float(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def load_results(path):
+    """Returns (context, {(id, threads): entry}) with the median of each run."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    context = data.get("context", {})
+    medians = {}
+    iterations = {}
+    for b in data.get("benchmarks", []):
+        m = NAME_RE.match(b.get("run_name") or b.get("name", ""))
+        if not m:
+            continue
+        key = (m.group("id"), int(m.group("threads")))
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") == "median":
+                medians[key] = b
+        else:
+            iterations.setdefault(key, []).append(b)
+    results = dict(medians)
+    for key, runs in iterations.items():
+        if key in results:
+            continue
+        ok = [r for r in runs if not r.get("error_occurred")]
+        if not ok:
+            results[key] = runs[0]
+            continue
+        # No aggregates: take the run with the median time.
+        ok.sort(key=lambda r: r["real_time"])
+        results[key] = ok[len(ok) // 2]
+    return context, results
+
+
+def seconds(entry):
+    return entry["real_time"] * UNIT_SECONDS.get(entry.get("time_unit", "ns"), 1e-9)
+
+
+def fmt_time(entry):
+    """Wall time per call in the unit the benchmark reported it in (ms for most rows)."""
+    if entry is None:
+        return "-"
+    if entry.get("error_occurred"):
+        return "error"
+    unit = entry.get("time_unit", "ns")
+    value = entry["real_time"]
+    digits = {"s": 3, "ms": 3, "us": 2, "ns": 0}.get(unit, 3)
+    return "%.*f %s" % (digits, value, unit)
+
+
+def fmt_num(value, digits=1):
+    if value is None:
+        return "-"
+    if value != 0 and abs(value) < 0.1:
+        return "%.3f" % value
+    return "%.*f" % (digits, value)
+
+
+def counter(entry, name):
+    if entry is None or entry.get("error_occurred"):
+        return None
+    return as_float(entry.get(name))
+
+
+def ordered_ids(results):
+    ids = {k[0] for k in results}
+    known = [i for i in ROW_ORDER if i in ids]
+    return known + sorted(ids - set(known))
+
+
+def write_table(path, context, results, source):
+    peaks = {t: as_float(context.get("fma_peak_gflops_%dt" % t)) for t in (1, 2)}
+    bws = {t: as_float(context.get("read_bw_gbps_%dt" % t)) for t in (1, 2)}
+    lines = []
+    lines.append("# hwyattn attention benchmarks")
+    lines.append("")
+    lines.append(
+        "%s, %s (%s CPUs), hwyattn %s, SIMD target %s. Measured in the same run: "
+        "fp32 FMA peak %s / %s GFLOP/s (1 / 2 threads, %s), streaming read %s / %s GB/s "
+        "(%s MiB buffer)."
+        % (
+            context.get("date", "unknown date"),
+            cpu_model(),
+            context.get("num_cpus", "?"),
+            context.get("hwyattn_version", "?"),
+            context.get("simd_target", "?"),
+            fmt_num(peaks[1]),
+            fmt_num(peaks[2]),
+            context.get("peak_target", "?"),
+            fmt_num(bws[1]),
+            fmt_num(bws[2]),
+            context.get("bw_buffer_mib", "?"),
+        )
+    )
+    reps = {
+        e.get("repetitions")
+        for e in results.values()
+        if e.get("run_type") == "aggregate" and (e.get("repetitions") or 0) > 1
+    }
+    lines.append("")
+    how = ("Median of %s repetitions" % "/".join(str(r) for r in sorted(reps))) if reps else "Single run"
+    lines.append(
+        "%s, wall time per call; GFLOP/s by the BENCH.md formulas "
+        "(causal rows count only the unmasked half). Source: `%s`." % (how, source)
+    )
+    load = context.get("load_avg")
+    if isinstance(load, list) and load:
+        lines.append("")
+        lines.append("Load average when the run started: %s." % ", ".join("%.2f" % x for x in load))
+    if peaks[1] and peaks[2] and peaks[2] < 1.6 * peaks[1]:
+        lines.append("")
+        lines.append(
+            "**Warning:** the 2-thread FMA peak is only %.2fx the 1-thread one: the second core was "
+            "busy with another process during this run, so the 2-thread figures are not reliable."
+            % (peaks[2] / peaks[1])
+        )
+    if context.get("library_build_type") == "debug":
+        lines.append("")
+        lines.append(
+            "(Google Benchmark warns that its own library was built as debug: Debian's "
+            "libbenchmark; it does not affect the timed code.)"
+        )
+    lines.append("")
+    lines.append(
+        "| id | shape | time 1t | GFLOP/s 1t | % peak 1t | time 2t | GFLOP/s 2t | % peak 2t "
+        "| 2t/1t | K/V GB/s 1t / 2t (% read bw) | BENCH.md target |"
+    )
+    lines.append("|----|-------|--------:|-----------:|----------:|--------:|-----------:|----------:"
+                 "|------:|------|------|")
+    for rid in ordered_ids(results):
+        e1 = results.get((rid, 1))
+        e2 = results.get((rid, 2))
+        shape = (e1 or e2 or {}).get("label", "")
+        scaling = "-"
+        if e1 and e2 and not e1.get("error_occurred") and not e2.get("error_occurred"):
+            scaling = "%.2fx" % (seconds(e1) / seconds(e2))
+        bw = "-"
+        if counter(e1, "GBps") is not None or counter(e2, "GBps") is not None:
+            parts = []
+            for t, e in ((1, e1), (2, e2)):
+                g, p = counter(e, "GBps"), counter(e, "pct_bw")
+                if g is None:
+                    parts.append("-")
+                elif bws[t]:
+                    parts.append("%.1f (%.0f%%)" % (g, p or 0.0))
+                else:
+                    parts.append("%.1f" % g)
+            bw = " / ".join(parts)
+        cells = [
+            rid,
+            shape,
+            fmt_time(e1),
+            fmt_num(counter(e1, "GFLOPS")),
+            fmt_num(counter(e1, "pct_peak")) if peaks[1] else "-",
+            fmt_time(e2),
+            fmt_num(counter(e2, "GFLOPS")),
+            fmt_num(counter(e2, "pct_peak")) if peaks[2] else "-",
+            scaling,
+            bw,
+            TARGETS.get(rid, ""),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+        for e in (e1, e2):
+            if e is not None and e.get("error_occurred"):
+                lines.append("")
+                lines.append("%s: error: %s" % (rid, e.get("error_message", "")))
+    if "M1" not in {k[0] for k in results}:
+        lines.append("")
+        lines.append("M1 (whole multi-head layer) is not benchmarked yet: the C ABI has no MHA module.")
+    lines.append("")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+def nice_step(span, target_ticks=6):
+    raw = span / max(target_ticks, 1)
+    if raw <= 0:
+        return 1.0
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 2.5, 5, 10):
+        if raw <= m * mag:
+            return m * mag
+    return 10 * mag
+
+
+def write_svg(path, context, results):
+    ids = ordered_ids(results)
+    values = {}
+    for rid in ids:
+        for t in (1, 2):
+            values[(rid, t)] = counter(results.get((rid, t)), "GFLOPS")
+    peaks = {t: as_float(context.get("fma_peak_gflops_%dt" % t)) for t in (1, 2)}
+    top = max([v for v in values.values() if v] + [p for p in peaks.values() if p] + [1.0])
+    step = nice_step(top * 1.08)
+    ymax = step * math.ceil(top * 1.08 / step)
+
+    width, height = 1040, 540
+    left, right, top_m, bottom = 80, 170, 60, 100
+    plot_w = width - left - right
+    plot_h = height - top_m - bottom
+    colors = {1: "#4C78A8", 2: "#F58518"}
+    peak_colors = {1: "#1F3F66", 2: "#9C4A00"}
+
+    def y(v):
+        return top_m + plot_h - (v / ymax) * plot_h
+
+    out = []
+    out.append('<?xml version="1.0" encoding="UTF-8"?>')
+    out.append(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
+        'font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="13">' % (width, height, width, height)
+    )
+    out.append('<rect x="0" y="0" width="%d" height="%d" fill="white"/>' % (width, height))
+    title = "hwyattn fp32 attention, GFLOP/s (median), %s, SIMD %s" % (
+        cpu_model(),
+        context.get("simd_target", "?"),
+    )
+    out.append('<text x="%d" y="26" font-size="16" font-weight="bold">%s</text>' % (left, escape(title)))
+    out.append(
+        '<text x="%d" y="46" font-size="12" fill="#555">%s; dashed lines: FMA peak measured in the same run</text>'
+        % (left, escape(context.get("date", "")))
+    )
+    # Grid and y axis.
+    v = 0.0
+    while v <= ymax + 1e-9:
+        yy = y(v)
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e0e0e0"/>' % (left, yy, left + plot_w, yy))
+        out.append('<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>'
+                   % (left - 8, yy, ("%g" % v)))
+        v += step
+    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (left, top_m, left, top_m + plot_h))
+    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
+               % (left, top_m + plot_h, left + plot_w, top_m + plot_h))
+    out.append('<text transform="translate(22,%d) rotate(-90)" text-anchor="middle" font-size="14">GFLOP/s</text>'
+               % (top_m + plot_h // 2))
+    # Bars.
+    n = max(len(ids), 1)
+    group_w = plot_w / n
+    bar_w = min(34.0, group_w * 0.34)
+    for i, rid in enumerate(ids):
+        cx = left + group_w * (i + 0.5)
+        for j, t in enumerate((1, 2)):
+            val = values.get((rid, t))
+            x0 = cx - bar_w - 2 if j == 0 else cx + 2
+            if val is None:
+                out.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="11" fill="#999">n/a</text>'
+                           % (x0 + bar_w / 2, top_m + plot_h - 4))
+                continue
+            yy = y(val)
+            out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s, %d thread%s: %.1f GFLOP/s</title></rect>'
+                       % (x0, yy, bar_w, top_m + plot_h - yy, colors[t], rid, t, "s" if t > 1 else "", val))
+            out.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="11">%s</text>'
+                       % (x0 + bar_w / 2, yy - 4, fmt_num(val, 0) if val >= 10 else fmt_num(val, 1)))
+        e = results.get((rid, 1)) or results.get((rid, 2)) or {}
+        out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="14" font-weight="bold">%s</text>'
+                   % (cx, top_m + plot_h + 20, escape(rid)))
+        # The shape in three short lines under the id: batch and heads, lengths, head dim.
+        tokens = e.get("label", "").split()
+        chunks = [
+            " ".join(t for t in tokens if t.split("=")[0] in ("B", "Hq", "Hkv")),
+            " ".join(t for t in tokens if t.split("=")[0] in ("Lq", "Lk")),
+            " ".join(t for t in tokens if t.split("=")[0] not in ("B", "Hq", "Hkv", "Lq", "Lk")),
+        ]
+        for k, chunk in enumerate(chunks):
+            if chunk:
+                out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="10" fill="#444">%s</text>'
+                           % (cx, top_m + plot_h + 36 + 13 * k, escape(chunk)))
+    # Peak lines, labelled in the right margin (labels kept 15 px apart).
+    label_ys = []
+    for t in (1, 2):
+        p = peaks.get(t)
+        if not p:
+            continue
+        yy = y(p)
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="6,4"/>'
+                   % (left, yy, left + plot_w, yy, peak_colors[t]))
+        ly_text = yy
+        for other in label_ys:
+            if abs(ly_text - other) < 15:
+                ly_text = other - 15
+        label_ys.append(ly_text)
+        out.append('<text x="%d" y="%.1f" dominant-baseline="middle" font-size="12" fill="%s">peak %dt: %.0f</text>'
+                   % (left + plot_w + 6, ly_text, peak_colors[t], t, p))
+    # Legend.
+    lx, ly = left + plot_w + 6, top_m + plot_h - 60
+    for k, t in enumerate((1, 2)):
+        out.append('<rect x="%d" y="%d" width="14" height="14" fill="%s"/>' % (lx, ly + 22 * k, colors[t]))
+        out.append('<text x="%d" y="%d" dominant-baseline="middle">%d thread%s</text>'
+                   % (lx + 20, ly + 22 * k + 7, t, "s" if t > 1 else ""))
+    out.append("</svg>")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def main(argv):
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("json", nargs="?", default=os.path.join(here, "results", "latest.json"))
+    ap.add_argument("--out-dir", default=os.path.join(here, "results"))
+    args = ap.parse_args(argv)
+    context, results = load_results(args.json)
+    if not results:
+        print("report.py: no BM_Attention results in %s" % args.json, file=sys.stderr)
+        return 1
+    os.makedirs(args.out_dir, exist_ok=True)
+    table = os.path.join(args.out_dir, "table.md")
+    svg = os.path.join(args.out_dir, "attention.svg")
+    try:
+        source = os.path.relpath(args.json)
+    except ValueError:
+        source = args.json
+    write_table(table, context, results, source)
+    write_svg(svg, context, results)
+    with open(table, encoding="utf-8") as f:
+        sys.stdout.write(f.read())
+    print("wrote %s and %s" % (table, svg))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# install.cmake: `cmake --install` rules for hwyattn, included at the end of the
+# top-level CMakeLists.txt (after the targets hwyattn and hwyattn_static exist).
+#
+# Installed tree (paths from GNUInstallDirs, all relative to the prefix, so the
+# tree can be moved after installation):
+#
+#   <libdir>/libhwyattn.so.0.1.0                shared library, SONAME libhwyattn.so.1
+#   <libdir>/libhwyattn.so.1 -> .so.0.1.0       (runtime link)
+#   <libdir>/libhwyattn.so   -> .so.1           (development link)
+#   <libdir>/libhwyattn.a                       static library (C++ and OpenMP inside)
+#   <includedir>/hwyattn.h                      the C ABI (hwyattn.hpp too if it exists)
+#   <libdir>/cmake/hwyattn/hwyattnConfig.cmake  find_package(hwyattn CONFIG):
+#                                               hwyattn::hwyattn (shared), hwyattn::hwyattn_static
+#   <libdir>/cmake/hwyattn/hwyattnConfigVersion.cmake   SameMajorVersion
+#   <libdir>/cmake/hwyattn/hwyattnTargets*.cmake
+#   <libdir>/pkgconfig/hwyattn.pc               pkg-config --cflags --libs hwyattn
+#
+# Components: "runtime" (the versioned shared object and its SONAME link) and
+# "dev" (everything else), for distribution packaging:
+#   cmake --install build --component runtime
+# A plain `cmake --install build` installs both.
+#
+# The consumer tests under tests/install/ exercise all of this (they are added
+# from here when HWYATTN_BUILD_TESTS is on, unless tests/CMakeLists.txt already
+# added that directory).
+
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(HWYATTN_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/hwyattn" CACHE STRING
+    "Where hwyattnConfig.cmake is installed, relative to the prefix")
+set(HWYATTN_INSTALL_PKGCONFIGDIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig" CACHE STRING
+    "Where hwyattn.pc is installed, relative to the prefix")
+mark_as_advanced(HWYATTN_INSTALL_CMAKEDIR HWYATTN_INSTALL_PKGCONFIGDIR)
+
+# --- Libraries ---------------------------------------------------------------
+# The static library keeps its exported name hwyattn::hwyattn_static while its
+# file is libhwyattn.a (OUTPUT_NAME hwyattn, set in the top-level file).
+set_target_properties(hwyattn_static PROPERTIES EXPORT_NAME hwyattn_static)
+set_target_properties(hwyattn PROPERTIES EXPORT_NAME hwyattn)
+
+install(TARGETS hwyattn hwyattn_static
+  EXPORT hwyattnTargets
+  LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}"
+          COMPONENT runtime
+          NAMELINK_COMPONENT dev
+  ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
+          COMPONENT dev
+  RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}"
+          COMPONENT runtime)
+# (No INCLUDES DESTINATION: both targets already carry
+# $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}> from the top-level file.)
+
+# --- Headers -----------------------------------------------------------------
+# install(DIRECTORY) globs at install time, so an include/hwyattn.hpp added
+# later is picked up without reconfiguring. Nothing else under include/ is
+# installed.
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/"
+  DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+  COMPONENT dev
+  FILES_MATCHING
+    PATTERN "hwyattn.h"
+    PATTERN "hwyattn.hpp")
+
+# --- CMake package -------------------------------------------------------------
+install(EXPORT hwyattnTargets
+  NAMESPACE hwyattn::
+  FILE hwyattnTargets.cmake
+  DESTINATION "${HWYATTN_INSTALL_CMAKEDIR}"
+  COMPONENT dev)
+
+configure_package_config_file(
+  "${CMAKE_CURRENT_LIST_DIR}/hwyattnConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/cmake/hwyattnConfig.cmake"
+  INSTALL_DESTINATION "${HWYATTN_INSTALL_CMAKEDIR}")
+# 0.x: SameMajorVersion means "any 0.y.z satisfies a request for 0.1"; the
+# binary contract is the SONAME (HWYATTN_ABI_VERSION), checked at run time
+# with hwyattn_abi_version().
+write_basic_package_version_file(
+  "${PROJECT_BINARY_DIR}/cmake/hwyattnConfigVersion.cmake"
+  VERSION "${PROJECT_VERSION}"
+  COMPATIBILITY SameMajorVersion)
+install(FILES
+    "${PROJECT_BINARY_DIR}/cmake/hwyattnConfig.cmake"
+    "${PROJECT_BINARY_DIR}/cmake/hwyattnConfigVersion.cmake"
+  DESTINATION "${HWYATTN_INSTALL_CMAKEDIR}"
+  COMPONENT dev)
+
+# --- pkg-config ----------------------------------------------------------------
+# The .pc file finds the prefix from its own location (${pcfiledir}), so the
+# installed tree is relocatable and `cmake --install --prefix <dir>` works
+# without reconfiguring. Debian's libhwy-dev ships libhwy.pc, which the
+# Requires.private line names.
+if(IS_ABSOLUTE "${HWYATTN_INSTALL_PKGCONFIGDIR}")
+  message(FATAL_ERROR "HWYATTN_INSTALL_PKGCONFIGDIR must be relative to the prefix")
+endif()
+file(RELATIVE_PATH HWYATTN_PC_PREFIX_FROM_PCDIR
+  "/prefix/${HWYATTN_INSTALL_PKGCONFIGDIR}" "/prefix")
+string(REGEX REPLACE "/$" "" HWYATTN_PC_PREFIX_FROM_PCDIR "${HWYATTN_PC_PREFIX_FROM_PCDIR}")
+# OpenMP flags for static linking, as the compiler spells them (-fopenmp for GCC).
+set(HWYATTN_PC_OPENMP_FLAGS "${OpenMP_CXX_FLAGS}")
+configure_file("${CMAKE_CURRENT_LIST_DIR}/hwyattn.pc.in"
+               "${PROJECT_BINARY_DIR}/hwyattn.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/hwyattn.pc"
+  DESTINATION "${HWYATTN_INSTALL_PKGCONFIGDIR}"
+  COMPONENT dev)
+
+# --- Consumer tests (tests/install/) -----------------------------------------
+# tests/CMakeLists.txt may add tests/install itself; it then sets the global
+# property HWYATTN_INSTALL_TESTS_ADDED (tests/install/CMakeLists.txt does), and
+# we do not add it twice.
+if(HWYATTN_BUILD_TESTS AND EXISTS "${PROJECT_SOURCE_DIR}/tests/install/CMakeLists.txt")
+  get_property(_hwyattn_install_tests_added GLOBAL PROPERTY HWYATTN_INSTALL_TESTS_ADDED)
+  if(NOT _hwyattn_install_tests_added)
+    enable_testing()
+    add_subdirectory("${PROJECT_SOURCE_DIR}/tests/install"
+                     "${PROJECT_BINARY_DIR}/tests/install")
+  endif()
+  unset(_hwyattn_install_tests_added)
+endif()

@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: Apache-2.0
+"""hwyattn: portable SIMD CPU attention (Google Highway kernels) from numpy.
+
+A thin ctypes binding of the C library's hwyattn.h; no compiled extension.
+
+    import numpy as np, hwyattn
+    q = np.random.rand(1, 8, 128, 64).astype(np.float32)   # [B, H, L, D]
+    out = hwyattn.sdpa(q, q, q, causal=True)
+
+    mha = hwyattn.MultiheadAttention.from_torch_state(torch_module.state_dict(), num_heads=8)
+    y, w = mha(x, need_weights=True)                          # x: [B, L, E]
+
+The shared library is found through $HWYATTN_LIBRARY (a path to
+libhwyattn.so), then a copy next to this package, then a build*/ directory
+above it (a source checkout), then the system loader. See library_path().
+"""
+
+from ._capi import (Error, InvalidArgumentError, OutOfMemoryError, UnsupportedError,
+                    ABI_VERSION, library_path)
+from . import _capi
+from ._attention import sdpa
+from ._mha import MultiheadAttention
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "sdpa", "MultiheadAttention", "Error", "InvalidArgumentError", "UnsupportedError",
+    "OutOfMemoryError", "version", "abi_version", "simd_target", "set_num_threads",
+    "get_num_threads", "library_path", "ABI_VERSION",
+]
+
+
+def version():
+    """The C library's version, e.g. "0.1.0"."""
+    return _capi.function("hwyattn_version")().decode()
+
+
+def abi_version():
+    """The C library's HWYATTN_ABI_VERSION (this package requires ABI_VERSION)."""
+    return int(_capi.function("hwyattn_abi_version")())
+
+
+def simd_target():
+    """The SIMD target the kernels run on: "AVX3", "AVX2", "SSE4", "NEON", ...
+    ($HWYATTN_TARGET, read at the first call, caps it)."""
+    return _capi.function("hwyattn_simd_target")().decode()
+
+
+def set_num_threads(n):
+    """Threads later calls may use: 1 = the calling thread only, 0 = all cores.
+    Process-wide. Results do not depend on it."""
+    _capi.check(_capi.function("hwyattn_set_num_threads")(int(n)))
+
+
+def get_num_threads():
+    """Threads later calls may use (0 resolved to the core count)."""
+    return int(_capi.function("hwyattn_get_num_threads")())

@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: Apache-2.0
+"""hwyattn.sdpa and the numpy <-> hwyattn_tensor plumbing."""
+
+import ctypes
+
+import numpy as np
+
+from . import _capi
+from ._capi import InvalidArgumentError
+
+_FLOAT_DTYPES = {np.dtype(np.float32): _capi.F32, np.dtype(np.float16): _capi.F16}
+
+
+def _invalid(message):
+    return InvalidArgumentError(message, _capi.INVALID_ARGUMENT)
+
+
+def as_float_input(x, name):
+    """x as a float32 or float16 ndarray the library can read (other real
+    dtypes are converted to float32). Keeps views: strided inputs are passed
+    by their strides, without a copy."""
+    a = np.asarray(x)
+    if a.dtype not in _FLOAT_DTYPES:
+        if a.dtype.kind not in "fiub":
+            raise TypeError("%s: dtype %s is not a real number type" % (name, a.dtype))
+        a = a.astype(np.float32)
+    return a
+
+
+def tensor(a, name, dtype_code=None):
+    """(hwyattn_tensor, array) describing ndarray `a` in place. The returned
+    array must stay alive while the descriptor is used (it is `a` itself, or a
+    contiguous copy when `a` has strides the library cannot take: negative, or
+    not a multiple of the element size)."""
+    if dtype_code is None:
+        dtype_code = _FLOAT_DTYPES[a.dtype]
+    if a.ndim < 1 or a.ndim > 4:
+        raise _invalid("%s: rank is %d (shape %s); must be 1..4" % (name, a.ndim, a.shape))
+    item = a.itemsize
+    if any(s < 0 or s % item for s in a.strides) or a.ctypes.data % item:
+        a = np.ascontiguousarray(a)
+    t = _capi.Tensor()
+    t.data = a.ctypes.data
+    t.dtype = dtype_code
+    t.rank = a.ndim
+    for i in range(a.ndim):
+        t.shape[i] = a.shape[i]
+        t.stride[i] = a.strides[i] // item
+    return t, a
+
+
+def output_tensor(shape, name):
+    out = np.empty(shape, dtype=np.float32)
+    t, _ = tensor(out, name, _capi.F32)
+    return t, out
+
+
+def causal_code(causal):
+    """False/None, True, "top_left", "bottom_right" (or the C values 0/1/2)."""
+    if causal is None or causal is False:
+        return _capi.CAUSAL_NONE
+    if causal is True:
+        return _capi.CAUSAL_TOP_LEFT
+    if isinstance(causal, str):
+        key = causal.lower().replace("-", "_")
+        codes = {"none": _capi.CAUSAL_NONE, "top_left": _capi.CAUSAL_TOP_LEFT,
+                 "bottom_right": _capi.CAUSAL_BOTTOM_RIGHT}
+        if key in codes:
+            return codes[key]
+    elif isinstance(causal, (int, np.integer)) and int(causal) in (0, 1, 2):
+        return int(causal)
+    raise _invalid("causal is %r; must be False, True, 'top_left' or 'bottom_right'" % (causal,))
+
+
+def mask_tensor(mask, name="mask"):
+    """(hwyattn_tensor, array) for a bool (True = attend) or additive float mask."""
+    m = np.asarray(mask)
+    if m.dtype == np.bool_:
+        return tensor(m, name, _capi.BOOL)
+    if m.dtype.kind in "fiu":
+        if m.dtype != np.float32:
+            m = m.astype(np.float32)
+        return tensor(m, name, _capi.F32)
+    raise TypeError("%s: dtype %s; must be bool (True = attend) or float (additive)"
+                    % (name, m.dtype))
+
+
+def kv_len_array(kv_len, batch, name="kv_len"):
+    """kv_len as a contiguous int32 array of exactly `batch` entries (the
+    library reads `batch` of them, so the length is checked here)."""
+    a = np.asarray(kv_len)
+    if a.ndim == 0:
+        a = a.reshape(1)
+    if a.ndim != 1 or a.shape[0] != batch:
+        raise _invalid("%s: shape %s; must be [B] = [%d]" % (name, a.shape, batch))
+    if a.dtype.kind not in "iu":
+        if a.dtype.kind == "b" or not np.all(np.equal(np.mod(a, 1), 0)):
+            raise _invalid("%s: must hold integers, got dtype %s" % (name, a.dtype))
+    a64 = a.astype(np.int64)
+    if np.any(a64 < np.iinfo(np.int32).min) or np.any(a64 > np.iinfo(np.int32).max):
+        raise _invalid("%s: values %s do not fit in int32" % (name, a64.tolist()))
+    return np.ascontiguousarray(a64, dtype=np.int32)
+
+
+class Options(object):
+    """Builds an hwyattn_sdpa_options and keeps every array it points to alive."""
+
+    def __init__(self, scale=None, causal=False, mask=None, kv_len=None, batch=1):
+        self.c = _capi.SdpaOptions()
+        _capi.function("hwyattn_sdpa_options_init")(ctypes.byref(self.c))
+        if scale is not None:
+            s = float(scale)
+            if not np.isfinite(s):
+                raise _invalid("scale is %r; must be finite (None = 1/sqrt(head_dim))" % (scale,))
+            self.c.scale = s
+        self.c.causal = causal_code(causal)
+        self._keep = []
+        if mask is not None:
+            t, arr = mask_tensor(mask)
+            self._keep += [t, arr]
+            self.c.mask = ctypes.pointer(t)
+        if kv_len is not None:
+            arr = kv_len_array(kv_len, batch)
+            self._keep.append(arr)
+            self.c.kv_len = arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+
+    def add_weights(self, shape):
+        t, out = output_tensor(shape, "weights")
+        self._keep.append(t)
+        self.c.weights = ctypes.pointer(t)
+        return out
+
+    def add_lse(self, shape):
+        t, out = output_tensor(shape, "lse")
+        self._keep.append(t)
+        self.c.lse = ctypes.pointer(t)
+        return out
+
+    def ref(self):
+        return ctypes.byref(self.c)
+
+
+def _batch(shape):
+    return shape[0] if len(shape) == 4 else 1
+
+
+def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
+         return_weights=False, return_lse=False):
+    """Scaled dot-product attention: softmax(q k^T * scale + mask) v.
+
+    q: [B, Hq, Lq, D], k: [B, Hkv, Lk, D], v: [B, Hkv, Lk, Dv] (float32 or
+    float16; other real dtypes are converted to float32). Lower ranks are
+    right-aligned (a [Lq, D] q is one batch with one head); k and v may have
+    batch 1 to share them across q's batch. Hq must be a multiple of Hkv
+    (GQA: query head h reads key/value head h // (Hq // Hkv)). Any
+    non-negative strides are passed through without a copy (np.transpose
+    views, broadcast_to), so [B, L, H, D] memory can be given as
+    x.transpose(0, 2, 1, 3).
+
+    scale: None = 1/sqrt(D); 1 = plain dot products.
+    causal: False, True / "top_left" (query i sees keys j <= i, PyTorch's
+        is_causal), or "bottom_right" (j <= i + Lk - Lq, the KV-cache one).
+    mask: broadcastable to [B, Hq, Lq, Lk]; bool (True = attend) or float
+        (added to the scaled scores; -inf blocks).
+    kv_len: [B] ints; keys at positions >= kv_len[b] are padding.
+    return_weights: also return the probabilities [B, Hq, Lq, Lk] (float32).
+    return_lse: also return the log-sum-exp of the scaled, masked scores,
+        [B, Hq, Lq] (-inf for a row with every key blocked).
+
+    A query row whose keys are all blocked gets zeros (PyTorch gives NaN).
+    Returns out [B, Hq, Lq, Dv] (float32, q's rank), or the tuple
+    (out, weights?, lse?) in that order when either is requested.
+    Raises hwyattn.Error (InvalidArgumentError, a ValueError, for bad
+    shapes) with the library's explanation.
+    """
+    q = as_float_input(q, "q")
+    k = as_float_input(k, "k")
+    v = as_float_input(v, "v")
+    tq, q = tensor(q, "q")
+    tk, k = tensor(k, "k")
+    tv, v = tensor(v, "v")
+    lead = q.shape[:-1]  # [B, Hq, Lq] right-aligned
+    lk = k.shape[-2] if k.ndim >= 2 else 1
+    out_shape = lead + (v.shape[-1],)
+    opts = Options(scale, causal, mask, kv_len, batch=_batch(q.shape))
+    weights = opts.add_weights(lead + (lk,)) if return_weights else None
+    lse = opts.add_lse(lead if lead else (1,)) if return_lse else None
+    to, out = output_tensor(out_shape, "out")
+    status = _capi.function("hwyattn_sdpa")(ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
+                                            ctypes.byref(to), opts.ref())
+    _capi.check(status)
+    if not (return_weights or return_lse):
+        return out
+    result = (out,)
+    if return_weights:
+        result += (weights,)
+    if return_lse:
+        result += (lse,)
+    return result

@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# scripts/deps.sh: sourced by bench.sh and test.sh. install_missing_packages
+# installs the Debian 12 packages hwyattn's build, tests and benchmarks need,
+# if any is missing (apt-get update only then). Root (or sudo) is needed only
+# when something is missing.
+
+HWYATTN_PACKAGES=(cmake g++ make pkg-config libhwy-dev libbenchmark-dev libgtest-dev
+                  python3 python3-numpy)
+
+install_missing_packages() {
+  local who=${1:-hwyattn}
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    echo "$who: not a Debian system; make sure these are installed: ${HWYATTN_PACKAGES[*]}" >&2
+    return 0
+  fi
+  local missing=() p
+  for p in "${HWYATTN_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  ((${#missing[@]} == 0)) && return 0
+  echo "$who: installing ${missing[*]}"
+  local sudo=()
+  if [[ $(id -u) != 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || { echo "$who: run as root to install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" apt-get update
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+}

@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * A pure C99 user of hwyattn.h: it includes nothing of the library but the
+ * header, is compiled with -std=c99 -Wall -Wextra -pedantic -Werror, and links
+ * the shared library. It proves the header is valid C, that the ABI is
+ * usable from C, and checks small examples whose results are computed by hand
+ * below (no oracle, no library output as expected values).
+ *
+ * Status codes reached: HWYATTN_OK, HWYATTN_INVALID_ARGUMENT, and
+ * HWYATTN_UNSUPPORTED if the library reports it for an F16 output tensor (the
+ * header lists out as F32 only, so INVALID_ARGUMENT is accepted there too; the
+ * program prints which one it got). HWYATTN_OUT_OF_MEMORY and
+ * HWYATTN_INTERNAL_ERROR cannot be provoked safely from a test; only their
+ * status strings are checked.
+ */
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hwyattn.h"
+
+static int g_passed = 0;
+static int g_failed = 0;
+
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    if (cond) {                                                       \
+      ++g_passed;                                                     \
+    } else {                                                          \
+      ++g_failed;                                                     \
+      fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                 \
+  } while (0)
+
+static int Near(double got, double want, double tol) {
+  const double diff = got > want ? got - want : want - got;
+  return diff <= tol; /* False for NaN. */
+}
+
+/* Natural logs, by hand (to 17 digits), so the program needs no libm call
+ * (math.h is only for INFINITY and isinf, both macros). */
+#define LN2 0.69314718055994531
+#define LN3 1.0986122886681098
+#define LN4 1.3862943611198906
+
+static void TestVersion(void) {
+  CHECK(strcmp(hwyattn_version(), "0.1.0") == 0);
+  CHECK(hwyattn_abi_version() == HWYATTN_ABI_VERSION);
+}
+
+static void TestStatusStrings(void) {
+  int s;
+  for (s = HWYATTN_OK; s <= HWYATTN_INTERNAL_ERROR; ++s) {
+    const char* text = hwyattn_status_string((hwyattn_status)s);
+    CHECK(text != NULL && text[0] != '\0');
+  }
+  CHECK(strcmp(hwyattn_status_string((hwyattn_status)99), "unknown hwyattn_status") == 0);
+}
+
+static void TestThreads(void) {
+  int saved = hwyattn_get_num_threads();
+  CHECK(saved >= 1);
+  CHECK(hwyattn_set_num_threads(-1) == HWYATTN_INVALID_ARGUMENT);
+  CHECK(strlen(hwyattn_last_error()) > 0);
+  CHECK(hwyattn_set_num_threads(1) == HWYATTN_OK);
+  CHECK(hwyattn_get_num_threads() == 1);
+  CHECK(hwyattn_set_num_threads(saved) == HWYATTN_OK);
+}
+
+/* Scale 1, D = 1, Dv = 2, Lq = 3, Lk = 2.
+ *   q = [1, 0, 5], k = [0, ln 3], v = [[4, 0], [0, 8]].
+ * Row 0: scores (1*0, 1*ln 3) = (0, ln 3); exp = (1, 3); sum 4;
+ *        weights (1/4, 3/4); out = (4/4, 8*3/4) = (1, 6); lse = ln 4.
+ * Row 1: scores (0, 0); weights (1/2, 1/2); out = (2, 4); lse = ln 2.
+ * Row 2: the BOOL mask blocks both keys: out (0, 0), weights (0, 0),
+ *        lse = -INFINITY.
+ * The mask uses 1 and 7 for "attend": any nonzero byte means true.
+ * k[1] is ln 3 rounded to float (relative error 3e-8), which moves the
+ * weights by about 1e-8: well inside the 1e-6 tolerance. */
+static void TestHandExample(void) {
+  float q[3] = {1.0f, 0.0f, 5.0f};
+  float k[2] = {0.0f, (float)LN3};
+  float v[4] = {4.0f, 0.0f, 0.0f, 8.0f};
+  float out[6], weights[6], lse[3];
+  uint8_t mask[6] = {1, 7, 1, 1, 0, 0};
+  const int64_t q_shape[4] = {1, 1, 3, 1}, k_shape[4] = {1, 1, 2, 1};
+  const int64_t v_shape[4] = {1, 1, 2, 2}, out_shape[4] = {1, 1, 3, 2};
+  const int64_t w_shape[4] = {1, 1, 3, 2}, lse_shape[3] = {1, 1, 3}, mask_shape[2] = {3, 2};
+  hwyattn_tensor tq, tk, tv, tout, tw, tlse, tmask;
+  hwyattn_sdpa_options opts;
+  hwyattn_status status;
+  int i;
+
+  for (i = 0; i < 6; ++i) out[i] = weights[i] = -123.0f;
+  for (i = 0; i < 3; ++i) lse[i] = -123.0f;
+  CHECK(hwyattn_tensor_contiguous(&tq, q, HWYATTN_F32, 4, q_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&tk, k, HWYATTN_F32, 4, k_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&tv, v, HWYATTN_F32, 4, v_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&tout, out, HWYATTN_F32, 4, out_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&tw, weights, HWYATTN_F32, 4, w_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&tlse, lse, HWYATTN_F32, 3, lse_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&tmask, mask, HWYATTN_BOOL, 2, mask_shape) == HWYATTN_OK);
+
+  hwyattn_sdpa_options_init(&opts);
+  CHECK(opts.struct_size == sizeof(opts));
+  opts.scale = 1.0f;
+  opts.mask = &tmask;
+  opts.weights = &tw;
+  opts.lse = &tlse;
+  status = hwyattn_sdpa(&tq, &tk, &tv, &tout, &opts);
+  CHECK(status == HWYATTN_OK);
+  if (status != HWYATTN_OK) fprintf(stderr, "  %s\n", hwyattn_last_error());
+
+  CHECK(Near(out[0], 1.0, 1e-6));
+  CHECK(Near(out[1], 6.0, 1e-6));
+  CHECK(Near(weights[0], 0.25, 1e-6));
+  CHECK(Near(weights[1], 0.75, 1e-6));
+  CHECK(Near(lse[0], LN4, 1e-6));
+  CHECK(Near(out[2], 2.0, 1e-6));
+  CHECK(Near(out[3], 4.0, 1e-6));
+  CHECK(Near(weights[2], 0.5, 1e-6));
+  CHECK(Near(weights[3], 0.5, 1e-6));
+  CHECK(Near(lse[1], LN2, 1e-6));
+  /* The fully masked row: exact zeros and -INFINITY. */
+  CHECK(out[4] == 0.0f && out[5] == 0.0f);
+  CHECK(weights[4] == 0.0f && weights[5] == 0.0f);
+  CHECK(isinf(lse[2]) && lse[2] < 0);
+}
+
+/* The default scale 1/sqrt(D): D = 4 gives 1/2.
+ *   q = [1, 1, 1, 1]; k0 = [0, 0, 0, 0]; k1 = [ln3/2, ln3/2, ln3/2, ln3/2].
+ *   Scores: 0 and (1/2) * 4 * ln3/2 = ln 3; weights 1/4 and 3/4.
+ *   v = [4], [8] (Dv = 1): out = 1 + 6 = 7.
+ * Rank-3 tensors ([H, L, D]) exercise the right-aligned shapes. */
+static void TestDefaultScaleRank3(void) {
+  const float h = (float)(LN3 / 2.0);
+  float q[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  float k[8] = {0.0f, 0.0f, 0.0f, 0.0f, h, h, h, h};
+  float v[2] = {4.0f, 8.0f};
+  float out[1] = {-1.0f};
+  const int64_t q_shape[3] = {1, 1, 4}, k_shape[3] = {1, 2, 4}, v_shape[3] = {1, 2, 1};
+  const int64_t out_shape[3] = {1, 1, 1};
+  hwyattn_tensor tq, tk, tv, tout;
+  hwyattn_status status;
+
+  hwyattn_tensor_contiguous(&tq, q, HWYATTN_F32, 3, q_shape);
+  hwyattn_tensor_contiguous(&tk, k, HWYATTN_F32, 3, k_shape);
+  hwyattn_tensor_contiguous(&tv, v, HWYATTN_F32, 3, v_shape);
+  hwyattn_tensor_contiguous(&tout, out, HWYATTN_F32, 3, out_shape);
+  status = hwyattn_sdpa(&tq, &tk, &tv, &tout, NULL);
+  CHECK(status == HWYATTN_OK);
+  CHECK(Near(out[0], 7.0, 1e-6));
+}
+
+/* An F32 additive mask, -INFINITY and kv_len.
+ *   D = 1, q = [0]: every score is 0. Mask = [0, ln 3, -INFINITY, 0].
+ *   v = [4, 8, 1000, 2000].
+ * With kv_len = 3, key 3 is padding; key 2 is blocked by -INFINITY; keys 0
+ * and 1 get exp(0) = 1 and exp(ln 3) = 3: weights 1/4, 3/4, out = 7,
+ * lse = ln 4.
+ * With kv_len = 0 every key is padding: out 0, lse -INFINITY. */
+static void TestAdditiveMaskAndKvLen(void) {
+  float q[1] = {0.0f};
+  float k[4] = {0.5f, -0.5f, 2.0f, 3.0f};
+  float v[4] = {4.0f, 8.0f, 1000.0f, 2000.0f};
+  float mask[4] = {0.0f, (float)LN3, -INFINITY, 0.0f};
+  float out[1] = {-1.0f}, lse[1] = {-1.0f};
+  const int64_t q_shape[4] = {1, 1, 1, 1}, k_shape[4] = {1, 1, 4, 1};
+  const int64_t mask_shape[1] = {4}, lse_shape[3] = {1, 1, 1};
+  int32_t kv_len[1] = {3};
+  hwyattn_tensor tq, tk, tv, tout, tmask, tlse;
+  hwyattn_sdpa_options opts;
+
+  hwyattn_tensor_contiguous(&tq, q, HWYATTN_F32, 4, q_shape);
+  hwyattn_tensor_contiguous(&tk, k, HWYATTN_F32, 4, k_shape);
+  hwyattn_tensor_contiguous(&tv, v, HWYATTN_F32, 4, k_shape);
+  hwyattn_tensor_contiguous(&tout, out, HWYATTN_F32, 4, q_shape);
+  hwyattn_tensor_contiguous(&tmask, mask, HWYATTN_F32, 1, mask_shape);
+  hwyattn_tensor_contiguous(&tlse, lse, HWYATTN_F32, 3, lse_shape);
+  hwyattn_sdpa_options_init(&opts);
+  opts.scale = 1.0f;
+  opts.mask = &tmask;
+  opts.kv_len = kv_len;
+  opts.lse = &tlse;
+  CHECK(hwyattn_sdpa(&tq, &tk, &tv, &tout, &opts) == HWYATTN_OK);
+  CHECK(Near(out[0], 7.0, 1e-6));
+  CHECK(Near(lse[0], LN4, 1e-6));
+
+  kv_len[0] = 0;
+  CHECK(hwyattn_sdpa(&tq, &tk, &tv, &tout, &opts) == HWYATTN_OK);
+  CHECK(out[0] == 0.0f);
+  CHECK(isinf(lse[0]) && lse[0] < 0);
+}
+
+/* Causal masks, all scores 0 (q = 0), so the weights are uniform over the
+ * visible keys. v = [1, 2, 4] (Dv = 1).
+ *   TOP_LEFT, Lq = 2, Lk = 3: row 0 sees key 0 -> 1; row 1 sees keys 0..1
+ *   -> (1 + 2) / 2 = 1.5.
+ *   BOTTOM_RIGHT: row 0 sees keys 0..1 -> 1.5; row 1 sees all -> 7/3. */
+static void TestCausal(void) {
+  float q[2] = {0.0f, 0.0f};
+  float k[3] = {1.0f, 2.0f, 3.0f};
+  float v[3] = {1.0f, 2.0f, 4.0f};
+  float out[2];
+  const int64_t q_shape[2] = {2, 1}, k_shape[2] = {3, 1};
+  hwyattn_tensor tq, tk, tv, tout;
+  hwyattn_sdpa_options opts;
+
+  hwyattn_tensor_contiguous(&tq, q, HWYATTN_F32, 2, q_shape);
+  hwyattn_tensor_contiguous(&tk, k, HWYATTN_F32, 2, k_shape);
+  hwyattn_tensor_contiguous(&tv, v, HWYATTN_F32, 2, k_shape);
+  hwyattn_tensor_contiguous(&tout, out, HWYATTN_F32, 2, q_shape);
+  hwyattn_sdpa_options_init(&opts);
+  opts.causal = HWYATTN_CAUSAL_TOP_LEFT;
+  CHECK(hwyattn_sdpa(&tq, &tk, &tv, &tout, &opts) == HWYATTN_OK);
+  CHECK(Near(out[0], 1.0, 1e-6));
+  CHECK(Near(out[1], 1.5, 1e-6));
+  opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+  CHECK(hwyattn_sdpa(&tq, &tk, &tv, &tout, &opts) == HWYATTN_OK);
+  CHECK(Near(out[0], 1.5, 1e-6));
+  CHECK(Near(out[1], 7.0 / 3.0, 1e-6));
+}
+
+/* Errors: the status, an untouched output, and a message naming the
+ * argument. */
+static void TestErrors(void) {
+  float q[2] = {1.0f, 2.0f}, k[2] = {3.0f, 4.0f}, v[2] = {5.0f, 6.0f};
+  float out[2] = {-7.0f, -7.0f};
+  const int64_t shape[4] = {1, 1, 1, 2};
+  hwyattn_tensor tq, tk, tv, tout;
+  hwyattn_sdpa_options opts;
+  hwyattn_status status;
+
+  hwyattn_tensor_contiguous(&tq, q, HWYATTN_F32, 4, shape);
+  hwyattn_tensor_contiguous(&tk, k, HWYATTN_F32, 4, shape);
+  hwyattn_tensor_contiguous(&tv, v, HWYATTN_F32, 4, shape);
+  hwyattn_tensor_contiguous(&tout, out, HWYATTN_F32, 4, shape);
+
+  CHECK(hwyattn_sdpa(NULL, &tk, &tv, &tout, NULL) == HWYATTN_INVALID_ARGUMENT);
+  CHECK(strstr(hwyattn_last_error(), "q") != NULL);
+  CHECK(out[0] == -7.0f && out[1] == -7.0f);
+
+  tk.shape[3] = 1; /* head_dim mismatch */
+  CHECK(hwyattn_sdpa(&tq, &tk, &tv, &tout, NULL) == HWYATTN_INVALID_ARGUMENT);
+  CHECK(strstr(hwyattn_last_error(), "k") != NULL);
+  CHECK(out[0] == -7.0f && out[1] == -7.0f);
+  tk.shape[3] = 2;
+
+  hwyattn_sdpa_options_init(&opts);
+  opts.struct_size = 0;
+  CHECK(hwyattn_sdpa(&tq, &tk, &tv, &tout, &opts) == HWYATTN_INVALID_ARGUMENT);
+  CHECK(out[0] == -7.0f && out[1] == -7.0f);
+
+  CHECK(hwyattn_tensor_contiguous(NULL, q, HWYATTN_F32, 4, shape) == HWYATTN_INVALID_ARGUMENT);
+
+  /* An F16 output: the header defines out as F32. A library may call that
+   * an invalid argument or a valid request it does not implement. */
+  tout.dtype = HWYATTN_F16;
+  status = hwyattn_sdpa(&tq, &tk, &tv, &tout, NULL);
+  CHECK(status == HWYATTN_UNSUPPORTED || status == HWYATTN_INVALID_ARGUMENT);
+  CHECK(out[0] == -7.0f && out[1] == -7.0f);
+  printf("F16 out gives %s\n", hwyattn_status_string(status));
+}
+
+int main(void) {
+  printf("hwyattn %s, SIMD target %s\n", hwyattn_version(), hwyattn_simd_target());
+  TestVersion();
+  TestStatusStrings();
+  TestThreads();
+  TestHandExample();
+  TestDefaultScaleRank3();
+  TestAdditiveMaskAndKvLen();
+  TestCausal();
+  TestErrors();
+  printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The double-precision oracle for hwyattn_sdpa. Everything here is written
+// for obviousness rather than speed: the inputs are first copied into dense
+// double arrays through the descriptors' strides, then each query row is a
+// textbook softmax. See reference.h.
+
+#include "tests/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace hwyattn_test {
+
+namespace {
+
+uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+float BitsToFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+}  // namespace
+
+uint16_t FloatToF16(float f) {
+  const uint32_t bits = FloatBits(f);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t abs_bits = bits & 0x7FFFFFFFu;
+  if (abs_bits >= 0x7F800000u) {  // Infinity or NaN.
+    return static_cast<uint16_t>(sign | (abs_bits > 0x7F800000u ? 0x7E00u : 0x7C00u));
+  }
+  // 65520 is halfway between the largest half (65504, odd mantissa) and 2^16,
+  // so ties-to-even sends it and everything above it to infinity.
+  if (abs_bits >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);
+  if (abs_bits < 0x38800000u) {
+    // Below the smallest normal half (2^-14): the result is a subnormal whose
+    // integer mantissa is |f| * 2^24. Scaling by a power of two is exact, and
+    // nearbyint rounds to nearest even in the default rounding mode. A result
+    // of 1024 correctly becomes the smallest normal.
+    const float scaled = std::fabs(f) * 16777216.0f;
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(scaled)));
+  }
+  // Normal: rebias the exponent from 127 to 15 and round away 13 mantissa
+  // bits to nearest even (a carry into the exponent is the correct result).
+  const uint32_t rounded = abs_bits + 0xFFFu + ((abs_bits >> 13) & 1u);
+  return static_cast<uint16_t>(sign | ((rounded - (112u << 23)) >> 13));
+}
+
+uint16_t FloatToBf16(float f) {
+  const uint32_t bits = FloatBits(f);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {
+    return static_cast<uint16_t>(((bits >> 16) & 0x8000u) | 0x7FC0u);
+  }
+  const uint32_t rounded = bits + 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
+double F16ToDouble(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1F;
+  const int mantissa = h & 0x3FF;
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  if (exponent == 0) return sign * std::ldexp(static_cast<double>(mantissa), -24);
+  if (exponent == 31) {
+    return mantissa == 0 ? sign * std::numeric_limits<double>::infinity()
+                         : std::numeric_limits<double>::quiet_NaN();
+  }
+  return sign * std::ldexp(static_cast<double>(mantissa | 0x400), exponent - 25);
+}
+
+double Bf16ToDouble(uint16_t b) {
+  return static_cast<double>(BitsToFloat(static_cast<uint32_t>(b) << 16));
+}
+
+size_t DtypeSize(hwyattn_dtype dtype) {
+  switch (dtype) {
+    case HWYATTN_F32:
+      return 4;
+    case HWYATTN_F16:
+    case HWYATTN_BF16:
+      return 2;
+    case HWYATTN_BOOL:
+      return 1;
+  }
+  return 0;
+}
+
+bool LogicalDims(const hwyattn_tensor& t, int64_t shape[4], int64_t stride[4]) {
+  if (t.rank < 1 || t.rank > 4) return false;
+  const int lead = 4 - t.rank;
+  for (int d = 0; d < 4; ++d) {
+    if (d < lead) {
+      shape[d] = 1;
+      stride[d] = 0;
+    } else {
+      shape[d] = t.shape[d - lead];
+      stride[d] = t.stride[d - lead];
+    }
+  }
+  return true;
+}
+
+double ReadElement(const hwyattn_tensor& t, const int64_t idx[4]) {
+  int64_t shape[4], stride[4];
+  if (!LogicalDims(t, shape, stride)) return std::numeric_limits<double>::quiet_NaN();
+  int64_t offset = 0;
+  for (int d = 0; d < 4; ++d) offset += idx[d] * stride[d];
+  const unsigned char* base = static_cast<const unsigned char*>(t.data);
+  const unsigned char* p = base + offset * static_cast<int64_t>(DtypeSize(t.dtype));
+  switch (t.dtype) {
+    case HWYATTN_F32: {
+      float f;
+      std::memcpy(&f, p, sizeof(f));
+      return static_cast<double>(f);
+    }
+    case HWYATTN_F16: {
+      uint16_t h;
+      std::memcpy(&h, p, sizeof(h));
+      return F16ToDouble(h);
+    }
+    case HWYATTN_BF16: {
+      uint16_t b;
+      std::memcpy(&b, p, sizeof(b));
+      return Bf16ToDouble(b);
+    }
+    case HWYATTN_BOOL:
+      return *p != 0 ? 1.0 : 0.0;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+namespace {
+
+// Copies a tensor into a dense [d0, d1, d2, d3] double array.
+std::vector<double> Densify(const hwyattn_tensor& t) {
+  int64_t shape[4], stride[4];
+  LogicalDims(t, shape, stride);
+  std::vector<double> dense(static_cast<size_t>(shape[0] * shape[1] * shape[2] * shape[3]));
+  size_t n = 0;
+  int64_t idx[4];
+  for (idx[0] = 0; idx[0] < shape[0]; ++idx[0]) {
+    for (idx[1] = 0; idx[1] < shape[1]; ++idx[1]) {
+      for (idx[2] = 0; idx[2] < shape[2]; ++idx[2]) {
+        for (idx[3] = 0; idx[3] < shape[3]; ++idx[3]) dense[n++] = ReadElement(t, idx);
+      }
+    }
+  }
+  return dense;
+}
+
+bool Fail(std::string* error, const std::string& message) {
+  if (error != nullptr) *error = message;
+  return false;
+}
+
+}  // namespace
+
+bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k,
+                   const hwyattn_tensor& v, const hwyattn_sdpa_options* opts,
+                   RefResult* result, std::string* error) {
+  int64_t qs[4], ks[4], vs[4], unused[4];
+  if (!LogicalDims(q, qs, unused) || !LogicalDims(k, ks, unused) ||
+      !LogicalDims(v, vs, unused)) {
+    return Fail(error, "rank outside 1..4");
+  }
+  for (const hwyattn_tensor* t : {&q, &k, &v}) {
+    if (t->dtype == HWYATTN_BOOL || DtypeSize(t->dtype) == 0) {
+      return Fail(error, "q/k/v dtype must be F32, F16 or BF16");
+    }
+  }
+  const int64_t batch = qs[0], q_heads = qs[1], q_len = qs[2], dim = qs[3];
+  const int64_t kv_heads = ks[1], k_len = ks[2], v_dim = vs[3];
+  // k and v may have batch 1 (numpy broadcasting, which the header's
+  // right-aligned shapes imply: a rank-3 k has batch 1 whatever q's is).
+  const bool k_batch_ok = ks[0] == batch || ks[0] == 1;
+  const bool v_batch_ok = vs[0] == batch || vs[0] == 1;
+  if (!k_batch_ok || !v_batch_ok || ks[3] != dim || vs[1] != kv_heads || vs[2] != k_len ||
+      kv_heads < 1 || q_heads % kv_heads != 0) {
+    return Fail(error, "inconsistent q/k/v shapes");
+  }
+  const int64_t group = q_heads / kv_heads;
+
+  double scale = 1.0 / std::sqrt(static_cast<double>(dim));
+  hwyattn_causal causal = HWYATTN_CAUSAL_NONE;
+  const hwyattn_tensor* mask = nullptr;
+  const int32_t* kv_len = nullptr;
+  if (opts != nullptr) {
+    if (opts->scale != 0.0f) scale = static_cast<double>(opts->scale);
+    causal = opts->causal;
+    mask = opts->mask;
+    kv_len = opts->kv_len;
+  }
+
+  // The mask broadcasts to [B, Hq, Lq, Lk]: each of its logical dimensions is
+  // either that size or 1 (then index 0 is used for every position).
+  int64_t ms[4] = {1, 1, 1, 1};
+  const int64_t full[4] = {batch, q_heads, q_len, k_len};
+  if (mask != nullptr) {
+    if (!LogicalDims(*mask, ms, unused)) return Fail(error, "mask rank outside 1..4");
+    if (mask->dtype != HWYATTN_BOOL && mask->dtype != HWYATTN_F32) {
+      return Fail(error, "mask dtype must be BOOL or F32");
+    }
+    for (int d = 0; d < 4; ++d) {
+      if (ms[d] != 1 && ms[d] != full[d]) return Fail(error, "mask not broadcastable");
+    }
+  }
+  if (kv_len != nullptr) {
+    for (int64_t b = 0; b < batch; ++b) {
+      if (kv_len[b] < 0 || kv_len[b] > k_len) return Fail(error, "kv_len out of range");
+    }
+  }
+
+  const std::vector<double> qd = Densify(q), kd = Densify(k), vd = Densify(v);
+
+  result->batch = batch;
+  result->q_heads = q_heads;
+  result->q_len = q_len;
+  result->k_len = k_len;
+  result->v_dim = v_dim;
+  const size_t rows = static_cast<size_t>(batch * q_heads * q_len);
+  result->out.assign(rows * static_cast<size_t>(v_dim), 0.0);
+  result->weights.assign(rows * static_cast<size_t>(k_len), 0.0);
+  result->lse.assign(rows, 0.0);
+  result->row_blocked.assign(rows, false);
+
+  std::vector<double> scores(static_cast<size_t>(k_len));
+  std::vector<bool> allowed(static_cast<size_t>(k_len));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < q_heads; ++h) {
+      const int64_t hk = h / group;
+      for (int64_t i = 0; i < q_len; ++i) {
+        const double* qrow = &qd[static_cast<size_t>(((b * q_heads + h) * q_len + i) * dim)];
+        bool any_allowed = false;
+        double row_max = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < k_len; ++j) {
+          bool ok = true;
+          if (causal == HWYATTN_CAUSAL_TOP_LEFT && j > i) ok = false;
+          if (causal == HWYATTN_CAUSAL_BOTTOM_RIGHT && j > i + (k_len - q_len)) ok = false;
+          if (kv_len != nullptr && j >= kv_len[b]) ok = false;
+          double additive = 0.0;
+          if (mask != nullptr) {
+            const int64_t pos[4] = {b, h, i, j};
+            int64_t midx[4];
+            for (int d = 0; d < 4; ++d) midx[d] = ms[d] == 1 ? 0 : pos[d];
+            const double m = ReadElement(*mask, midx);
+            if (mask->dtype == HWYATTN_BOOL) {
+              if (m == 0.0) ok = false;
+            } else if (std::isinf(m) && m < 0) {
+              ok = false;
+            } else {
+              additive = m;
+            }
+          }
+          allowed[static_cast<size_t>(j)] = ok;
+          if (!ok) continue;
+          const int64_t kb = ks[0] == 1 ? 0 : b;
+          const double* krow = &kd[static_cast<size_t>(((kb * kv_heads + hk) * k_len + j) * dim)];
+          double dot = 0.0;
+          for (int64_t d = 0; d < dim; ++d) dot += qrow[d] * krow[d];
+          const double s = scale * dot + additive;
+          scores[static_cast<size_t>(j)] = s;
+          row_max = std::max(row_max, s);
+          any_allowed = true;
+        }
+        const size_t row = static_cast<size_t>(result->RowIndex(b, h, i));
+        if (!any_allowed) {
+          // Every key is blocked: zeros for out and weights (already there)
+          // and lse = -inf, as the header specifies.
+          result->row_blocked[row] = true;
+          result->lse[row] = -std::numeric_limits<double>::infinity();
+          continue;
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < k_len; ++j) {
+          if (allowed[static_cast<size_t>(j)]) sum += std::exp(scores[static_cast<size_t>(j)] - row_max);
+        }
+        result->lse[row] = row_max + std::log(sum);
+        double* wrow = &result->weights[row * static_cast<size_t>(k_len)];
+        double* orow = &result->out[row * static_cast<size_t>(v_dim)];
+        for (int64_t j = 0; j < k_len; ++j) {
+          if (!allowed[static_cast<size_t>(j)]) continue;
+          const double p = std::exp(scores[static_cast<size_t>(j)] - row_max) / sum;
+          wrow[j] = p;
+          const int64_t vb = vs[0] == 1 ? 0 : b;
+          const double* vrow = &vd[static_cast<size_t>(((vb * kv_heads + hk) * k_len + j) * v_dim)];
+          for (int64_t c = 0; c < v_dim; ++c) orow[c] += p * vrow[c];
+        }
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace hwyattn_test

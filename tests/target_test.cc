@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Proves that HWYATTN_TARGET caps the SIMD target. ctest runs every suite
+// once per target with HWYATTN_TARGET set (see CMakeLists.txt); without this
+// test a broken cap would silently run the best target four times and the
+// per-target runs would prove nothing.
+
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "hwy/targets.h"
+#include "hwyattn.h"
+
+namespace {
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Every name hwyattn_simd_target() may give (Highway's target names).
+const char* const kKnownTargets[] = {
+    "AVX3_ZEN4", "AVX3_DL", "AVX3",  "AVX2", "SSE4",     "SSSE3",       "EMU128", "SCALAR",
+    "NEON",      "SVE",     "SVE2",  "SVE_256", "SVE2_128", "RVV",      "WASM",   "WASM_EMU256",
+    "PPC8"};
+
+bool IsKnown(const std::string& name) {
+  for (const char* known : kKnownTargets) {
+    if (name == known) return true;
+  }
+  return false;
+}
+
+// The Highway bit of an x86 target name, or 0 if the name is not one.
+int64_t X86TargetBit(const std::string& name) {
+#if HWY_ARCH_X86
+  if (name == "AVX3") return HWY_AVX3;
+  if (name == "AVX2") return HWY_AVX2;
+  if (name == "SSE4") return HWY_SSE4;
+#endif
+  (void)name;
+  return 0;
+}
+
+TEST(TargetTest, HonoursHwyattnTarget) {
+  const char* target = hwyattn_simd_target();
+  ASSERT_NE(target, nullptr);
+  const std::string got = target;
+  EXPECT_TRUE(IsKnown(got)) << "unknown target name \"" << got << "\"";
+  // The name is chosen once: later calls return the same string.
+  EXPECT_EQ(std::string(hwyattn_simd_target()), got);
+
+  const char* requested_env = std::getenv("HWYATTN_TARGET");
+  if (requested_env == nullptr || *requested_env == '\0') {
+    GTEST_LOG_(INFO) << "HWYATTN_TARGET unset; running on " << got;
+    return;
+  }
+  const std::string requested = Upper(requested_env);
+  // CMakeLists.txt registers only the targets /proc/cpuinfo showed at
+  // configure time. If the tests run on another machine than the one that
+  // configured them, a requested target may be missing here: the library then
+  // falls back to a lower one, which is correct, and this test skips. The CPU
+  // check asks Highway directly, independently of the library.
+  const int64_t bit = X86TargetBit(requested);
+  if (bit != 0 && (hwy::SupportedTargets() & bit) == 0) {
+    GTEST_SKIP() << "this CPU does not support " << requested << "; the library chose " << got;
+  }
+  std::string want = requested;
+#if HWY_BROKEN_EMU128
+  // Highway disables EMU128 on compilers with GCC bug 106322 (GCC < 12.3)
+  // and compiles HWY_SCALAR as the portable fallback instead. Capping at
+  // EMU128 then correctly lands on SCALAR, the next lower target.
+  if (requested == "EMU128") want = "SCALAR";
+#endif
+  EXPECT_EQ(Upper(got), want) << "HWYATTN_TARGET=" << requested_env
+                              << " did not cap the SIMD target";
+}
+
+// The kernels really run on the reported target: a call succeeds after the
+// target was reported, and the target does not change because of it.
+TEST(TargetTest, StableAcrossCalls) {
+  const std::string before = hwyattn_simd_target();
+  float q[2] = {1.0f, 0.5f}, k[2] = {0.25f, -1.0f}, v[2] = {2.0f, 3.0f}, o[2] = {0, 0};
+  const int64_t shape[4] = {1, 1, 1, 2};
+  hwyattn_tensor tq, tk, tv, to;
+  ASSERT_EQ(hwyattn_tensor_contiguous(&tq, q, HWYATTN_F32, 4, shape), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&tk, k, HWYATTN_F32, 4, shape), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&tv, v, HWYATTN_F32, 4, shape), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&to, o, HWYATTN_F32, 4, shape), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_sdpa(&tq, &tk, &tv, &to, nullptr), HWYATTN_OK) << hwyattn_last_error();
+  // One key: its weight is 1 whatever the score, so out = v exactly.
+  EXPECT_EQ(o[0], 2.0f);
+  EXPECT_EQ(o[1], 3.0f);
+  EXPECT_EQ(std::string(hwyattn_simd_target()), before);
+}
+
+}  // namespace

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// hwyattn_mha_* through the C ABI against a double-precision reference: the
+// projections are computed in double here, the attention by the sdpa oracle
+// (tests/reference.cc) on those projections rounded to float (a relative
+// change of ~6e-8, far below the 1e-5 tolerance), the output projection in
+// double again. Also: one handle used from several threads at once gives the
+// same bytes as sequential use.
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "hwyattn.h"
+#include "tests/reference.h"
+
+namespace {
+
+struct MhaCase {
+  const char* name;
+  int64_t batch, q_len, kv_len, embed, heads, head_dim, kv_heads, kdim, vdim;
+  bool bias, self;
+  hwyattn_causal causal;
+  bool bool_mask;      // a [Lq, Lk] BOOL attn_mask
+  bool key_lengths;    // kv_len per batch (key_padding_mask)
+  bool weights;        // per-head weights output
+};
+
+// y[m][n] = sum_k x[m][k] w[n][k] + b[n] (nn.Linear), in double.
+std::vector<double> Linear(const std::vector<double>& x, int64_t rows, int64_t in,
+                           const std::vector<float>& w, int64_t out, const float* b) {
+  std::vector<double> y(static_cast<size_t>(rows * out));
+  for (int64_t m = 0; m < rows; ++m) {
+    for (int64_t n = 0; n < out; ++n) {
+      double acc = b != nullptr ? b[n] : 0.0;
+      for (int64_t k = 0; k < in; ++k) acc += x[m * in + k] * static_cast<double>(w[n * in + k]);
+      y[m * out + n] = acc;
+    }
+  }
+  return y;
+}
+
+std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+std::vector<float> Random(size_t n, std::mt19937* rng, float scale = 0.5f) {
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(*rng);
+  return v;
+}
+
+hwyattn_tensor Dense(float* data, std::vector<int64_t> shape) {
+  hwyattn_tensor t;
+  EXPECT_EQ(hwyattn_tensor_contiguous(&t, data, HWYATTN_F32, static_cast<int32_t>(shape.size()),
+                                      shape.data()),
+            HWYATTN_OK);
+  return t;
+}
+
+// A layer with random weights and inputs for one case, plus the options.
+struct Layer {
+  MhaCase c;
+  int64_t hd, hkv, kdim, vdim, lk;
+  std::vector<float> wq, wk, wv, wo, bq, bk, bv, bo, xq, xk, xv;
+  std::vector<uint8_t> mask;
+  std::vector<int32_t> lengths;
+  hwyattn_mha* m = nullptr;
+
+  explicit Layer(const MhaCase& mc) : c(mc) {
+    hd = c.head_dim ? c.head_dim : c.embed / c.heads;
+    hkv = c.kv_heads ? c.kv_heads : c.heads;
+    kdim = c.self || !c.kdim ? c.embed : c.kdim;
+    vdim = c.self || !c.vdim ? c.embed : c.vdim;
+    lk = c.self ? c.q_len : c.kv_len;
+    std::mt19937 rng(1234);
+    wq = Random(c.heads * hd * c.embed, &rng);
+    wk = Random(hkv * hd * kdim, &rng);
+    wv = Random(hkv * hd * vdim, &rng);
+    wo = Random(c.embed * c.heads * hd, &rng);
+    bq = Random(c.heads * hd, &rng);
+    bk = Random(hkv * hd, &rng);
+    bv = Random(hkv * hd, &rng);
+    bo = Random(c.embed, &rng);
+    xq = Random(c.batch * c.q_len * c.embed, &rng, 1.0f);
+    xk = c.self ? xq : Random(c.batch * lk * kdim, &rng, 1.0f);
+    xv = c.self ? xq : Random(c.batch * lk * vdim, &rng, 1.0f);
+    if (c.bool_mask) {
+      mask.resize(static_cast<size_t>(c.q_len * lk));
+      for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 7 + i / 3) % 5 != 0;
+      mask[0] = 0;  // with the mask below, row 0 keeps other keys
+    }
+    if (c.key_lengths) {
+      for (int64_t b = 0; b < c.batch; ++b) lengths.push_back(static_cast<int32_t>((lk * (b + 1) + 1) / (c.batch + 1) + 1));
+    }
+    hwyattn_mha_config cfg;
+    hwyattn_mha_config_init(&cfg);
+    cfg.embed_dim = c.embed;
+    cfg.num_heads = c.heads;
+    cfg.head_dim = c.head_dim;
+    cfg.num_kv_heads = c.kv_heads;
+    cfg.kdim = c.self ? 0 : c.kdim;
+    cfg.vdim = c.self ? 0 : c.vdim;
+    cfg.has_bias = c.bias;
+    hwyattn_mha_weights w = {wq.data(), wk.data(), wv.data(), wo.data(),
+                             c.bias ? bq.data() : nullptr, c.bias ? bk.data() : nullptr,
+                             c.bias ? bv.data() : nullptr, c.bias ? bo.data() : nullptr};
+    EXPECT_EQ(hwyattn_mha_create(&cfg, &w, &m), HWYATTN_OK) << hwyattn_last_error();
+  }
+  ~Layer() { hwyattn_mha_destroy(m); }
+
+  // Runs the layer into out (and weights if requested).
+  hwyattn_status Forward(std::vector<float>* out, std::vector<float>* weights) {
+    out->assign(static_cast<size_t>(c.batch * c.q_len * c.embed), NAN);
+    hwyattn_tensor tq = Dense(xq.data(), {c.batch, c.q_len, c.embed});
+    hwyattn_tensor tk = Dense(xk.data(), {c.batch, lk, kdim});
+    hwyattn_tensor tv = Dense(xv.data(), {c.batch, lk, vdim});
+    hwyattn_tensor to = Dense(out->data(), {c.batch, c.q_len, c.embed});
+    hwyattn_sdpa_options opts;
+    Options(&opts);
+    hwyattn_tensor tw, tmask;
+    if (c.weights) {
+      weights->assign(static_cast<size_t>(c.batch * c.heads * c.q_len * lk), NAN);
+      tw = Dense(weights->data(), {c.batch, c.heads, c.q_len, lk});
+      opts.weights = &tw;
+    }
+    if (c.bool_mask) {
+      const int64_t shape[2] = {c.q_len, lk};
+      hwyattn_tensor_contiguous(&tmask, mask.data(), HWYATTN_BOOL, 2, shape);
+      opts.mask = &tmask;
+    }
+    return hwyattn_mha_forward(m, &tq, c.self ? nullptr : &tk, c.self ? nullptr : &tv, &to, &opts);
+  }
+
+  void Options(hwyattn_sdpa_options* opts) {
+    hwyattn_sdpa_options_init(opts);
+    opts->causal = c.causal;
+    if (c.key_lengths) opts->kv_len = lengths.data();
+  }
+
+  // The reference output [B, Lq, E] and weights [B, H, Lq, Lk].
+  void Reference(std::vector<double>* out, std::vector<double>* weights) {
+    const int64_t qw = c.heads * hd, kw = hkv * hd;
+    const std::vector<double> q = Linear(ToDouble(xq), c.batch * c.q_len, c.embed, wq, qw,
+                                         c.bias ? bq.data() : nullptr);
+    const std::vector<double> k = Linear(ToDouble(xk), c.batch * lk, kdim, wk, kw,
+                                         c.bias ? bk.data() : nullptr);
+    const std::vector<double> v = Linear(ToDouble(xv), c.batch * lk, vdim, wv, kw,
+                                         c.bias ? bv.data() : nullptr);
+    std::vector<float> qf(q.begin(), q.end()), kf(k.begin(), k.end()), vf(v.begin(), v.end());
+    // [B, L, H, hd] memory as the logical [B, H, L, hd].
+    auto heads_view = [&](float* data, int64_t heads, int64_t len) {
+      hwyattn_tensor t;
+      memset(&t, 0, sizeof(t));
+      t.data = data;
+      t.dtype = HWYATTN_F32;
+      t.rank = 4;
+      const int64_t shape[4] = {c.batch, heads, len, hd};
+      const int64_t stride[4] = {len * heads * hd, hd, heads * hd, 1};
+      memcpy(t.shape, shape, sizeof(shape));
+      memcpy(t.stride, stride, sizeof(stride));
+      return t;
+    };
+    const hwyattn_tensor tq = heads_view(qf.data(), c.heads, c.q_len);
+    const hwyattn_tensor tk = heads_view(kf.data(), hkv, lk);
+    const hwyattn_tensor tv = heads_view(vf.data(), hkv, lk);
+    hwyattn_sdpa_options opts;
+    Options(&opts);
+    hwyattn_tensor tmask;
+    if (c.bool_mask) {
+      const int64_t shape[2] = {c.q_len, lk};
+      hwyattn_tensor_contiguous(&tmask, mask.data(), HWYATTN_BOOL, 2, shape);
+      opts.mask = &tmask;
+    }
+    hwyattn_test::RefResult r;
+    std::string error;
+    ASSERT_TRUE(hwyattn_test::ReferenceSdpa(tq, tk, tv, &opts, &r, &error)) << error;
+    std::vector<double> attended(static_cast<size_t>(c.batch * c.q_len * qw));
+    for (int64_t b = 0; b < c.batch; ++b) {
+      for (int64_t h = 0; h < c.heads; ++h) {
+        for (int64_t i = 0; i < c.q_len; ++i) {
+          for (int64_t d = 0; d < hd; ++d) {
+            attended[(b * c.q_len + i) * qw + h * hd + d] = r.out[r.RowIndex(b, h, i) * hd + d];
+          }
+        }
+      }
+    }
+    *out = Linear(attended, c.batch * c.q_len, qw, wo, c.embed, c.bias ? bo.data() : nullptr);
+    *weights = r.weights;
+  }
+};
+
+// max |got - want| / max |want| must stay below 1e-5.
+template <typename T>
+void ExpectClose(const std::vector<T>& got, const std::vector<double>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double worst = 0.0, scale = 0.0;
+  size_t at = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = fmax(scale, fabs(want[i]));
+    const double err = fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(err <= worst)) {
+      worst = err;
+      at = i;
+    }
+  }
+  EXPECT_LT(worst / fmax(scale, 1e-30), 1e-5)
+      << what << ": worst at " << at << ": got " << got[at] << " want " << want[at];
+}
+
+class MhaTest : public testing::TestWithParam<MhaCase> {};
+
+TEST_P(MhaTest, MatchesReference) {
+  Layer layer(GetParam());
+  ASSERT_NE(layer.m, nullptr);
+  std::vector<float> out, weights;
+  ASSERT_EQ(layer.Forward(&out, &weights), HWYATTN_OK) << hwyattn_last_error();
+  std::vector<double> want_out, want_weights;
+  layer.Reference(&want_out, &want_weights);
+  ExpectClose(out, want_out, "out");
+  if (GetParam().weights) ExpectClose(weights, want_weights, "weights");
+}
+
+// One handle, several threads at once, each its own output: every result is
+// byte-identical to the sequential one (the handle is immutable and scratch
+// is per calling thread).
+TEST_P(MhaTest, SharedHandleAcrossThreads) {
+  Layer layer(GetParam());
+  ASSERT_NE(layer.m, nullptr);
+  std::vector<float> want, want_weights;
+  ASSERT_EQ(layer.Forward(&want, &want_weights), HWYATTN_OK) << hwyattn_last_error();
+  constexpr int kThreads = 4, kCalls = 5;
+  std::vector<std::vector<float>> outs(kThreads), weights(kThreads);
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        if (layer.Forward(&outs[t], &weights[t]) != HWYATTN_OK ||
+            memcmp(outs[t].data(), want.data(), want.size() * sizeof(float)) != 0 ||
+            memcmp(weights[t].data(), want_weights.data(), want_weights.size() * sizeof(float)) != 0) {
+          ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+const MhaCase kCases[] = {
+    // name, B, Lq, Lk, E, H, hd, Hkv, kdim, vdim, bias, self, causal, mask, kv_len, weights
+    {"self_bias", 2, 7, 0, 16, 4, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, false, true},
+    {"self_no_bias", 2, 33, 0, 32, 4, 0, 0, 0, 0, false, true, HWYATTN_CAUSAL_NONE, false, false, false},
+    {"self_causal", 1, 50, 0, 24, 3, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false, false, true},
+    {"self_key_padding", 3, 19, 0, 16, 2, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, true, true},
+    {"self_bool_mask", 2, 9, 0, 16, 4, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE, true, false, true},
+    {"head_dim_not_embed_over_heads", 2, 11, 0, 20, 3, 7, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, false, false},
+    {"gqa", 2, 13, 0, 64, 8, 0, 2, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false, false, true},
+    {"mqa_decode_rows", 2, 1, 0, 64, 8, 0, 1, 0, 0, false, true, HWYATTN_CAUSAL_NONE, false, false, false},
+    {"cross_kdim_vdim", 2, 5, 70, 32, 4, 0, 0, 12, 20, true, false, HWYATTN_CAUSAL_NONE, false, true, true},
+    {"cross_decode", 3, 2, 600, 32, 4, 8, 2, 24, 40, false, false, HWYATTN_CAUSAL_BOTTOM_RIGHT, false, true, false},
+    {"cross_everything", 2, 17, 29, 48, 6, 10, 3, 20, 36, true, false, HWYATTN_CAUSAL_BOTTOM_RIGHT, true, true, true},
+    {"larger", 1, 200, 0, 128, 4, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false, false, false},
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, MhaTest, testing::ValuesIn(kCases),
+                         [](const testing::TestParamInfo<MhaCase>& info) {
+                           return std::string(info.param.name);
+                         });
+
+}  // namespace

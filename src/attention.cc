@@ -6,7 +6,11 @@
 #include "src/attention.h"
 
 #include <math.h>
+#ifdef _OPENMP
 #include <omp.h>
+#else  // HWYATTN_OPENMP=OFF: the parallel regions run on the calling thread.
+#define omp_get_thread_num() 0
+#endif
 #include <stddef.h>
 #include <stdint.h>
 
@@ -126,23 +130,27 @@ hwyattn_status RunFlash(const SdpaProblem& p) {
   plan.problem = &p;
   plan.geometry = g;
   plan.key_panels = (p.kv_len + mr - 1) / mr;
-  plan.value_chunks = (p.value_dim + mr - 1) / mr;
+  const int64_t lanes = static_cast<int64_t>(g.lanes);
+  plan.value_dim_pad = (p.value_dim + lanes - 1) / lanes * lanes;
+  plan.values_in_place = p.v.dtype == HWYATTN_F32 && p.v.stride[3] == 1 &&
+                         p.value_dim % lanes == 0;
   plan.q_scale = p.scale * kLog2e;
 
   // Sizes: every product is checked, a failure is reported as out of memory
   // (the request is valid, just too large to hold).
-  size_t k_floats, v_floats, packed_floats;
+  size_t k_floats, v_floats = 0, packed_floats;
   const size_t heads = static_cast<size_t>(p.batch * p.kv_heads);
   const size_t lk_pad = static_cast<size_t>(plan.key_panels) * g.tile_rows;
   if (!MulSize(lk_pad, static_cast<size_t>(p.head_dim), &k_floats) ||
-      !MulSize(lk_pad, static_cast<size_t>(plan.value_chunks) * g.tile_rows, &v_floats)) {
+      (!plan.values_in_place &&
+       !MulSize(static_cast<size_t>(p.kv_len), static_cast<size_t>(plan.value_dim_pad), &v_floats))) {
     return HWYATTN_OUT_OF_MEMORY;
   }
   plan.packed_k_floats = PadFloats(k_floats);
   plan.packed_v_floats = PadFloats(v_floats);
   plan.packed_head_floats = plan.packed_k_floats + plan.packed_v_floats;
   if (!MulSize(plan.packed_head_floats, heads, &packed_floats)) return HWYATTN_OUT_OF_MEMORY;
-  plan.scratch_floats = FlashScratchLayout(p, g, plan.value_chunks).total;
+  plan.scratch_floats = FlashScratchLayout(p, g, plan.value_dim_pad).total;
 
   Work work;
   work.kernels = &kernels;

@@ -7,18 +7,21 @@
 // denominator l and an unnormalised output accumulator O; nothing of size
 // Lq x Lk exists unless the caller asked for the weights.
 //
-// Everything is transposed so that queries are the vector lanes:
-//   S^T[Bk][Bq] = K_tile[Bk][D] . Q^T[D][Bq]      (TileMul, A = packed K)
-//   P^T = 2^(S^T - m), m, l updated per lane     (SoftmaxTileUpdate)
-//   O^T[Dv][Bq] = O^T * alpha + V^T . P^T        (TileScaleMulAdd, A = packed V)
-// so the per-query max, sum and rescale are element-wise vector operations and
-// both products run on the same register-blocked micro-kernel.
+// Scores are transposed so that queries are the vector lanes:
+//   S^T[Bk][Bq] = K_tile[Bk][D] . Q^T[D][Bq]     (TileMul, A = packed K)
+//   P^T = 2^(S^T - m), m, l updated per lane    (SoftmaxTileUpdate)
+//   O[Bq][Dv] = O * alpha + P . V_tile          (TileRowScaleMulAdd)
+// so the per-query max and sum are element-wise vector operations. In P . V,
+// P^T as it lies in scratch is already a packed A operand (the MR queries of
+// step j are contiguous) and V's rows are the B operand, read in place when
+// they are F32 with contiguous, vector-multiple rows; O has value dims in
+// lanes, so the final O / l is a contiguous vector store.
 //
 // Traffic per work item: Q tile once (D x Bq), then per key tile a K panel
-// stream (Bk x D) and a V stream (Bk x Dv) from L2, S^T and O^T in L1. With
-// Bq = 48, D = 64 that is 4 * 48 FLOPs per packed float read: compute-bound.
+// stream (Bk x D) and a V stream (Bk x Dv) from L2, S^T and O in L1. With
+// Bq = 48, D = 64 that is 4 * 48 FLOPs per float read: compute-bound.
 //
-// K and V are packed once per (batch, kv head) by pack_kv (a separate parallel
+// K is packed once per (batch, kv head) by pack_kv (a separate parallel
 // phase) and then reused by every query tile and every query head of the GQA
 // group. Scores are in log2 units: Q is pre-multiplied by scale * log2(e), the
 // additive mask by log2(e), and exp(x) becomes Exp2.
@@ -51,6 +54,17 @@ using DF = hn::ScalableTag<float>;
 constexpr size_t kLanes = HWY_LANES(float);
 constexpr size_t kMR = kTileRows;
 constexpr size_t kQueryTile = kTileVectors * kLanes;
+// Register tile of P . V: kPvRows queries x kPvVectors vectors of value dims.
+// 6 x 4 = 24 accumulators + 4 V vectors + 1 broadcast of 32 zmm on AVX-512;
+// 4 x 2 + 2 + 1 of 16 registers elsewhere (Bq = 2 on SCALAR).
+#if HWY_MAX_BYTES >= 64
+constexpr size_t kPvRows = 6;
+constexpr size_t kPvVectors = 4;
+#else
+constexpr size_t kPvRows = kQueryTile % 4 == 0 ? 4 : kQueryTile;
+constexpr size_t kPvVectors = 2;
+#endif
+static_assert(kQueryTile % kPvRows == 0, "P.V row blocks must tile the query tile");
 // Keys per online-softmax step: 16 panels (128 keys on AVX-512, 96 on AVX2).
 // S^T is then Bk x Bq floats = 24 KiB on AVX-512, in L1 for both products.
 constexpr size_t kKeyTile = 16 * kMR;
@@ -82,47 +96,36 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
   }
 }
 
-// V of (b, kvh) as [chunk][Lk_pad][MR]: key j of chunk c holds value dims
-// c*MR + r, the broadcast operand of TileScaleMulAdd. Zero past Dv and past
-// the key end (their probabilities are 0, and 0 * 0 cannot make a NaN).
+// V of (b, kvh) as [Lk][value_dim_pad] rows, zero past Dv (the B operand of
+// P . V reads whole vectors), for keys below the batch's key end.
 template <typename T>
-void PackValues(const SdpaProblem& p, int64_t lk_pad, int64_t chunks, int64_t b, int64_t kvh,
+void PackValues(const SdpaProblem& p, int64_t value_dim_pad, int64_t b, int64_t kvh,
                 float* HWY_RESTRICT dst) {
   const T* base = p.v.As<T>() + p.v.Offset(b, kvh, 0, 0);
   const int64_t sj = p.v.stride[2], sd = p.v.stride[3];
   const int64_t value_dim = p.value_dim, key_end = p.KeyEnd(b);
-  const int64_t rows = (key_end + kMR - 1) / kMR * kMR;
-  for (int64_t j = 0; j < rows; ++j) {
+  for (int64_t j = 0; j < key_end; ++j) {
     const T* row = base + j * sj;
-    for (int64_t c = 0; c < chunks; ++c) {
-      float* HWY_RESTRICT out = dst + (c * lk_pad + j) * kMR;
-      for (size_t r = 0; r < kMR; ++r) {
-        const int64_t dv = c * static_cast<int64_t>(kMR) + static_cast<int64_t>(r);
-        out[r] = (j < key_end && dv < value_dim) ? ToFloat(row[dv * sd]) : 0.0f;
-      }
-    }
+    float* HWY_RESTRICT out = dst + j * value_dim_pad;
+    for (int64_t dv = 0; dv < value_dim; ++dv) out[dv] = ToFloat(row[dv * sd]);
+    for (int64_t dv = value_dim; dv < value_dim_pad; ++dv) out[dv] = 0.0f;
   }
-}
-
-template <typename T>
-void PackValuesOf(const FlashPlan& plan, int64_t b, int64_t kvh, float* dst) {
-  PackValues<T>(*plan.problem, plan.key_panels * static_cast<int64_t>(kMR), plan.value_chunks, b,
-                kvh, dst);
 }
 
 void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   const SdpaProblem& p = *plan.problem;
   float* k_dst = const_cast<float*>(plan.PackedK(b, kvh));
-  float* v_dst = const_cast<float*>(plan.PackedV(b, kvh));
   switch (p.k.dtype) {
     case HWYATTN_F16: PackKeys<F16>(p, b, kvh, k_dst); break;
     case HWYATTN_BF16: PackKeys<BF16>(p, b, kvh, k_dst); break;
     default: PackKeys<float>(p, b, kvh, k_dst); break;
   }
+  if (plan.values_in_place) return;
+  float* v_dst = k_dst + plan.packed_k_floats;
   switch (p.v.dtype) {
-    case HWYATTN_F16: PackValuesOf<F16>(plan, b, kvh, v_dst); break;
-    case HWYATTN_BF16: PackValuesOf<BF16>(plan, b, kvh, v_dst); break;
-    default: PackValuesOf<float>(plan, b, kvh, v_dst); break;
+    case HWYATTN_F16: PackValues<F16>(p, plan.value_dim_pad, b, kvh, v_dst); break;
+    case HWYATTN_BF16: PackValues<BF16>(p, plan.value_dim_pad, b, kvh, v_dst); break;
+    default: PackValues<float>(p, plan.value_dim_pad, b, kvh, v_dst); break;
   }
 }
 
@@ -190,16 +193,51 @@ void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64
   }
 }
 
+// ---------------------------------------------------------------- P . V
+
+// O[rows][dv] = O * alpha + P . V for kPvRows rows and `vectors` (< kPvVectors)
+// vectors of value dims: the remainder of a row block.
+template <size_t kVectors>
+void WeightedValuesTail(size_t vectors, size_t keys, const float* p, const float* v, size_t ldv,
+                        const float* alpha, float* o, size_t ldo) {
+  if constexpr (kVectors > 0) {
+    if (vectors == kVectors) {
+      TileRowScaleMulAdd<kPvRows, kVectors>(DF(), keys, p, kQueryTile, v, ldv, alpha, o, ldo);
+      return;
+    }
+    WeightedValuesTail<kVectors - 1>(vectors, keys, p, v, ldv, alpha, o, ldo);
+  }
+}
+
+// O = O * alpha + P . V_tile for the first `rows` rows (rounded up to whole
+// row blocks) of the tile: P^T is [keys][Bq] in scratch, V rows ldv apart.
+void WeightedValues(size_t rows, size_t keys, const float* HWY_RESTRICT p_t,
+                    const float* HWY_RESTRICT v, size_t ldv, size_t value_dim_pad,
+                    const float* HWY_RESTRICT alpha, float* HWY_RESTRICT o) {
+  const size_t vectors = value_dim_pad / kLanes;
+  for (size_t r0 = 0; r0 < rows; r0 += kPvRows) {
+    float* o_rows = o + r0 * value_dim_pad;
+    size_t vec = 0;
+    for (; vec + kPvVectors <= vectors; vec += kPvVectors) {
+      TileRowScaleMulAdd<kPvRows, kPvVectors>(DF(), keys, p_t + r0, kQueryTile, v + vec * kLanes,
+                                              ldv, alpha + r0, o_rows + vec * kLanes,
+                                              value_dim_pad);
+    }
+    WeightedValuesTail<kPvVectors - 1>(vectors - vec, keys, p_t + r0, v + vec * kLanes, ldv,
+                                        alpha + r0, o_rows + vec * kLanes, value_dim_pad);
+  }
+}
+
 // ---------------------------------------------------------------- attend
 
 void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
             float* HWY_RESTRICT scratch) {
   const DF df;
   const SdpaProblem& p = *plan.problem;
-  const FlashScratchLayout layout(p, plan.geometry, plan.value_chunks);
+  const FlashScratchLayout layout(p, plan.geometry, plan.value_dim_pad);
   float* HWY_RESTRICT q_t = scratch + layout.q_t;
   float* HWY_RESTRICT s_t = scratch + layout.s_t;
-  float* HWY_RESTRICT o_t = scratch + layout.o_t;
+  float* HWY_RESTRICT o = scratch + layout.o;
   float* HWY_RESTRICT row_max = scratch + layout.row_max;
   float* HWY_RESTRICT row_sum = scratch + layout.row_sum;
   float* HWY_RESTRICT rescale = scratch + layout.rescale;
@@ -237,12 +275,14 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
     row_max[c] = -FLT_MAX;
     row_sum[c] = 0.0f;
   }
-  const size_t o_floats = static_cast<size_t>(plan.value_chunks) * kMR * kQueryTile;
-  for (size_t i = 0; i < o_floats; i += kLanes) hn::Store(hn::Zero(df), df, o_t + i);
+  const size_t value_dim_pad = static_cast<size_t>(plan.value_dim_pad);
+  // Rows the products compute: the valid ones, in whole P . V row blocks.
+  const size_t pv_rows = (static_cast<size_t>(rows) + kPvRows - 1) / kPvRows * kPvRows;
+  for (size_t i = 0; i < pv_rows * value_dim_pad; i += kLanes) hn::Store(hn::Zero(df), df, o + i);
 
   const float* k_packed = plan.PackedK(b, kvh);
-  const float* v_packed = plan.PackedV(b, kvh);
-  const int64_t lk_pad = plan.key_panels * static_cast<int64_t>(kMR);
+  int64_t ldv;
+  const float* v_rows = plan.ValueRows(b, kvh, &ldv);
   for (int64_t jt0 = 0; jt0 < key_end; jt0 += kKeyTile) {
     const int64_t jt1 = std::min<int64_t>(jt0 + kKeyTile, key_end);
     const size_t panels = static_cast<size_t>(jt1 - jt0 + kMR - 1) / kMR;
@@ -274,12 +314,9 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
 
     SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, row_max, row_sum, rescale);
 
-    // O^T = O^T * alpha + V^T . P^T, one chunk of MR value dims at a time.
-    for (int64_t chunk = 0; chunk < plan.value_chunks; ++chunk) {
-      TileScaleMulAdd<kMR, kTileVectors>(df, tile_keys, v_packed + (chunk * lk_pad + jt0) * kMR,
-                                         s_t, kQueryTile, rescale,
-                                         o_t + chunk * kMR * kQueryTile, kQueryTile);
-    }
+    // O = O * alpha + P . V over the tile's real keys (not the padding).
+    WeightedValues(pv_rows, static_cast<size_t>(jt1 - jt0), s_t, v_rows + jt0 * ldv,
+                   static_cast<size_t>(ldv), value_dim_pad, rescale, o);
   }
 
   // out = O / l. A row with no visible key has l == 0 and gets zeros; a NaN l
@@ -290,7 +327,15 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
     const float inv = (l == 0.0f) ? 0.0f : 1.0f / l;
     float* out = p.out.AsMutable<float>() + p.out.Offset(b, head, pos, 0);
     const int64_t so = p.out.stride[3];
-    for (int64_t dv = 0; dv < value_dim; ++dv) out[dv * so] = o_t[dv * kQueryTile + c] * inv;
+    const float* o_row = o + c * static_cast<int64_t>(value_dim_pad);
+    int64_t dv = 0;
+    if (so == 1) {
+      const auto scale = hn::Set(df, inv);
+      for (; dv + static_cast<int64_t>(kLanes) <= value_dim; dv += kLanes) {
+        hn::StoreU(hn::Mul(hn::Load(df, o_row + dv), scale), df, out + dv);
+      }
+    }
+    for (; dv < value_dim; ++dv) out[dv * so] = o_row[dv] * inv;
     if (p.has_lse) {
       p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] =
           (l == 0.0f) ? -INFINITY : (m + log2f(l)) * kLn2;

@@ -32,10 +32,12 @@ struct FlashGeometry {
 struct FlashPlan {
   const SdpaProblem* problem;
   FlashGeometry geometry;
-  int64_t key_panels;    // ceil(Lk / MR): packed K panels per kv head
-  int64_t value_chunks;  // ceil(Dv / MR): packed V chunks per kv head
+  int64_t key_panels;      // ceil(Lk / MR): packed K panels per kv head
+  int64_t value_dim_pad;   // Dv rounded up to whole vectors
+  bool values_in_place;    // V is read where the caller put it (F32, contiguous
+                           // rows, Dv a multiple of the vector length)
   size_t packed_k_floats;  // per (b, kv head): key_panels * MR * D
-  size_t packed_v_floats;  // per (b, kv head): value_chunks * MR * key_panels * MR
+  size_t packed_v_floats;  // per (b, kv head): Lk * value_dim_pad, or 0 in place
   float* packed;           // [B][Hkv] x (K then V), each head's block aligned
   size_t packed_head_floats;
   size_t scratch_floats;   // per worker thread
@@ -44,15 +46,24 @@ struct FlashPlan {
   const float* PackedK(int64_t b, int64_t kvh) const {
     return packed + (b * problem->kv_heads + kvh) * packed_head_floats;
   }
-  const float* PackedV(int64_t b, int64_t kvh) const { return PackedK(b, kvh) + packed_k_floats; }
+  // The value rows of (b, kvh) and the floats between consecutive rows.
+  const float* ValueRows(int64_t b, int64_t kvh, int64_t* row_stride) const {
+    if (values_in_place) {
+      *row_stride = problem->v.stride[2];
+      return problem->v.As<float>() + problem->v.Offset(b, kvh, 0, 0);
+    }
+    *row_stride = value_dim_pad;
+    return PackedK(b, kvh) + packed_k_floats;
+  }
 };
 
 // One target's kernels. `target` comes first (see PickKernels).
 struct FlashKernels {
   int64_t target;
   FlashGeometry geometry;
-  // Packs K as [panel][D][MR] and V as [chunk][Lk_pad][MR] (zero padded) for
-  // keys below the batch's key end, converting F16/BF16 to float.
+  // Packs K as [panel][D][MR] (zero padded) and, unless V is read in place,
+  // V as [Lk][value_dim_pad], for keys below the batch's key end, converting
+  // F16/BF16 to float.
   void (*pack_kv)(const FlashPlan& plan, int64_t b, int64_t kvh);
   // Computes the outputs (and lse, weights) of query rows
   // [row0, row0 + query_tile) of (b, kvh), using `scratch_floats` of scratch.
@@ -67,7 +78,7 @@ const FlashKernels& GetFlashKernels();
 struct FlashScratchLayout {
   size_t q_t;      // [D][Bq]: scaled queries, transposed (lanes = queries)
   size_t s_t;      // [Bk][Bq]: scores, then probabilities, transposed
-  size_t o_t;      // [chunks * MR][Bq]: unnormalised output, transposed
+  size_t o;        // [Bq][value_dim_pad]: unnormalised output rows
   size_t row_max;  // [Bq]: running max m (log2 units)
   size_t row_sum;  // [Bq]: running denominator l
   size_t rescale;  // [Bq]: 2^(m_old - m_new) of the last step
@@ -75,7 +86,7 @@ struct FlashScratchLayout {
   size_t mask_row;   // [Bq] int64: offset of each row in the mask tensor
   size_t total;
 
-  FlashScratchLayout(const SdpaProblem& p, const FlashGeometry& g, int64_t value_chunks) {
+  FlashScratchLayout(const SdpaProblem& p, const FlashGeometry& g, int64_t value_dim_pad) {
     const size_t bq = g.query_tile;
     size_t at = 0;
     auto take = [&at](size_t floats) {
@@ -85,7 +96,7 @@ struct FlashScratchLayout {
     };
     q_t = take(static_cast<size_t>(p.head_dim) * bq);
     s_t = take(g.key_tile * bq);
-    o_t = take(static_cast<size_t>(value_chunks) * g.tile_rows * bq);
+    o = take(static_cast<size_t>(value_dim_pad) * bq);
     row_max = take(bq);
     row_sum = take(bq);
     rescale = take(bq);

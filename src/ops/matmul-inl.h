@@ -13,8 +13,8 @@
 // file: 8x3 -> 27 of 32 zmm on AVX-512; 6x2 -> 15 of 16 on AVX2/SSE4.
 //
 // The attention kernels use it for both products: S^T = K_panel x Q^T (A =
-// packed keys, B = transposed queries, k = head dim) and O^T += V^T x P^T (A =
-// packed values, B = probabilities, k = keys).
+// packed keys, B = transposed queries, k = head dim) and O = O * alpha + P x V
+// (A = P^T read in place, B = value rows, k = keys).
 
 #if defined(HWYATTN_SRC_OPS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef HWYATTN_SRC_OPS_MATMUL_INL_H_
@@ -41,18 +41,19 @@ constexpr size_t kTileRows = 6;
 constexpr size_t kTileVectors = 2;
 #endif
 
-// acc += A[kc][kMR] * B[kc][ldb] (the first kNQ vectors of each B row).
+// acc += A[kc][kMR] * B[kc][ldb] (the first kNQ vectors of each B row). Step
+// k of A is a_stride floats after step k - 1 (kMR for a packed panel).
 template <size_t kMR, size_t kNQ, class DF, class VF = hn::Vec<DF>>
-HWY_INLINE void TileMulAdd(DF df, size_t kc, const float* HWY_RESTRICT a,
+HWY_INLINE void TileMulAdd(DF df, size_t kc, const float* HWY_RESTRICT a, size_t a_stride,
                            const float* HWY_RESTRICT b, size_t ldb, VF (&acc)[kMR][kNQ]) {
   const size_t N = hn::Lanes(df);
   for (size_t k = 0; k < kc; ++k) {
     VF bv[kNQ];
     HWY_UNROLL(8)
-    for (size_t c = 0; c < kNQ; ++c) bv[c] = hn::Load(df, b + k * ldb + c * N);
+    for (size_t c = 0; c < kNQ; ++c) bv[c] = hn::LoadU(df, b + k * ldb + c * N);
     HWY_UNROLL(16)
     for (size_t r = 0; r < kMR; ++r) {
-      const VF ar = hn::Set(df, a[k * kMR + r]);
+      const VF ar = hn::Set(df, a[k * a_stride + r]);
       HWY_UNROLL(8)
       for (size_t c = 0; c < kNQ; ++c) acc[r][c] = hn::MulAdd(ar, bv[c], acc[r][c]);
     }
@@ -78,7 +79,7 @@ HWY_INLINE void TileMul(DF df, size_t kc, const float* HWY_RESTRICT a,
     HWY_UNROLL(8)
     for (size_t q = 0; q < kNQ; ++q) acc[r][q] = init[q];
   }
-  TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc);
+  TileMulAdd<kMR, kNQ>(df, kc, a, kMR, b, ldb, acc);
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
     HWY_UNROLL(8)
@@ -86,29 +87,28 @@ HWY_INLINE void TileMul(DF df, size_t kc, const float* HWY_RESTRICT a,
   }
 }
 
-// C = C * col_scale + A x B, where col_scale holds one factor per column
-// (kNQ vectors): the online-softmax rescale of the output accumulator.
+// C = C * row_scale + A x B for a kMR x (kNQ vectors) tile, where row_scale
+// holds one factor per row (the online-softmax rescale of the output rows)
+// and A steps are a_stride floats apart (P^T read in place: a_stride = Bq).
 template <size_t kMR, size_t kNQ, class DF>
-HWY_INLINE void TileScaleMulAdd(DF df, size_t kc, const float* HWY_RESTRICT a,
-                                const float* HWY_RESTRICT b, size_t ldb,
-                                const float* HWY_RESTRICT col_scale, float* HWY_RESTRICT c,
-                                size_t ldc) {
+HWY_INLINE void TileRowScaleMulAdd(DF df, size_t kc, const float* HWY_RESTRICT a,
+                                   size_t a_stride, const float* HWY_RESTRICT b, size_t ldb,
+                                   const float* HWY_RESTRICT row_scale, float* HWY_RESTRICT c,
+                                   size_t ldc) {
   using VF = hn::Vec<DF>;
   const size_t N = hn::Lanes(df);
-  VF scale[kNQ];
-  HWY_UNROLL(8)
-  for (size_t q = 0; q < kNQ; ++q) scale[q] = hn::Load(df, col_scale + q * N);
   VF acc[kMR][kNQ];
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
+    const VF scale = hn::Set(df, row_scale[r]);
     HWY_UNROLL(8)
-    for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::Mul(hn::Load(df, c + r * ldc + q * N), scale[q]);
+    for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::Mul(hn::LoadU(df, c + r * ldc + q * N), scale);
   }
-  TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc);
+  TileMulAdd<kMR, kNQ>(df, kc, a, a_stride, b, ldb, acc);
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
     HWY_UNROLL(8)
-    for (size_t q = 0; q < kNQ; ++q) hn::Store(acc[r][q], df, c + r * ldc + q * N);
+    for (size_t q = 0; q < kNQ; ++q) hn::StoreU(acc[r][q], df, c + r * ldc + q * N);
   }
 }
 

@@ -98,25 +98,30 @@ hwyattn_status RunDecode(const SdpaProblem& p) {
   plan.partial_stats = memory + out_floats;
   float* scratch = memory + out_floats + stat_floats;
 
-  const int64_t kv_heads = p.kv_heads;
+  // Item i is chunk i % chunks of kv head i / chunks. A lone chunk is merged
+  // (normalised) right away; several wait for all of their head's chunks.
+  const int64_t kv_heads = p.kv_heads, chunks = plan.chunks;
+  const auto attend = [&](int64_t i, float* mine) {
+    const int64_t head = i / chunks, b = head / kv_heads, kvh = head % kv_heads;
+    kernels.attend_chunk(plan, b, kvh, i % chunks, mine);
+    if (chunks == 1) kernels.merge(plan, b, kvh);
+  };
   if (threads == 1) {
-    for (int64_t i = 0; i < items; ++i) {
-      kernels.attend_chunk(plan, i / plan.chunks / kv_heads, i / plan.chunks % kv_heads,
-                           i % plan.chunks, scratch);
+    for (int64_t i = 0; i < items; ++i) attend(i, scratch);
+    if (chunks > 1) {
+      for (int64_t h = 0; h < heads; ++h) kernels.merge(plan, h / kv_heads, h % kv_heads);
     }
-    for (int64_t h = 0; h < heads; ++h) kernels.merge(plan, h / kv_heads, h % kv_heads);
     return HWYATTN_OK;
   }
 #pragma omp parallel num_threads(static_cast<int>(threads))
   {
     float* mine = scratch + static_cast<size_t>(omp_get_thread_num()) * plan.scratch_floats;
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < items; ++i) {
-      kernels.attend_chunk(plan, i / plan.chunks / kv_heads, i / plan.chunks % kv_heads,
-                           i % plan.chunks, mine);
-    }
+    for (int64_t i = 0; i < items; ++i) attend(i, mine);
+    if (chunks > 1) {
 #pragma omp for schedule(static)
-    for (int64_t h = 0; h < heads; ++h) kernels.merge(plan, h / kv_heads, h % kv_heads);
+      for (int64_t h = 0; h < heads; ++h) kernels.merge(plan, h / kv_heads, h % kv_heads);
+    }
   }
   return HWYATTN_OK;
 }

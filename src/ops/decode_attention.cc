@@ -161,8 +161,7 @@ void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
     for (size_t d = static_cast<size_t>(dim); d < dim_pad; ++d) dst[d] = 0.0f;
   }
 
-  // Scores, N keys at a time; the last partial block and the head-dim tail
-  // (dim % N) in scalar code.
+  // Scores, N keys at a time.
   const float* k = p.k.As<float>() + p.k.Offset(b, kvh, c0, 0);
   const int64_t ldk = p.k.stride[2];
   const int64_t full = keys / static_cast<int64_t>(kLanes) * static_cast<int64_t>(kLanes);
@@ -174,11 +173,28 @@ void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
   for (int64_t r = 0; r < rows; ++r) {
     const float* qr = q + r * dim_pad;
     float* sr = s + r * ld;
-    for (int64_t j = 0; j < keys; ++j) {
-      const float* kj = k + j * ldk;
-      float sum = j < full ? sr[j] : 0.0f;
-      for (int64_t d = j < full ? static_cast<int64_t>(dim_vec) : 0; d < dim; ++d) sum += qr[d] * kj[d];
-      sr[j] = sum;
+    // The head-dim tail (dim % N) of the full blocks.
+    if (dim_vec < static_cast<size_t>(dim)) {
+      for (int64_t j = 0; j < full; ++j) {
+        float sum = sr[j];
+        for (int64_t d = static_cast<int64_t>(dim_vec); d < dim; ++d) sum += qr[d] * k[j * ldk + d];
+        sr[j] = sum;
+      }
+    }
+    // Keys past the last full block: scalar dot products gathered into one
+    // vector, -inf in the lanes past the last key, written with one vector
+    // store (vector loads of scalar-stored lanes would stall on forwarding).
+    if (full < keys) {
+      const auto lane = hn::Iota(df, 0.0f);
+      VF tail = hn::Set(df, -INFINITY);
+      for (int64_t j = full; j < keys; ++j) {
+        const float* kj = k + j * ldk;
+        float sum = 0.0f;
+        for (int64_t d = 0; d < dim; ++d) sum += qr[d] * kj[d];
+        tail = hn::IfThenElse(hn::Eq(lane, hn::Set(df, static_cast<float>(j - full))),
+                              hn::Set(df, sum), tail);
+      }
+      hn::StoreU(tail, df, sr + full);
     }
   }
 
@@ -212,8 +228,7 @@ void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
   // Softmax of the chunk per row: P = 2^(S - m), unnormalised.
   const size_t keys_pad = (static_cast<size_t>(keys) + kLanes - 1) / kLanes * kLanes;
   for (int64_t r = 0; r < rows; ++r) {
-    float* sr = s + r * ld;
-    for (size_t j = static_cast<size_t>(keys); j < keys_pad; ++j) sr[j] = -INFINITY;
+    float* sr = s + r * ld;  // lanes past the last key hold -inf (above)
     VF mx = hn::Set(df, -FLT_MAX);
     for (size_t j = 0; j < keys_pad; j += kLanes) mx = hn::Max(mx, hn::LoadU(df, sr + j));
     const float m = hn::GetLane(hn::MaxOfLanes(df, mx));
@@ -255,7 +270,8 @@ void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
 }
 
 // Combines the chunks of (b, kvh) in order: out = sum_c 2^(m_c - M) O_c /
-// sum_c 2^(m_c - M) l_c, lse = (M + log2 l) ln 2.
+// sum_c 2^(m_c - M) l_c, lse = (M + log2 l) ln 2. The order is fixed, so the
+// result does not depend on which thread computed which chunk.
 void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
   const SdpaProblem& p = *plan.problem;
   const int64_t group = p.group(), value_dim = p.value_dim, rows = plan.rows;
@@ -267,22 +283,23 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
     for (int64_t c = 0; c < plan.chunks; ++c) {
       m = std::max(m, plan.partial_stats[(first + c * chunk_stride + r) * 2]);
     }
-    float l = 0.0f;
-    for (int64_t c = 0; c < plan.chunks; ++c) {
-      const float* st = plan.partial_stats + (first + c * chunk_stride + r) * 2;
-      l += exp2f(st[0] - m) * st[1];
-    }
-    const float inv = (l == 0.0f) ? 0.0f : 1.0f / l;
     float* o = p.out.AsMutable<float>() + p.out.Offset(b, head, pos, 0);
     const int64_t so = p.out.stride[3];
-    for (int64_t dv = 0; dv < value_dim; ++dv) {
-      float acc = 0.0f;
-      for (int64_t c = 0; c < plan.chunks; ++c) {
-        const size_t at = first + c * chunk_stride + r;
-        acc += exp2f(plan.partial_stats[at * 2] - m) * plan.partial_out[at * value_dim + dv];
+    float l = 0.0f;
+    for (int64_t c = 0; c < plan.chunks; ++c) {
+      const size_t at = first + c * chunk_stride + r;
+      const float w = plan.chunks == 1 ? 1.0f : exp2f(plan.partial_stats[at * 2] - m);
+      l += w * plan.partial_stats[at * 2 + 1];
+      const float* oc = plan.partial_out + at * value_dim;
+      if (c == 0) {
+        for (int64_t dv = 0; dv < value_dim; ++dv) o[dv * so] = w * oc[dv];
+      } else {
+        for (int64_t dv = 0; dv < value_dim; ++dv) o[dv * so] += w * oc[dv];
       }
-      o[dv * so] = acc * inv;
     }
+    // No visible key: l == 0 and the row is zeros; a NaN l stays NaN.
+    const float inv = (l == 0.0f) ? 0.0f : 1.0f / l;
+    for (int64_t dv = 0; dv < value_dim; ++dv) o[dv * so] *= inv;
     if (p.has_lse) {
       p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] =
           (l == 0.0f) ? -INFINITY : (m + log2f(l)) * kLn2;

@@ -6,9 +6,10 @@
 // Packing K/V would cost more than the attention itself here (each element is
 // used by a few rows only), so K and V are read in place and keys are the
 // lanes:
-//   scores: N keys x one row at a time, vectors along the head dim, then a
-//     log2(N)-level ConcatEven/ConcatOdd pairwise reduction turns the N
-//     accumulators into one vector holding the N keys' scores;
+//   scores: N keys x one row at a time, vectors along the head dim (q in
+//     registers, each key row read start to end: one sequential stream),
+//     then a log2(N)-level ConcatEven/ConcatOdd pairwise reduction turns the
+//     N accumulators into one vector holding the N keys' scores;
 //   softmax: per row over the chunk (max, Exp2, sum);
 //   P.V: value dims are the lanes, up to 4 rows x 4 vectors of accumulators,
 //     each V vector loaded once per row group feeds 4 FMAs.
@@ -46,11 +47,52 @@ constexpr size_t kLanes = HWY_LANES(float);
 constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
 
+// Transposes-and-sums kLanes accumulators (one per key) into one vector of
+// the keys' totals: pairwise, lanes [0, N/2) of a level's result sum adjacent
+// lanes of a, lanes [N/2, N) those of b; after log2(N) levels lane i holds
+// key i's total.
+HWY_INLINE VF ReduceKeys(VF (&acc)[kLanes]) {
+#if HWY_TARGET != HWY_SCALAR
+  const DF df;
+  HWY_UNROLL(16)
+  for (size_t n = kLanes; n > 1; n /= 2) {
+    HWY_UNROLL(16)
+    for (size_t i = 0; i < n / 2; ++i) {
+      acc[i] = hn::Add(hn::ConcatEven(df, acc[2 * i + 1], acc[2 * i]),
+                       hn::ConcatOdd(df, acc[2 * i + 1], acc[2 * i]));
+    }
+  }
+#endif
+  return acc[0];
+}
+
 // Scores of kLanes consecutive keys (rows `ldk` apart) against one scaled
-// query row q (dim_vec floats, a multiple of kLanes; the rest of the head dim
-// is added by the caller). out[i] = q . k_i.
-HWY_INLINE void ScoreKeyBlock(const float* HWY_RESTRICT q, size_t dim_vec,
-                              const float* HWY_RESTRICT k, int64_t ldk, float* HWY_RESTRICT out) {
+// query row q of kDimVectors vectors, held in registers: each key's row is
+// read from start to end, so a block of keys is one sequential stream.
+template <size_t kDimVectors>
+HWY_INLINE void ScoreKeyBlockInRegisters(const float* HWY_RESTRICT q, const float* HWY_RESTRICT k,
+                                         int64_t ldk, float* HWY_RESTRICT out) {
+  const DF df;
+  VF qv[kDimVectors];
+  HWY_UNROLL(8)
+  for (size_t v = 0; v < kDimVectors; ++v) qv[v] = hn::Load(df, q + v * kLanes);
+  VF acc[kLanes];
+  HWY_UNROLL(16)
+  for (size_t i = 0; i < kLanes; ++i) {
+    const float* row = k + static_cast<int64_t>(i) * ldk;
+    VF a = hn::Mul(qv[0], hn::LoadU(df, row));
+    HWY_UNROLL(8)
+    for (size_t v = 1; v < kDimVectors; ++v) a = hn::MulAdd(qv[v], hn::LoadU(df, row + v * kLanes), a);
+    acc[i] = a;
+  }
+  hn::StoreU(ReduceKeys(acc), df, out);
+}
+
+// The same for any number of head-dim vectors: d-major, all kLanes rows at
+// once (kLanes row streams; used when q does not fit in 8 registers).
+HWY_INLINE void ScoreKeyBlockStreamed(const float* HWY_RESTRICT q, size_t dim_vec,
+                                      const float* HWY_RESTRICT k, int64_t ldk,
+                                      float* HWY_RESTRICT out) {
   const DF df;
   VF acc[kLanes];
   HWY_UNROLL(16)
@@ -62,19 +104,25 @@ HWY_INLINE void ScoreKeyBlock(const float* HWY_RESTRICT q, size_t dim_vec,
       acc[i] = hn::MulAdd(qv, hn::LoadU(df, k + static_cast<int64_t>(i) * ldk + d), acc[i]);
     }
   }
-#if HWY_TARGET != HWY_SCALAR
-  // Pairwise: lanes [0, N/2) of the result sum adjacent lanes of a, lanes
-  // [N/2, N) those of b. After log2(N) levels, lane i holds key i's total.
-  HWY_UNROLL(16)
-  for (size_t n = kLanes; n > 1; n /= 2) {
-    HWY_UNROLL(16)
-    for (size_t i = 0; i < n / 2; ++i) {
-      acc[i] = hn::Add(hn::ConcatEven(df, acc[2 * i + 1], acc[2 * i]),
-                       hn::ConcatOdd(df, acc[2 * i + 1], acc[2 * i]));
-    }
+  hn::StoreU(ReduceKeys(acc), df, out);
+}
+
+// out[i] = q . k_i for kLanes keys over the first dim_vec (a multiple of
+// kLanes, possibly 0) head dims.
+HWY_INLINE void ScoreKeyBlock(const float* HWY_RESTRICT q, size_t dim_vec,
+                              const float* HWY_RESTRICT k, int64_t ldk, float* HWY_RESTRICT out) {
+  switch (dim_vec / kLanes) {
+    case 0: hn::StoreU(hn::Zero(DF()), DF(), out); break;
+    case 1: ScoreKeyBlockInRegisters<1>(q, k, ldk, out); break;
+    case 2: ScoreKeyBlockInRegisters<2>(q, k, ldk, out); break;
+    case 3: ScoreKeyBlockInRegisters<3>(q, k, ldk, out); break;
+    case 4: ScoreKeyBlockInRegisters<4>(q, k, ldk, out); break;
+    case 5: ScoreKeyBlockInRegisters<5>(q, k, ldk, out); break;
+    case 6: ScoreKeyBlockInRegisters<6>(q, k, ldk, out); break;
+    case 7: ScoreKeyBlockInRegisters<7>(q, k, ldk, out); break;
+    case 8: ScoreKeyBlockInRegisters<8>(q, k, ldk, out); break;
+    default: ScoreKeyBlockStreamed(q, dim_vec, k, ldk, out); break;
   }
-#endif
-  hn::StoreU(acc[0], df, out);
 }
 
 // out[r][dv] = sum_j p[r][j] v[j][dv] for kRows rows (p rows `ldp` apart) and

@@ -20,6 +20,8 @@
 namespace hwyattn {
 namespace {
 thread_local char t_last_error[512] = "";
+// hwyattn_set_num_threads refuses more than this.
+constexpr int kMaxThreads = 4096;
 }  // namespace
 
 hwyattn_status Fail(hwyattn_status status, const char* format, ...) {
@@ -68,6 +70,13 @@ const char* hwyattn_simd_target(void) {
 
 hwyattn_status hwyattn_set_num_threads(int n) {
   if (n < 0) return Fail(HWYATTN_INVALID_ARGUMENT, "n: %d threads; must be >= 0 (0 = all cores)", n);
+  // A runaway count would make the OpenMP runtime try to start that many
+  // threads at the next large call, and libgomp aborts the process when
+  // thread creation fails.
+  if (n > hwyattn::kMaxThreads) {
+    return Fail(HWYATTN_UNSUPPORTED, "n: %d threads; at most %d are supported", n,
+                hwyattn::kMaxThreads);
+  }
   hwyattn::SetNumThreads(n);
   return HWYATTN_OK;
 }
@@ -77,6 +86,13 @@ int hwyattn_get_num_threads(void) { return hwyattn::NumThreads(); }
 hwyattn_status hwyattn_tensor_contiguous(hwyattn_tensor* t, void* data, hwyattn_dtype dtype,
                                          int32_t rank, const int64_t* shape) {
   if (t == nullptr) return Fail(HWYATTN_INVALID_ARGUMENT, "t is NULL");
+  int32_t raw_dtype;  // any int may sit in a C enum: compare the bits
+  static_assert(sizeof(raw_dtype) == sizeof(dtype), "enum layout");
+  memcpy(&raw_dtype, &dtype, sizeof(raw_dtype));
+  if (raw_dtype < HWYATTN_F32 || raw_dtype > HWYATTN_BOOL) {
+    return Fail(HWYATTN_INVALID_ARGUMENT, "dtype is %d, which is not an hwyattn_dtype",
+                static_cast<int>(raw_dtype));
+  }
   int64_t count;
   const hwyattn_status s = hwyattn::ValidateShape("shape", rank, shape, &count);
   if (s != HWYATTN_OK) return s;

@@ -23,9 +23,11 @@ constexpr hwyattn_status kInvalid = HWYATTN_INVALID_ARGUMENT;
 // The integer a C caller stored in an enum field. C lets any int live there,
 // but loading a value outside the enumerators into a C++ enum is undefined,
 // so the raw bits are copied out before they are compared.
+// The value is read as a C int (what a C enum object holds; the C++
+// underlying type may be unsigned, which would print -1 as 4294967295).
 template <typename Enum>
 int64_t RawEnum(const Enum& field) {
-  std::underlying_type_t<Enum> raw;
+  int32_t raw;
   static_assert(sizeof(raw) == sizeof(field), "enum layout");
   memcpy(&raw, &field, sizeof(raw));
   return static_cast<int64_t>(raw);
@@ -123,13 +125,16 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
   int64_t count = 1;
   for (int i = 0; i < 4; ++i) {
     if (__builtin_mul_overflow(count, v.shape[i], &count)) {
-      return Fail(kInvalid, "%s: the element count overflows 64 bits", name);
+      return Fail(kInvalid, "%s: the element count of shape [%" PRId64 ", %" PRId64 ", %" PRId64
+                  ", %" PRId64 "] (as rank 4) overflows 64 bits", name, v.shape[0], v.shape[1],
+                  v.shape[2], v.shape[3]);
     }
   }
   const size_t size = DtypeSize(t->dtype);
   uint64_t bytes;
   if (__builtin_mul_overflow(static_cast<uint64_t>(last) + 1, size, &bytes)) {
-    return Fail(kInvalid, "%s: the memory span overflows 64 bits", name);
+    return Fail(kInvalid, "%s: the memory span of %" PRId64 " + 1 elements of %zu bytes "
+                "overflows 64 bits", name, last, size);
   }
   if (t->data == nullptr) return Fail(kInvalid, "%s: data is NULL", name);
   const uintptr_t first = reinterpret_cast<uintptr_t>(t->data);
@@ -138,7 +143,8 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
                 size);
   }
   if (bytes > UINTPTR_MAX - first) {
-    return Fail(kInvalid, "%s: the tensor's memory span wraps around the address space", name);
+    return Fail(kInvalid, "%s: data %p plus the tensor's span of %" PRIu64 " bytes wraps around "
+                "the address space", name, t->data, bytes);
   }
   v.data = t->data;
   out->first_byte = first;
@@ -189,28 +195,42 @@ hwyattn_status CheckDim(const Checked& c, int i, int64_t want, bool broadcast, c
               what, want, broadcast ? " (or 1 to broadcast)" : "");
 }
 
-hwyattn_status CheckOptionsStruct(const hwyattn_sdpa_options* opts) {
-  constexpr size_t kKnown = sizeof(hwyattn_sdpa_options);
-  // Version 1 is the first release, so its size is also the smallest accepted.
-  // A larger struct comes from a newer header: fine if this library would
-  // ignore nothing, i.e. the fields it does not know are zero.
+// struct_size of an extensible struct (options, config). Version 1 is the
+// first release, so its size is also the smallest accepted. A larger struct
+// comes from a newer header: fine if this library would ignore nothing, i.e.
+// the fields it does not know are zero.
+hwyattn_status CheckStructSize(const char* arg, const char* type, const char* init,
+                               const void* s, uint32_t struct_size, size_t known) {
   constexpr size_t kMaxPlausible = 4096;
-  const size_t size = opts->struct_size;
-  if (size < kKnown) {
-    return Fail(kInvalid, "opts: struct_size is %zu but must be at least %zu "
-                "(call hwyattn_sdpa_options_init)", size, kKnown);
+  const size_t size = struct_size;
+  if (size < known) {
+    return Fail(kInvalid, "%s: struct_size is %zu but %s has at least %zu bytes (call %s)", arg,
+                size, type, known, init);
   }
   if (size > kMaxPlausible) {
-    return Fail(kInvalid, "opts: struct_size is %zu, which is not the size of any "
-                "hwyattn_sdpa_options (call hwyattn_sdpa_options_init)", size);
+    return Fail(kInvalid, "%s: struct_size is %zu, which is not the size of any %s (call %s)",
+                arg, size, type, init);
   }
-  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(opts);
-  for (size_t i = kKnown; i < size; ++i) {
+  const unsigned char* bytes = static_cast<const unsigned char*>(s);
+  for (size_t i = known; i < size; ++i) {
     if (bytes[i] != 0) {
-      return Fail(HWYATTN_UNSUPPORTED, "opts: struct_size is %zu and byte %zu is set: options "
-                  "from a newer hwyattn.h that this library (%zu bytes) does not know", size, i,
-                  kKnown);
+      return Fail(HWYATTN_UNSUPPORTED, "%s: struct_size is %zu and byte %zu is set: a %s "
+                  "from a newer hwyattn.h with fields that this library (%zu bytes) does not "
+                  "know", arg, size, i, type, known);
     }
+  }
+  return HWYATTN_OK;
+}
+
+hwyattn_status CheckOptionsStruct(const hwyattn_sdpa_options* opts) {
+  return CheckStructSize("opts", "hwyattn_sdpa_options", "hwyattn_sdpa_options_init", opts,
+                         opts->struct_size, sizeof(hwyattn_sdpa_options));
+}
+
+// `what` points to `count` elements of `size` bytes; it must be aligned to them.
+hwyattn_status CheckAligned(const char* what, const void* p, size_t size) {
+  if (reinterpret_cast<uintptr_t>(p) % size != 0) {
+    return Fail(kInvalid, "%s: pointer %p is not aligned to its %zu-byte elements", what, p, size);
   }
   return HWYATTN_OK;
 }
@@ -282,6 +302,7 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
     all_inputs[n_in++] = &cmask;
   }
   if (opts->kv_len != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(CheckAligned("opts: kv_len", opts->kv_len, sizeof(int32_t)));
     for (int64_t b = 0; b < B; ++b) {
       const int32_t n = opts->kv_len[b];
       if (n < 0 || n > Lk) {
@@ -424,14 +445,8 @@ hwyattn_status ValidateSdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
 hwyattn_status ValidateMhaConfig(const hwyattn_mha_config* cfg, const hwyattn_mha_weights* w,
                                  MhaConfig* config) {
   if (cfg == nullptr) return Fail(kInvalid, "cfg is NULL");
-  if (cfg->struct_size != sizeof(hwyattn_mha_config)) {
-    // Only one version exists; a different size is a caller that did not call
-    // hwyattn_mha_config_init or a header newer than this library.
-    return Fail(cfg->struct_size > sizeof(hwyattn_mha_config) ? HWYATTN_UNSUPPORTED : kInvalid,
-                "cfg: struct_size is %" PRIu32 " but this library's hwyattn_mha_config has %zu "
-                "bytes (call hwyattn_mha_config_init)", cfg->struct_size,
-                sizeof(hwyattn_mha_config));
-  }
+  HWYATTN_RETURN_IF_ERROR(CheckStructSize("cfg", "hwyattn_mha_config", "hwyattn_mha_config_init",
+                                          cfg, cfg->struct_size, sizeof(hwyattn_mha_config)));
   if (w == nullptr) return Fail(kInvalid, "w is NULL");
   const int64_t E = cfg->embed_dim, H = cfg->num_heads;
   if (E < 1) return Fail(kInvalid, "cfg: embed_dim is %" PRId64 "; must be >= 1", E);
@@ -451,15 +466,16 @@ hwyattn_status ValidateMhaConfig(const hwyattn_mha_config* cfg, const hwyattn_mh
   if (H % hkv != 0) {
     return Fail(kInvalid, "cfg: num_kv_heads %" PRId64 " does not divide num_heads %" PRId64, hkv, H);
   }
+  if (cfg->kdim < 0) return Fail(kInvalid, "cfg: kdim is %" PRId64 "; must be >= 0 (0 = embed_dim)", cfg->kdim);
+  if (cfg->vdim < 0) return Fail(kInvalid, "cfg: vdim is %" PRId64 "; must be >= 0 (0 = embed_dim)", cfg->vdim);
   const int64_t kdim = cfg->kdim == 0 ? E : cfg->kdim, vdim = cfg->vdim == 0 ? E : cfg->vdim;
-  if (kdim < 0) return Fail(kInvalid, "cfg: kdim is %" PRId64 "; must be >= 0 (0 = embed_dim)", kdim);
-  if (vdim < 0) return Fail(kInvalid, "cfg: vdim is %" PRId64 "; must be >= 0 (0 = embed_dim)", vdim);
   // Every weight matrix must be addressable: sizes well inside 64 bits.
-  const int64_t widths[4] = {E, kdim, vdim, H * hd};
   int64_t inner, total;
-  if (__builtin_mul_overflow(H, hd, &inner) || __builtin_mul_overflow(hkv, hd, &total)) {
-    return Fail(kInvalid, "cfg: num_heads * head_dim overflows 64 bits");
+  if (__builtin_mul_overflow(H, hd, &inner)) {
+    return Fail(kInvalid, "cfg: num_heads * head_dim = %" PRId64 " * %" PRId64
+                " overflows 64 bits", H, hd);
   }
+  const int64_t widths[4] = {E, kdim, vdim, inner};
   for (int64_t width : widths) {
     if (__builtin_mul_overflow(inner, width, &total) || total > (INT64_MAX >> 3)) {
       return Fail(kInvalid, "cfg: a projection of %" PRId64 " x %" PRId64 " floats is too large",
@@ -468,8 +484,11 @@ hwyattn_status ValidateMhaConfig(const hwyattn_mha_config* cfg, const hwyattn_mh
   }
   const char* names[4] = {"w_q", "w_k", "w_v", "w_o"};
   const float* mats[4] = {w->w_q, w->w_k, w->w_v, w->w_o};
+  char what[16];
   for (int i = 0; i < 4; ++i) {
     if (mats[i] == nullptr) return Fail(kInvalid, "w: %s is NULL", names[i]);
+    snprintf(what, sizeof(what), "w: %s", names[i]);
+    HWYATTN_RETURN_IF_ERROR(CheckAligned(what, mats[i], sizeof(float)));
   }
   const char* bias_names[4] = {"b_q", "b_k", "b_v", "b_o"};
   const float* biases[4] = {w->b_q, w->b_k, w->b_v, w->b_o};
@@ -480,6 +499,10 @@ hwyattn_status ValidateMhaConfig(const hwyattn_mha_config* cfg, const hwyattn_mh
     if (!cfg->has_bias && biases[i] != nullptr) {
       return Fail(kInvalid, "w: %s is given but cfg->has_bias is 0 (it would be ignored)",
                   bias_names[i]);
+    }
+    if (biases[i] != nullptr) {
+      snprintf(what, sizeof(what), "w: %s", bias_names[i]);
+      HWYATTN_RETURN_IF_ERROR(CheckAligned(what, biases[i], sizeof(float)));
     }
   }
   config->embed_dim = E;
@@ -511,6 +534,11 @@ hwyattn_status ValidateMhaForward(const MhaConfig& cfg, const hwyattn_tensor* qu
   const int64_t B = cq.view.shape[1], Lq = cq.view.shape[2];
   int64_t Lk = Lq;
   const bool self = key == nullptr;
+  if (self && (cfg.kdim != cfg.embed_dim || cfg.vdim != cfg.embed_dim)) {
+    return Fail(kInvalid, "key and value are NULL (self-attention) but the layer's kdim %" PRId64
+                " / vdim %" PRId64 " differ from embed_dim %" PRId64 ": pass key and value",
+                cfg.kdim, cfg.vdim, cfg.embed_dim);
+  }
   if (!self) {
     HWYATTN_RETURN_IF_ERROR(Check("key", kActNames, key, f32, kFloatTypes, &ck));
     HWYATTN_RETURN_IF_ERROR(Check("value", kActNames, value, f32, kFloatTypes, &cv));

@@ -7,6 +7,7 @@
 #define HWYATTN_SRC_SCRATCH_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 namespace hwyattn {
 
@@ -25,8 +26,19 @@ constexpr int kNumScratchSlots = 3;
 
 // At least `bytes` bytes, 64-byte aligned, valid until this thread's next call
 // of ThreadScratch for the same slot. Null if the allocation failed (the old
-// buffer is kept).
+// buffer is kept), including sizes no allocator can serve.
 void* ThreadScratch(ScratchSlot slot, size_t bytes);
+
+// Every heap allocation of the library's buffers goes through here:
+// 64-byte aligned, at least `bytes` (rounded up to the alignment), null on
+// failure or when `bytes` is too large to round. Free with free().
+void* AlignedAlloc(size_t bytes);
+
+// Test hook (internal, not exported from the shared library; tests reach it
+// by linking hwyattn_static): the next `n` calls of AlignedAlloc (from any
+// thread) behave normally and every later one fails as if memory were
+// exhausted, until the hook is reset with n < 0 (the default).
+void FailAllocationsAfter(int64_t n);
 
 }  // namespace hwyattn
 

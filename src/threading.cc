@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "src/threading.h"
 
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 
 #include <atomic>
 
@@ -15,8 +17,12 @@ void SetNumThreads(int n) { g_requested.store(n, std::memory_order_relaxed); }
 int NumThreads() {
   const int n = g_requested.load(std::memory_order_relaxed);
   if (n > 0) return n;
+#ifdef _OPENMP
   const int max = omp_get_max_threads();
   return max > 0 ? max : 1;
+#else
+  return 1;  // HWYATTN_OPENMP=OFF
+#endif
 }
 
 }  // namespace hwyattn

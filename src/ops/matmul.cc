@@ -9,7 +9,11 @@
 // share it. Traffic per MR x NR tile: k * (MR + NR) floats for 2 * k * MR * NR
 // FLOPs; the A panel (k * MR floats) stays in L1, the W panels stream from L2.
 
+#ifdef _OPENMP
 #include <omp.h>
+#else  // HWYATTN_OPENMP=OFF: the parallel regions run on the calling thread.
+#define omp_get_thread_num() 0
+#endif
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -140,9 +144,10 @@ constexpr double kMinFlopsPerThread = 2e6;
 }  // namespace
 
 AlignedFloats AllocateFloats(size_t n) {
+  if (n > (SIZE_MAX - kScratchAlign) / sizeof(float)) return AlignedFloats(nullptr);
   const size_t bytes = (std::max<size_t>(n, 1) * sizeof(float) + kScratchAlign - 1) /
                        kScratchAlign * kScratchAlign;
-  float* p = static_cast<float*>(aligned_alloc(kScratchAlign, bytes));
+  float* p = static_cast<float*>(AlignedAlloc(bytes));  // src/scratch.h (test hook)
   if (p != nullptr) memset(p, 0, bytes);
   return AlignedFloats(p);
 }

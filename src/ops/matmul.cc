@@ -3,11 +3,14 @@
 // Packed matmul for linear layers, per target: Y = X W^T + b.
 //
 // W is packed once (PackedWeights::Pack) into [n / NR][k][NR] panels, the B
-// operand of the micro-kernel; each work item packs MR rows of X into a
-// [k][MR] panel (the broadcast operand), then sweeps every panel of every
-// output's W with it, so X is read once per call however many projections
-// share it. Traffic per MR x NR tile: k * (MR + NR) floats for 2 * k * MR * NR
-// FLOPs; the A panel (k * MR floats) stays in L1, the W panels stream from L2.
+// operand of the micro-kernel. A work item owns up to kRowPanels * MR rows
+// of X (BLIS's MC): it packs them into kRowPanels [k][MR] panels (the
+// broadcast operands) held in L2, then for every panel of every output's W
+// runs the micro-kernel over all of its row panels, so each W panel is
+// fetched from L3 once per MC rows (and reused from L1/L2 by the other row
+// panels) instead of once per MR rows. X is packed once per call however many
+// projections share it. Traffic per MR x NR tile: k * (MR + NR) floats from
+// L1/L2 for 2 * k * MR * NR FLOPs.
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -37,9 +40,11 @@ struct MatmulKernels {
   size_t tile_cols;  // NR = kTileVectors * lanes
   // dst[(p * k + kk) * NR + c] = w[(p * NR + c) * k + kk], zero past n.
   void (*pack_weights)(const float* w, int64_t n, int64_t k, float* dst);
-  // Rows [m0, m0 + MR) of every output, using a k * MR float panel.
-  void (*multiply_block)(const RowsView& x, int64_t m0, const LinearOutput* outputs,
-                         size_t num_outputs, float* a_panel);
+  size_t row_panels;  // MR-row panels per work item (MC = row_panels * MR)
+  // Rows [m0, m0 + MC) of every output, using row_panels * k floats of
+  // panels (each start padded to a cache line).
+  void (*multiply_rows)(const RowsView& x, int64_t m0, const LinearOutput* outputs,
+                        size_t num_outputs, float* a_panels);
 };
 
 }  // namespace hwyattn
@@ -77,48 +82,72 @@ void PackWeights(const float* w, int64_t n, int64_t k, float* dst) {
   }
 }
 
-void MultiplyBlock(const RowsView& x, int64_t m0, const LinearOutput* outputs,
-                   size_t num_outputs, float* HWY_RESTRICT a) {
-  const DF df;
+// MR-row panels per work item: 8 x 8 rows x k = 512 floats is 128 KiB, in L2.
+constexpr size_t kRowPanels = 8;
+
+// Packs rows [m0, m0 + MR) of x (zero past the last row) as a [k][MR] panel.
+void PackRows(const RowsView& x, int64_t m0, float* HWY_RESTRICT a) {
   const int64_t k = x.cols;
-  const int64_t rows = std::min<int64_t>(kMR, x.rows - m0);
   for (size_t r = 0; r < kMR; ++r) {
-    if (static_cast<int64_t>(r) < rows) {
-      const float* src = x.data + x.RowOffset(m0 + static_cast<int64_t>(r));
+    const int64_t m = m0 + static_cast<int64_t>(r);
+    if (m < x.rows) {
+      const float* src = x.data + x.RowOffset(m);
       for (int64_t kk = 0; kk < k; ++kk) a[kk * kMR + r] = src[kk * x.col_stride];
     } else {
       for (int64_t kk = 0; kk < k; ++kk) a[kk * kMR + r] = 0.0f;
     }
   }
+}
+
+// One MR x NR tile of y = x w^T + b: rows [m0, m0 + MR), panel p of w.
+void MultiplyTile(const RowsView& x, int64_t m0, const float* HWY_RESTRICT a,
+                  const PackedWeights& w, int64_t p, const RowsView& y) {
+  const DF df;
+  const int64_t k = x.cols;
+  const int64_t rows = std::min<int64_t>(kMR, x.rows - m0);
+  const int64_t n0 = p * static_cast<int64_t>(kNR);
+  const int64_t cols = std::min<int64_t>(kNR, w.n() - n0);
+  const float* b = w.panels() + p * k * static_cast<int64_t>(kNR);
+  // Whole tiles whose MR rows are evenly spaced go straight to Y; edges and
+  // rows that cross a group boundary go through `tile`.
+  if (rows == static_cast<int64_t>(kMR) && cols == static_cast<int64_t>(kNR) &&
+      y.col_stride == 1 && m0 / y.rows_per_group == (m0 + rows - 1) / y.rows_per_group) {
+    TileMul<kMR, kTileVectors>(df, static_cast<size_t>(k), a, b, kNR,
+                               y.data + y.RowOffset(m0) + n0, static_cast<size_t>(y.row_stride),
+                               w.bias() + n0);
+    return;
+  }
   HWY_ALIGN float tile[kMR * kNR];
+  TileMul<kMR, kTileVectors>(df, static_cast<size_t>(k), a, b, kNR, tile, kNR, w.bias() + n0);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = y.data + y.RowOffset(m0 + r) + n0 * y.col_stride;
+    for (int64_t c = 0; c < cols; ++c) dst[c * y.col_stride] = tile[r * kNR + c];
+  }
+}
+
+void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs,
+                  size_t num_outputs, float* HWY_RESTRICT a_panels) {
+  const size_t panel_floats = PadFloats(static_cast<size_t>(x.cols) * kMR);
+  size_t panels = 0;
+  for (; panels < kRowPanels; ++panels) {
+    const int64_t row = m0 + static_cast<int64_t>(panels * kMR);
+    if (row >= x.rows) break;
+    PackRows(x, row, a_panels + panels * panel_floats);
+  }
   for (size_t o = 0; o < num_outputs; ++o) {
     const PackedWeights& w = *outputs[o].w;
-    const RowsView& y = outputs[o].y;
-    // Whole tiles whose MR rows are evenly spaced go straight to Y; edges and
-    // rows that cross a group boundary go through `tile`.
-    const bool rows_direct = rows == static_cast<int64_t>(kMR) && y.col_stride == 1 &&
-                             m0 / y.rows_per_group == (m0 + rows - 1) / y.rows_per_group;
-    const int64_t panels = (w.n() + kNR - 1) / kNR;
-    for (int64_t p = 0; p < panels; ++p) {
-      const int64_t n0 = p * static_cast<int64_t>(kNR);
-      const int64_t cols = std::min<int64_t>(kNR, w.n() - n0);
-      const float* b = w.panels() + p * k * static_cast<int64_t>(kNR);
-      if (rows_direct && cols == static_cast<int64_t>(kNR)) {
-        TileMul<kMR, kTileVectors>(df, static_cast<size_t>(k), a, b, kNR,
-                                   y.data + y.RowOffset(m0) + n0, static_cast<size_t>(y.row_stride),
-                                   w.bias() + n0);
-        continue;
-      }
-      TileMul<kMR, kTileVectors>(df, static_cast<size_t>(k), a, b, kNR, tile, kNR, w.bias() + n0);
-      for (int64_t r = 0; r < rows; ++r) {
-        float* dst = y.data + y.RowOffset(m0 + r) + n0 * y.col_stride;
-        for (int64_t c = 0; c < cols; ++c) dst[c * y.col_stride] = tile[r * kNR + c];
+    const int64_t w_panels = (w.n() + kNR - 1) / kNR;
+    for (int64_t p = 0; p < w_panels; ++p) {
+      for (size_t i = 0; i < panels; ++i) {
+        MultiplyTile(x, m0 + static_cast<int64_t>(i * kMR), a_panels + i * panel_floats, w, p,
+                     outputs[o].y);
       }
     }
   }
 }
 
-constexpr MatmulKernels kMatmulKernels = {HWY_TARGET, kMR, kNR, &PackWeights, &MultiplyBlock};
+constexpr MatmulKernels kMatmulKernels = {HWY_TARGET,   kMR,          kNR,
+                                           &PackWeights, kRowPanels, &MultiplyRows};
 
 const MatmulKernels* GetMatmulKernelTable() { return &kMatmulKernels; }
 
@@ -168,31 +197,32 @@ bool PackedWeights::Pack(const float* w, const float* bias, int64_t n, int64_t k
 
 hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num_outputs) {
   const MatmulKernels& kernels = GetMatmulKernels();
-  const int64_t mr = static_cast<int64_t>(kernels.tile_rows);
-  const int64_t blocks = (x.rows + mr - 1) / mr;
+  const int64_t rows_per_item = static_cast<int64_t>(kernels.tile_rows * kernels.row_panels);
+  const int64_t items = (x.rows + rows_per_item - 1) / rows_per_item;
   double flops = 0.0;
   for (size_t o = 0; o < num_outputs; ++o) {
     flops += 2.0 * static_cast<double>(x.rows) * static_cast<double>(x.cols) *
              static_cast<double>(outputs[o].w->n());
   }
   int64_t threads = std::min<int64_t>(NumThreads(), static_cast<int64_t>(flops / kMinFlopsPerThread) + 1);
-  threads = std::max<int64_t>(1, std::min(threads, blocks));
-  const size_t panel_floats = PadFloats(static_cast<size_t>(x.cols) * kernels.tile_rows);
+  threads = std::max<int64_t>(1, std::min(threads, items));
+  const size_t item_floats =
+      PadFloats(static_cast<size_t>(x.cols) * kernels.tile_rows) * kernels.row_panels;
   float* scratch = static_cast<float*>(
-      ThreadScratch(ScratchSlot::kMatmul, panel_floats * static_cast<size_t>(threads) * sizeof(float)));
+      ThreadScratch(ScratchSlot::kMatmul, item_floats * static_cast<size_t>(threads) * sizeof(float)));
   if (scratch == nullptr) return HWYATTN_OUT_OF_MEMORY;
   if (threads == 1) {
-    for (int64_t i = 0; i < blocks; ++i) {
-      kernels.multiply_block(x, i * mr, outputs, num_outputs, scratch);
+    for (int64_t i = 0; i < items; ++i) {
+      kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, scratch);
     }
     return HWYATTN_OK;
   }
 #pragma omp parallel num_threads(static_cast<int>(threads))
   {
-    float* panel = scratch + static_cast<size_t>(omp_get_thread_num()) * panel_floats;
+    float* panels = scratch + static_cast<size_t>(omp_get_thread_num()) * item_floats;
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < blocks; ++i) {
-      kernels.multiply_block(x, i * mr, outputs, num_outputs, panel);
+    for (int64_t i = 0; i < items; ++i) {
+      kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, panels);
     }
   }
   return HWYATTN_OK;

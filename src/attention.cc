@@ -135,6 +135,7 @@ hwyattn_status RunFlash(const SdpaProblem& p) {
   plan.problem = &p;
   plan.geometry = g;
   plan.key_panels = (p.kv_len + mr - 1) / mr;
+  plan.keys_in_place = p.k.dtype == HWYATTN_F32 && (p.k.stride[3] == 1 || p.head_dim == 1);
   const int64_t lanes = static_cast<int64_t>(g.lanes);
   plan.value_dim_pad = (p.value_dim + lanes - 1) / lanes * lanes;
   plan.values_in_place = p.v.dtype == HWYATTN_F32 && p.v.stride[3] == 1 &&
@@ -143,10 +144,10 @@ hwyattn_status RunFlash(const SdpaProblem& p) {
 
   // Sizes: every product is checked, a failure is reported as out of memory
   // (the request is valid, just too large to hold).
-  size_t k_floats, v_floats = 0, packed_floats;
+  size_t k_floats = 0, v_floats = 0, packed_floats;
   const size_t heads = static_cast<size_t>(p.batch * p.kv_heads);
   const size_t lk_pad = static_cast<size_t>(plan.key_panels) * g.tile_rows;
-  if (!MulSize(lk_pad, static_cast<size_t>(p.head_dim), &k_floats) ||
+  if ((!plan.keys_in_place && !MulSize(lk_pad, static_cast<size_t>(p.head_dim), &k_floats)) ||
       (!plan.values_in_place &&
        !MulSize(static_cast<size_t>(p.kv_len), static_cast<size_t>(plan.value_dim_pad), &v_floats))) {
     return HWYATTN_OUT_OF_MEMORY;
@@ -171,8 +172,9 @@ hwyattn_status RunFlash(const SdpaProblem& p) {
   plan.packed = memory;
   float* scratch = memory + packed_floats;
 
+  const int64_t pack_items = plan.keys_in_place && plan.values_in_place ? 0 : work.heads;
   if (threads == 1) {
-    for (int64_t i = 0; i < work.heads; ++i) work.Pack(i);
+    for (int64_t i = 0; i < pack_items; ++i) work.Pack(i);
     for (int64_t i = 0; i < items; ++i) work.Attend(i, scratch);
     return HWYATTN_OK;
   }
@@ -180,7 +182,7 @@ hwyattn_status RunFlash(const SdpaProblem& p) {
   {
     float* mine = scratch + static_cast<size_t>(omp_get_thread_num()) * plan.scratch_floats;
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < work.heads; ++i) work.Pack(i);
+    for (int64_t i = 0; i < pack_items; ++i) work.Pack(i);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < items; ++i) work.Attend(i, mine);
   }

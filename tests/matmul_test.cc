@@ -41,10 +41,22 @@ void TestTileProducts() {
     for (size_t i = 0; i < kMR; ++i) scale[i] = uniform(rng);
     for (size_t i = 0; i < kMR * ldc; ++i) c[i] = 1e9f;  // sentinel outside the tile
 
-    TileMul<kMR, kNQ>(df, kc, a.get(), b.get(), ldb, c.get(), ldc);
+    TileMul<kMR, kNQ>(df, kc, PackedA{a.get(), kMR}, b.get(), ldb, c.get(), ldc);
     std::vector<float> c0(c.get(), c.get() + kMR * ldc);
+    // The same A given row-major (rows lda = kc + 3 apart, read in place)
+    // must give the same bits: only the addressing differs.
+    const size_t lda = kc + 3;
+    std::vector<float> a_rows(kMR * lda, NAN);
+    for (size_t r = 0; r < kMR; ++r) {
+      for (size_t k = 0; k < kc; ++k) a_rows[r * lda + k] = a[k * kMR + r];
+    }
+    auto c_rows = hwy::AllocateAligned<float>(kMR * ldc);
+    for (size_t i = 0; i < kMR * ldc; ++i) c_rows[i] = 1e9f;
+    TileMul<kMR, kNQ>(df, kc, RowMajorA{a_rows.data(), lda}, b.get(), ldb, c_rows.get(), ldc);
+    for (size_t i = 0; i < kMR * ldc; ++i) ASSERT_EQ(c_rows[i], c0[i]) << "RowMajorA at " << i;
     // The same A read with a step stride of kMR, each row scaled by scale[r].
-    TileRowScaleMulAdd<kMR, kNQ>(df, kc, a.get(), kMR, b.get(), ldb, scale.get(), c.get(), ldc);
+    TileRowScaleMulAdd<kMR, kNQ>(df, kc, PackedA{a.get(), kMR}, b.get(), ldb, scale.get(), c.get(),
+                                 ldc);
     for (size_t r = 0; r < kMR; ++r) {
       for (size_t j = 0; j < ldc; ++j) {
         if (j >= kNQ * N) {  // untouched

@@ -8,7 +8,7 @@
 // Lq x Lk exists unless the caller asked for the weights.
 //
 // Scores are transposed so that queries are the vector lanes:
-//   S^T[Bk][Bq] = K_tile[Bk][D] . Q^T[D][Bq]     (TileMul, A = packed K)
+//   S^T[Bk][Bq] = K_tile[Bk][D] . Q^T[D][Bq]     (TileMul, A = K rows)
 //   P^T = 2^(S^T - m), m, l updated per lane    (SoftmaxTileUpdate)
 //   O[Bq][Dv] = O * alpha + P . V_tile          (TileRowScaleMulAdd)
 // so the per-query max and sum are element-wise vector operations. In P . V,
@@ -21,9 +21,11 @@
 // stream (Bk x D) and a V stream (Bk x Dv) from L2, S^T and O in L1. With
 // Bq = 48, D = 64 that is 4 * 48 FLOPs per float read: compute-bound.
 //
+// K rows are the broadcast operand, read in place when they are F32 with a
+// contiguous head dim (one pointer per row of the register tile); otherwise
 // K is packed once per (batch, kv head) by pack_kv (a separate parallel
-// phase) and then reused by every query tile and every query head of the GQA
-// group. Scores are in log2 units: Q is pre-multiplied by scale * log2(e), the
+// phase). Either way every query tile and every query head of the GQA group
+// reuses them. Scores are in log2 units: Q is pre-multiplied by scale * log2(e), the
 // additive mask by log2(e), and exp(x) becomes Exp2.
 
 #include <float.h>
@@ -117,10 +119,12 @@ void PackValues(const SdpaProblem& p, int64_t value_dim_pad, int64_t b, int64_t 
 void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   const SdpaProblem& p = *plan.problem;
   float* k_dst = const_cast<float*>(plan.PackedK(b, kvh));
-  switch (p.k.dtype) {
-    case HWYATTN_F16: PackKeys<F16>(p, b, kvh, k_dst); break;
-    case HWYATTN_BF16: PackKeys<BF16>(p, b, kvh, k_dst); break;
-    default: PackKeys<float>(p, b, kvh, k_dst); break;
+  if (!plan.keys_in_place) {
+    switch (p.k.dtype) {
+      case HWYATTN_F16: PackKeys<F16>(p, b, kvh, k_dst); break;
+      case HWYATTN_BF16: PackKeys<BF16>(p, b, kvh, k_dst); break;
+      default: PackKeys<float>(p, b, kvh, k_dst); break;
+    }
   }
   if (plan.values_in_place) return;
   float* v_dst = k_dst + plan.packed_k_floats;
@@ -204,7 +208,8 @@ void WeightedValuesTail(size_t vectors, size_t keys, const float* p, const float
                         const float* alpha, float* o, size_t ldo) {
   if constexpr (kVectors > 0) {
     if (vectors == kVectors) {
-      TileRowScaleMulAdd<kPvRows, kVectors>(DF(), keys, p, kQueryTile, v, ldv, alpha, o, ldo);
+      TileRowScaleMulAdd<kPvRows, kVectors>(DF(), keys, PackedA{p, kQueryTile}, v, ldv, alpha, o,
+                                            ldo);
       return;
     }
     WeightedValuesTail<kVectors - 1>(vectors, keys, p, v, ldv, alpha, o, ldo);
@@ -221,7 +226,8 @@ void WeightedValues(size_t rows, size_t keys, const float* HWY_RESTRICT p_t,
     float* o_rows = o + r0 * value_dim_pad;
     size_t vec = 0;
     for (; vec + kPvVectors <= vectors; vec += kPvVectors) {
-      TileRowScaleMulAdd<kPvRows, kPvVectors>(DF(), keys, p_t + r0, kQueryTile, v + vec * kLanes,
+      TileRowScaleMulAdd<kPvRows, kPvVectors>(DF(), keys, PackedA{p_t + r0, kQueryTile},
+                                              v + vec * kLanes,
                                               ldv, alpha + r0, o_rows + vec * kLanes,
                                               value_dim_pad);
     }
@@ -243,6 +249,7 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
   float* HWY_RESTRICT row_max = scratch + layout.row_max;
   float* HWY_RESTRICT row_sum = scratch + layout.row_sum;
   float* HWY_RESTRICT rescale = scratch + layout.rescale;
+  float* HWY_RESTRICT k_edge = scratch + layout.k_edge;
   int32_t* HWY_RESTRICT key_limit = reinterpret_cast<int32_t*>(scratch + layout.key_limit);
   int64_t* HWY_RESTRICT mask_row = reinterpret_cast<int64_t*>(scratch + layout.mask_row);
 
@@ -283,6 +290,8 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
   for (size_t i = 0; i < pv_rows * value_dim_pad; i += kLanes) hn::Store(hn::Zero(df), df, o + i);
 
   const float* k_packed = plan.PackedK(b, kvh);
+  int64_t ldk = 0;
+  const float* k_rows = plan.keys_in_place ? plan.KeyRows(b, kvh, &ldk) : nullptr;
   int64_t ldv;
   const float* v_rows = plan.ValueRows(b, kvh, &ldv);
   for (int64_t jt0 = 0; jt0 < key_end; jt0 += kKeyTile) {
@@ -290,11 +299,30 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
     const size_t panels = static_cast<size_t>(jt1 - jt0 + kMR - 1) / kMR;
     const size_t tile_keys = panels * kMR;
 
-    // S^T = K_tile . Q^T, one register tile (MR keys x Bq queries) at a time.
-    const float* k_tile = k_packed + jt0 * dim;
+    // S^T = K_tile . Q^T, one register tile (MR keys x Bq queries) at a time,
+    // keys from their packed panels or read in place (except a panel that
+    // would run past the tensor's last key: copied, zero padded).
     for (size_t panel = 0; panel < panels; ++panel) {
-      TileMul<kMR, kTileVectors>(df, static_cast<size_t>(dim), k_tile + panel * dim * kMR, q_t,
-                                 kQueryTile, s_t + panel * kMR * kQueryTile, kQueryTile);
+      const int64_t j = jt0 + static_cast<int64_t>(panel * kMR);
+      float* s_rows = s_t + panel * kMR * kQueryTile;
+      if (!plan.keys_in_place) {
+        TileMul<kMR, kTileVectors>(df, static_cast<size_t>(dim),
+                                   PackedA{k_packed + j * dim, kMR}, q_t, kQueryTile, s_rows,
+                                   kQueryTile);
+      } else if (j + static_cast<int64_t>(kMR) <= p.kv_len) {
+        TileMul<kMR, kTileVectors>(df, static_cast<size_t>(dim),
+                                   RowMajorA{k_rows + j * ldk, static_cast<size_t>(ldk)}, q_t,
+                                   kQueryTile, s_rows, kQueryTile);
+      } else {
+        for (int64_t r = 0; r < static_cast<int64_t>(kMR); ++r) {
+          for (int64_t d = 0; d < dim; ++d) {
+            k_edge[r * dim + d] = j + r < p.kv_len ? k_rows[(j + r) * ldk + d] : 0.0f;
+          }
+        }
+        TileMul<kMR, kTileVectors>(df, static_cast<size_t>(dim),
+                                   RowMajorA{k_edge, static_cast<size_t>(dim)}, q_t, kQueryTile,
+                                   s_rows, kQueryTile);
+      }
     }
     // Padding keys of the last panel.
     for (int64_t j = jt1; j < jt0 + static_cast<int64_t>(tile_keys); ++j) {

@@ -32,11 +32,13 @@ struct FlashGeometry {
 struct FlashPlan {
   const SdpaProblem* problem;
   FlashGeometry geometry;
-  int64_t key_panels;      // ceil(Lk / MR): packed K panels per kv head
+  int64_t key_panels;      // ceil(Lk / MR): K panels per kv head
+  bool keys_in_place;      // K rows are read where the caller put them (F32,
+                           // contiguous head dim); else packed as panels
   int64_t value_dim_pad;   // Dv rounded up to whole vectors
   bool values_in_place;    // V is read where the caller put it (F32, contiguous
                            // rows, Dv a multiple of the vector length)
-  size_t packed_k_floats;  // per (b, kv head): key_panels * MR * D
+  size_t packed_k_floats;  // per (b, kv head): key_panels * MR * D, or 0 in place
   size_t packed_v_floats;  // per (b, kv head): Lk * value_dim_pad, or 0 in place
   float* packed;           // [B][Hkv] x (K then V), each head's block aligned
   size_t packed_head_floats;
@@ -45,6 +47,11 @@ struct FlashPlan {
 
   const float* PackedK(int64_t b, int64_t kvh) const {
     return packed + (b * problem->kv_heads + kvh) * packed_head_floats;
+  }
+  // The caller's key rows of (b, kvh) (keys_in_place only), `ldk` apart.
+  const float* KeyRows(int64_t b, int64_t kvh, int64_t* ldk) const {
+    *ldk = problem->k.stride[2];
+    return problem->k.As<float>() + problem->k.Offset(b, kvh, 0, 0);
   }
   // The value rows of (b, kvh) and the floats between consecutive rows.
   const float* ValueRows(int64_t b, int64_t kvh, int64_t* row_stride) const {
@@ -61,9 +68,9 @@ struct FlashPlan {
 struct FlashKernels {
   int64_t target;
   FlashGeometry geometry;
-  // Packs K as [panel][D][MR] (zero padded) and, unless V is read in place,
-  // V as [Lk][value_dim_pad], for keys below the batch's key end, converting
-  // F16/BF16 to float.
+  // Packs, unless they are read in place, K as [panel][D][MR] (zero padded)
+  // and V as [Lk][value_dim_pad], for keys below the batch's key end,
+  // converting F16/BF16 to float.
   void (*pack_kv)(const FlashPlan& plan, int64_t b, int64_t kvh);
   // Computes the outputs (and lse, weights) of query rows
   // [row0, row0 + query_tile) of (b, kvh), using `scratch_floats` of scratch.
@@ -82,6 +89,7 @@ struct FlashScratchLayout {
   size_t row_max;  // [Bq]: running max m (log2 units)
   size_t row_sum;  // [Bq]: running denominator l
   size_t rescale;  // [Bq]: 2^(m_old - m_new) of the last step
+  size_t k_edge;   // [MR][D]: the last, partial panel of in-place keys
   size_t key_limit;  // [Bq] int32: last key visible under the causal mask
   size_t mask_row;   // [Bq] int64: offset of each row in the mask tensor
   size_t total;
@@ -100,6 +108,7 @@ struct FlashScratchLayout {
     row_max = take(bq);
     row_sum = take(bq);
     rescale = take(bq);
+    k_edge = take(g.tile_rows * static_cast<size_t>(p.head_dim));
     key_limit = take(bq);
     mask_row = take(2 * bq);
     total = at;

@@ -41,11 +41,28 @@ constexpr size_t kTileRows = 6;
 constexpr size_t kTileVectors = 2;
 #endif
 
-// acc += A[kc][kMR] * B[kc][ldb] (the first kNQ vectors of each B row). Step
-// k of A is a_stride floats after step k - 1 (kMR for a packed panel).
-template <size_t kMR, size_t kNQ, class DF, class VF = hn::Vec<DF>>
-HWY_INLINE void TileMulAdd(DF df, size_t kc, const float* HWY_RESTRICT a, size_t a_stride,
-                           const float* HWY_RESTRICT b, size_t ldb, VF (&acc)[kMR][kNQ]) {
+// Layouts of the A (broadcast) operand: A(k, r) is row r's value at step k.
+// A packed panel: the kMR values of step k are contiguous, `step` floats
+// after those of step k - 1 (kMR for a panel packed by PackRows/PackKeys, Bq
+// for the P^T tile read in place).
+struct PackedA {
+  const float* HWY_RESTRICT a;
+  size_t step;
+  float operator()(size_t k, size_t r) const { return a[k * step + r]; }
+};
+// kMR rows read in place from a row-major matrix: A(k, r) = a[r * lda + k]
+// (e.g. keys straight from the caller's K). The compiler keeps one pointer
+// per row.
+struct RowMajorA {
+  const float* HWY_RESTRICT a;
+  size_t lda;
+  float operator()(size_t k, size_t r) const { return a[r * lda + k]; }
+};
+
+// acc += A * B[kc][ldb] (the first kNQ vectors of each B row).
+template <size_t kMR, size_t kNQ, class DF, class AOperand, class VF = hn::Vec<DF>>
+HWY_INLINE void TileMulAdd(DF df, size_t kc, const AOperand& a, const float* HWY_RESTRICT b,
+                           size_t ldb, VF (&acc)[kMR][kNQ]) {
   const size_t N = hn::Lanes(df);
   for (size_t k = 0; k < kc; ++k) {
     VF bv[kNQ];
@@ -53,7 +70,7 @@ HWY_INLINE void TileMulAdd(DF df, size_t kc, const float* HWY_RESTRICT a, size_t
     for (size_t c = 0; c < kNQ; ++c) bv[c] = hn::LoadU(df, b + k * ldb + c * N);
     HWY_UNROLL(16)
     for (size_t r = 0; r < kMR; ++r) {
-      const VF ar = hn::Set(df, a[k * a_stride + r]);
+      const VF ar = hn::Set(df, a(k, r));
       HWY_UNROLL(8)
       for (size_t c = 0; c < kNQ; ++c) acc[r][c] = hn::MulAdd(ar, bv[c], acc[r][c]);
     }
@@ -62,10 +79,10 @@ HWY_INLINE void TileMulAdd(DF df, size_t kc, const float* HWY_RESTRICT a, size_t
 
 // C = A x B (+ init_row broadcast to every row, if not null): a kMR x (kNQ
 // vectors) tile written to C (row stride ldc floats, any alignment).
-template <size_t kMR, size_t kNQ, class DF>
-HWY_INLINE void TileMul(DF df, size_t kc, const float* HWY_RESTRICT a,
-                        const float* HWY_RESTRICT b, size_t ldb, float* HWY_RESTRICT c,
-                        size_t ldc, const float* HWY_RESTRICT init_row = nullptr) {
+template <size_t kMR, size_t kNQ, class DF, class AOperand>
+HWY_INLINE void TileMul(DF df, size_t kc, const AOperand& a, const float* HWY_RESTRICT b,
+                        size_t ldb, float* HWY_RESTRICT c, size_t ldc,
+                        const float* HWY_RESTRICT init_row = nullptr) {
   using VF = hn::Vec<DF>;
   const size_t N = hn::Lanes(df);
   VF init[kNQ];
@@ -79,7 +96,7 @@ HWY_INLINE void TileMul(DF df, size_t kc, const float* HWY_RESTRICT a,
     HWY_UNROLL(8)
     for (size_t q = 0; q < kNQ; ++q) acc[r][q] = init[q];
   }
-  TileMulAdd<kMR, kNQ>(df, kc, a, kMR, b, ldb, acc);
+  TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc);
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
     HWY_UNROLL(8)
@@ -88,11 +105,10 @@ HWY_INLINE void TileMul(DF df, size_t kc, const float* HWY_RESTRICT a,
 }
 
 // C = C * row_scale + A x B for a kMR x (kNQ vectors) tile, where row_scale
-// holds one factor per row (the online-softmax rescale of the output rows)
-// and A steps are a_stride floats apart (P^T read in place: a_stride = Bq).
-template <size_t kMR, size_t kNQ, class DF>
-HWY_INLINE void TileRowScaleMulAdd(DF df, size_t kc, const float* HWY_RESTRICT a,
-                                   size_t a_stride, const float* HWY_RESTRICT b, size_t ldb,
+// holds one factor per row (the online-softmax rescale of the output rows).
+template <size_t kMR, size_t kNQ, class DF, class AOperand>
+HWY_INLINE void TileRowScaleMulAdd(DF df, size_t kc, const AOperand& a,
+                                   const float* HWY_RESTRICT b, size_t ldb,
                                    const float* HWY_RESTRICT row_scale, float* HWY_RESTRICT c,
                                    size_t ldc) {
   using VF = hn::Vec<DF>;
@@ -104,7 +120,7 @@ HWY_INLINE void TileRowScaleMulAdd(DF df, size_t kc, const float* HWY_RESTRICT a
     HWY_UNROLL(8)
     for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::Mul(hn::LoadU(df, c + r * ldc + q * N), scale);
   }
-  TileMulAdd<kMR, kNQ>(df, kc, a, a_stride, b, ldb, acc);
+  TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc);
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
     HWY_UNROLL(8)

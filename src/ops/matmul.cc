@@ -112,13 +112,14 @@ void MultiplyTile(const RowsView& x, int64_t m0, const float* HWY_RESTRICT a,
   // rows that cross a group boundary go through `tile`.
   if (rows == static_cast<int64_t>(kMR) && cols == static_cast<int64_t>(kNR) &&
       y.col_stride == 1 && m0 / y.rows_per_group == (m0 + rows - 1) / y.rows_per_group) {
-    TileMul<kMR, kTileVectors>(df, static_cast<size_t>(k), a, b, kNR,
+    TileMul<kMR, kTileVectors>(df, static_cast<size_t>(k), PackedA{a, kMR}, b, kNR,
                                y.data + y.RowOffset(m0) + n0, static_cast<size_t>(y.row_stride),
                                w.bias() + n0);
     return;
   }
   HWY_ALIGN float tile[kMR * kNR];
-  TileMul<kMR, kTileVectors>(df, static_cast<size_t>(k), a, b, kNR, tile, kNR, w.bias() + n0);
+  TileMul<kMR, kTileVectors>(df, static_cast<size_t>(k), PackedA{a, kMR}, b, kNR, tile, kNR,
+                             w.bias() + n0);
   for (int64_t r = 0; r < rows; ++r) {
     float* dst = y.data + y.RowOffset(m0 + r) + n0 * y.col_stride;
     for (int64_t c = 0; c < cols; ++c) dst[c * y.col_stride] = tile[r * kNR + c];

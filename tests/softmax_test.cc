@@ -93,8 +93,8 @@ void TestSoftmaxTileUpdate() {
       p1[i] = s1[i];
       p2[i] = s2[i];
     }
-    SoftmaxTileUpdate(df, p1.get(), rows, ld, m.get(), l.get(), alpha.get());
-    SoftmaxTileUpdate(df, p2.get(), rows, ld, m.get(), l.get(), alpha.get());
+    SoftmaxTileUpdate(df, p1.get(), rows, ld, ld, m.get(), l.get(), alpha.get());
+    SoftmaxTileUpdate(df, p2.get(), rows, ld, ld, m.get(), l.get(), alpha.get());
     for (size_t c = 0; c < ld; ++c) {
       double mx = -INFINITY;
       for (size_t r = 0; r < rows; ++r) mx = fmax(mx, fmax(s1[r * ld + c], s2[r * ld + c]));

@@ -58,15 +58,14 @@ constexpr size_t kMR = kTileRows;
 constexpr size_t kQueryTile = kTileVectors * kLanes;
 // Register tile of P . V: kPvRows queries x kPvVectors vectors of value dims.
 // 6 x 4 = 24 accumulators + 4 V vectors + 1 broadcast of 32 zmm on AVX-512;
-// 4 x 2 + 2 + 1 of 16 registers elsewhere (Bq = 2 on SCALAR).
+// 4 x 2 + 2 + 1 of 16 registers elsewhere; smaller tiles for the remainders.
 #if HWY_MAX_BYTES >= 64
 constexpr size_t kPvRows = 6;
 constexpr size_t kPvVectors = 4;
 #else
-constexpr size_t kPvRows = kQueryTile % 4 == 0 ? 4 : kQueryTile;
+constexpr size_t kPvRows = 4;
 constexpr size_t kPvVectors = 2;
 #endif
-static_assert(kQueryTile % kPvRows == 0, "P.V row blocks must tile the query tile");
 // Keys per online-softmax step: 8 panels (64 keys on AVX-512, 48 on AVX2).
 // On AVX-512 with D = Dv = 64 a step touches S^T (12 KiB), O (12 KiB), the K
 // panels and the V rows (16 KiB each): about L1's 48 KiB. 128 keys measured
@@ -201,39 +200,77 @@ void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64
 
 // ---------------------------------------------------------------- P . V
 
-// O[rows][dv] = O * alpha + P . V for kPvRows rows and `vectors` (< kPvVectors)
-// vectors of value dims: the remainder of a row block.
-template <size_t kVectors>
-void WeightedValuesTail(size_t vectors, size_t keys, const float* p, const float* v, size_t ldv,
-                        const float* alpha, float* o, size_t ldo) {
+// O = O * alpha + P . V for kRows rows and kVectors vectors of value dims
+// from the tile's start, or for `vectors` < kVectors of them (the remainder).
+template <size_t kRows, size_t kVectors>
+void WeightedValuesTile(size_t vectors, size_t keys, const float* p_t, const float* v,
+                        size_t ldv, const float* alpha, float* o, size_t ldo) {
   if constexpr (kVectors > 0) {
     if (vectors == kVectors) {
-      TileRowScaleMulAdd<kPvRows, kVectors>(DF(), keys, PackedA{p, kQueryTile}, v, ldv, alpha, o,
-                                            ldo);
+      TileRowScaleMulAdd<kRows, kVectors>(DF(), keys, PackedA{p_t, kQueryTile}, v, ldv, alpha,
+                                          o, ldo);
       return;
     }
-    WeightedValuesTail<kVectors - 1>(vectors, keys, p, v, ldv, alpha, o, ldo);
+    WeightedValuesTile<kRows, kVectors - 1>(vectors, keys, p_t, v, ldv, alpha, o, ldo);
   }
 }
 
-// O = O * alpha + P . V_tile for the first `rows` rows (rounded up to whole
-// row blocks) of the tile: P^T is [keys][Bq] in scratch, V rows ldv apart.
+// O = O * alpha + P . V for kRows rows, all value dims.
+template <size_t kRows>
+void WeightedValueRows(size_t keys, const float* p_t, const float* v, size_t ldv, size_t vectors,
+                       const float* alpha, float* o, size_t ldo) {
+  size_t vec = 0;
+  for (; vec + kPvVectors <= vectors; vec += kPvVectors) {
+    TileRowScaleMulAdd<kRows, kPvVectors>(DF(), keys, PackedA{p_t, kQueryTile}, v + vec * kLanes,
+                                          ldv, alpha, o + vec * kLanes, ldo);
+  }
+  WeightedValuesTile<kRows, kPvVectors - 1>(vectors - vec, keys, p_t, v + vec * kLanes, ldv,
+                                             alpha, o + vec * kLanes, ldo);
+}
+
+// The last `rows` < kPvRows rows.
+template <size_t kRows>
+void WeightedValueRowsRemainder(size_t rows, size_t keys, const float* p_t, const float* v,
+                                size_t ldv, size_t vectors, const float* alpha, float* o,
+                                size_t ldo) {
+  if constexpr (kRows > 0) {
+    if (rows == kRows) {
+      WeightedValueRows<kRows>(keys, p_t, v, ldv, vectors, alpha, o, ldo);
+      return;
+    }
+    WeightedValueRowsRemainder<kRows - 1>(rows, keys, p_t, v, ldv, vectors, alpha, o, ldo);
+  }
+}
+
+// O = O * alpha + P . V_tile for the first `rows` rows of the tile: P^T is
+// [keys][Bq] in scratch, V rows ldv apart, O rows value_dim_pad apart.
 void WeightedValues(size_t rows, size_t keys, const float* HWY_RESTRICT p_t,
                     const float* HWY_RESTRICT v, size_t ldv, size_t value_dim_pad,
                     const float* HWY_RESTRICT alpha, float* HWY_RESTRICT o) {
   const size_t vectors = value_dim_pad / kLanes;
-  for (size_t r0 = 0; r0 < rows; r0 += kPvRows) {
-    float* o_rows = o + r0 * value_dim_pad;
-    size_t vec = 0;
-    for (; vec + kPvVectors <= vectors; vec += kPvVectors) {
-      TileRowScaleMulAdd<kPvRows, kPvVectors>(DF(), keys, PackedA{p_t + r0, kQueryTile},
-                                              v + vec * kLanes,
-                                              ldv, alpha + r0, o_rows + vec * kLanes,
-                                              value_dim_pad);
-    }
-    WeightedValuesTail<kPvVectors - 1>(vectors - vec, keys, p_t + r0, v + vec * kLanes, ldv,
-                                        alpha + r0, o_rows + vec * kLanes, value_dim_pad);
+  size_t r0 = 0;
+  for (; r0 + kPvRows <= rows; r0 += kPvRows) {
+    WeightedValueRows<kPvRows>(keys, p_t + r0, v, ldv, vectors, alpha + r0,
+                               o + r0 * value_dim_pad, value_dim_pad);
   }
+  WeightedValueRowsRemainder<kPvRows - 1>(rows - r0, keys, p_t + r0, v, ldv, vectors, alpha + r0,
+                                          o + r0 * value_dim_pad, value_dim_pad);
+}
+
+// ---------------------------------------------------------------- Q . K
+
+// One register tile of S^T: MR keys (from `a`) x the first `vectors` (<=
+// kVectors) vectors of queries; a partial query tile computes only the
+// vectors that hold rows.
+template <size_t kVectors, class AOperand>
+void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t, float* s_rows) {
+  if constexpr (kVectors > 1) {
+    if (vectors < kVectors) {
+      ScorePanel<kVectors - 1>(vectors, dim, a, q_t, s_rows);
+      return;
+    }
+  }
+  TileMul<kMR, kVectors>(DF(), dim, a, q_t, kQueryTile, s_rows, kQueryTile);
 }
 
 // ---------------------------------------------------------------- attend
@@ -286,7 +323,10 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
   }
   const size_t value_dim_pad = static_cast<size_t>(plan.value_dim_pad);
   // Rows the products compute: the valid ones, in whole P . V row blocks.
-  const size_t pv_rows = (static_cast<size_t>(rows) + kPvRows - 1) / kPvRows * kPvRows;
+  // Only the tile's real rows are computed: P . V by exact row blocks, Q . K
+  // and the softmax by the query vectors that hold rows.
+  const size_t pv_rows = static_cast<size_t>(rows);
+  const size_t q_vectors = (pv_rows + kLanes - 1) / kLanes;
   for (size_t i = 0; i < pv_rows * value_dim_pad; i += kLanes) hn::Store(hn::Zero(df), df, o + i);
 
   const float* k_packed = plan.PackedK(b, kvh);
@@ -305,23 +345,19 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
     for (size_t panel = 0; panel < panels; ++panel) {
       const int64_t j = jt0 + static_cast<int64_t>(panel * kMR);
       float* s_rows = s_t + panel * kMR * kQueryTile;
+      const size_t udim = static_cast<size_t>(dim);
       if (!plan.keys_in_place) {
-        TileMul<kMR, kTileVectors>(df, static_cast<size_t>(dim),
-                                   PackedA{k_packed + j * dim, kMR}, q_t, kQueryTile, s_rows,
-                                   kQueryTile);
+        ScorePanel<kTileVectors>(q_vectors, udim, PackedA{k_packed + j * dim, kMR}, q_t, s_rows);
       } else if (j + static_cast<int64_t>(kMR) <= p.kv_len) {
-        TileMul<kMR, kTileVectors>(df, static_cast<size_t>(dim),
-                                   RowMajorA{k_rows + j * ldk, static_cast<size_t>(ldk)}, q_t,
-                                   kQueryTile, s_rows, kQueryTile);
+        ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_rows + j * ldk, static_cast<size_t>(ldk)},
+                                 q_t, s_rows);
       } else {
         for (int64_t r = 0; r < static_cast<int64_t>(kMR); ++r) {
           for (int64_t d = 0; d < dim; ++d) {
             k_edge[r * dim + d] = j + r < p.kv_len ? k_rows[(j + r) * ldk + d] : 0.0f;
           }
         }
-        TileMul<kMR, kTileVectors>(df, static_cast<size_t>(dim),
-                                   RowMajorA{k_edge, static_cast<size_t>(dim)}, q_t, kQueryTile,
-                                   s_rows, kQueryTile);
+        ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_edge, udim}, q_t, s_rows);
       }
     }
     // Padding keys of the last panel.
@@ -342,7 +378,8 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
       }
     }
 
-    SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, row_max, row_sum, rescale);
+    SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, q_vectors * kLanes, row_max, row_sum,
+                      rescale);
 
     // O = O * alpha + P . V over the tile's real keys (not the padding).
     WeightedValues(pv_rows, static_cast<size_t>(jt1 - jt0), s_t, v_rows + jt0 * ldv,

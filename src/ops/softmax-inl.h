@@ -67,18 +67,18 @@ HWY_INLINE VF Exp2(DF df, VF x) {
 }
 
 // Online-softmax update for a tile of `rows` keys (rows of S^T, `ld` floats
-// apart) and ld queries (lanes). Per query column: m' = max(m, max_rows s),
+// apart) and the first `cols` queries (lanes; a multiple of the vector). Per query column: m' = max(m, max_rows s),
 // alpha = 2^(m - m'), s <- 2^(s - m') in place (the tile becomes P^T),
 // l <- l * alpha + sum_rows s, m <- m'. Writes alpha for rescaling the output
 // accumulator. m must start finite (e.g. -FLT_MAX): blocked scores are -inf,
 // and -inf - (-inf) would be NaN.
 template <class DF>
 HWY_INLINE void SoftmaxTileUpdate(DF df, float* HWY_RESTRICT s, size_t rows, size_t ld,
-                                  float* HWY_RESTRICT m, float* HWY_RESTRICT l,
+                                  size_t cols, float* HWY_RESTRICT m, float* HWY_RESTRICT l,
                                   float* HWY_RESTRICT alpha) {
   using VF = hn::Vec<DF>;
   const size_t N = hn::Lanes(df);
-  for (size_t c = 0; c < ld; c += N) {
+  for (size_t c = 0; c < cols; c += N) {
     VF mx0 = hn::Load(df, m + c);
     VF mx1 = hn::Load(df, s + c);
     size_t r = 1;

@@ -331,13 +331,19 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
     for (int64_t c = 0; c < plan.chunks; ++c) {
       m = std::max(m, plan.partial_stats[(first + c * chunk_stride + r) * 2]);
     }
-    float* o = p.out.AsMutable<float>() + p.out.Offset(b, head, pos, 0);
-    const int64_t so = p.out.stride[3];
     float l = 0.0f;
     for (int64_t c = 0; c < plan.chunks; ++c) {
+      const float* st = plan.partial_stats + (first + c * chunk_stride + r) * 2;
+      l += (plan.chunks == 1 ? 1.0f : exp2f(st[0] - m)) * st[1];
+    }
+    // No visible key: l == 0 and the row is zeros; a NaN l stays NaN.
+    const float inv = (l == 0.0f) ? 0.0f : 1.0f / l;
+    float* o = p.out.AsMutable<float>() + p.out.Offset(b, head, pos, 0);
+    const int64_t so = p.out.stride[3];
+    for (int64_t c = 0; c < plan.chunks; ++c) {
       const size_t at = first + c * chunk_stride + r;
-      const float w = plan.chunks == 1 ? 1.0f : exp2f(plan.partial_stats[at * 2] - m);
-      l += w * plan.partial_stats[at * 2 + 1];
+      const float w =
+          (plan.chunks == 1 ? 1.0f : exp2f(plan.partial_stats[at * 2] - m)) * inv;
       const float* oc = plan.partial_out + at * value_dim;
       if (c == 0) {
         for (int64_t dv = 0; dv < value_dim; ++dv) o[dv * so] = w * oc[dv];
@@ -345,9 +351,6 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
         for (int64_t dv = 0; dv < value_dim; ++dv) o[dv * so] += w * oc[dv];
       }
     }
-    // No visible key: l == 0 and the row is zeros; a NaN l stays NaN.
-    const float inv = (l == 0.0f) ? 0.0f : 1.0f / l;
-    for (int64_t dv = 0; dv < value_dim; ++dv) o[dv * so] *= inv;
     if (p.has_lse) {
       p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] =
           (l == 0.0f) ? -INFINITY : (m + log2f(l)) * kLn2;

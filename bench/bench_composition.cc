@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// bench_composition.cc: what fusion buys. The BENCH.md attention rows P1, X1,
+// P2 and the attention inside M1, each computed two ways in the same run, at
+// 1 and 2 threads:
+//
+//   BM_Composition/<id>/fused/threads:<n>      hwyattn_sdpa (the fused kernel)
+//   BM_Composition/<id>/composed/threads:<n>   three steps on the library's own
+//                                              matmul, per (batch, head):
+//     1. S = Q K^T        K [Lk][D] packed as weights on every call
+//                         (PackedWeights::Pack, part of the cost), Linear
+//     2. P = softmax(S * scale) row by row over the whole Lq x Lk matrix
+//                         (bench/composition_kernels.cc: Highway, three vector
+//                         passes; causal rows zero their masked keys)
+//     3. O = P V          V transposed to [D][Lk] and packed on every call, Linear
+//
+//   id   shape (Dv = D, layout [B, H, L, D] contiguous)
+//   P1   B=1 H=8 L=1024 D=64
+//   P2   B=1 H=8 L=2048 D=64 causal: the composed path computes the full S and
+//        P V and masks in the softmax (a plain GEMM cannot skip the triangle)
+//   X1   B=4 H=8 Lq=128 Lk=768 D=64
+//   M1a  B=4 H=8 L=512 D=64: the attention inside BENCH.md's M1 layer,
+//        without its projections
+//
+// Threads: the composed path splits the B*H heads over the threads (an OpenMP
+// loop; each head's Linear calls then run on their thread, nested regions being
+// inactive), the coarsest and cheapest split; with 1 thread it is one loop.
+// The fused path uses hwyattn_set_num_threads.
+//
+// FLOPs for both by BENCH.md's formulas (non-causal 4*B*H*Lq*Lk*D, causal
+// 2*B*H*L*(L+1)*D), so GFLOPS compares time only: the composed P2 really
+// executes twice its counted FLOPs. Counters: GFLOPS, pct_peak (% of the fp32
+// FMA peak measured at start-up). At its first run each row checks the
+// composed output against the fused one (max|diff| / max|fused| < 1e-4) and
+// prints the difference.
+//
+// Own flags (before Google Benchmark's): --peak_seconds=S, --skip_peaks.
+
+#include <hwyattn.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "bench/composition_kernels.h"
+#include "bench/machine_peak.h"
+#include "src/ops/matmul.h"
+
+namespace {
+
+struct Row {
+  const char* id;
+  int64_t B, H, Lq, Lk, D;
+  bool causal;
+  double min_time;
+};
+
+const Row kRows[] = {
+    {"P1", 1, 8, 1024, 1024, 64, false, 0.3},
+    {"X1", 4, 8, 128, 768, 64, false, 0.3},
+    {"M1a", 4, 8, 512, 512, 64, false, 0.3},
+    {"P2", 1, 8, 2048, 2048, 64, true, 0.4},
+};
+constexpr int kThreadCounts[] = {1, 2};
+
+double g_peak[3] = {0, 0, 0};
+
+double Flops(const Row& r) {
+  if (r.causal) return 2.0 * r.B * r.H * r.Lq * (r.Lq + 1.0) * r.D;
+  return 4.0 * r.B * r.H * r.Lq * r.Lk * r.D;
+}
+
+std::string Shape(const Row& r) {
+  char buf[128];
+  snprintf(buf, sizeof(buf), "B=%lld H=%lld Lq=%lld Lk=%lld D=%lld%s", static_cast<long long>(r.B),
+           static_cast<long long>(r.H), static_cast<long long>(r.Lq), static_cast<long long>(r.Lk),
+           static_cast<long long>(r.D), r.causal ? " causal" : "");
+  return buf;
+}
+
+struct Tensors {
+  int64_t B, H, Lq, Lk, D;
+  std::vector<float> q, k, v, o_fused, o_composed;
+  hwyattn_tensor tq, tk, tv, to;
+  bool checked = false;
+  std::string error;
+  explicit Tensors(const Row& r)
+      : B(r.B), H(r.H), Lq(r.Lq), Lk(r.Lk), D(r.D), q(r.B * r.H * r.Lq * r.D), k(r.B * r.H * r.Lk * r.D),
+        v(r.B * r.H * r.Lk * r.D), o_fused(q.size(), 0.0f), o_composed(q.size(), 0.0f) {
+    std::mt19937 rng(12345);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    for (std::vector<float>* b : {&q, &k, &v}) {
+      for (float& f : *b) f = uni(rng);
+    }
+    const int64_t qs[4] = {B, H, Lq, D}, ks[4] = {B, H, Lk, D};
+    hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 4, qs);
+    hwyattn_tensor_contiguous(&tk, k.data(), HWYATTN_F32, 4, ks);
+    hwyattn_tensor_contiguous(&tv, v.data(), HWYATTN_F32, 4, ks);
+    hwyattn_tensor_contiguous(&to, o_fused.data(), HWYATTN_F32, 4, qs);
+  }
+};
+
+Tensors& GetTensors(const Row& r) {
+  static std::map<std::string, std::unique_ptr<Tensors>> cache;
+  std::unique_ptr<Tensors>& t = cache[r.id];
+  if (!t) t.reset(new Tensors(r));
+  return *t;
+}
+
+// Grow-only 64-byte aligned scratch of the calling thread: S and V^T.
+float* ThreadBuffer(int which, size_t floats) {
+  static thread_local hwyattn::AlignedFloats buffers[2];
+  static thread_local size_t sizes[2] = {0, 0};
+  if (sizes[which] < floats) {
+    buffers[which] = hwyattn::AllocateFloats(floats);
+    sizes[which] = buffers[which] ? floats : 0;
+  }
+  return buffers[which].get();
+}
+
+// The composed attention of all heads into t.o_composed. 0 on success.
+int Composed(const Row& r, Tensors& t, int threads) {
+  const int64_t heads = r.B * r.H;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(r.D));
+  int failures = 0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : failures)
+  for (int64_t h = 0; h < heads; ++h) {
+    const float* q = t.q.data() + h * r.Lq * r.D;
+    const float* k = t.k.data() + h * r.Lk * r.D;
+    const float* v = t.v.data() + h * r.Lk * r.D;
+    float* o = t.o_composed.data() + h * r.Lq * r.D;
+    float* s = ThreadBuffer(0, static_cast<size_t>(r.Lq * r.Lk));
+    float* vt = ThreadBuffer(1, static_cast<size_t>(r.Lk * r.D));
+    hwyattn::PackedWeights kp, vp;
+    if (s == nullptr || vt == nullptr || !kp.Pack(k, nullptr, r.Lk, r.D)) {
+      ++failures;
+      continue;
+    }
+    // 1. S = Q K^T
+    const hwyattn::LinearOutput s_out = {&kp, hwyattn::RowsView::Dense(s, r.Lq, r.Lk, r.Lk)};
+    if (hwyattn::Linear(hwyattn::RowsView::Dense(const_cast<float*>(q), r.Lq, r.D, r.D), &s_out, 1) !=
+        HWYATTN_OK) {
+      ++failures;
+      continue;
+    }
+    // 2. P = softmax(S * scale)
+    hwyattn_bench::SoftmaxRows(s, r.Lq, r.Lk, r.Lk, scale, r.causal);
+    // 3. O = P V
+    hwyattn_bench::Transpose(v, r.Lk, r.D, vt);
+    if (!vp.Pack(vt, nullptr, r.D, r.Lk)) {
+      ++failures;
+      continue;
+    }
+    const hwyattn::LinearOutput o_out = {&vp, hwyattn::RowsView::Dense(o, r.Lq, r.D, r.D)};
+    if (hwyattn::Linear(hwyattn::RowsView::Dense(s, r.Lq, r.Lk, r.Lk), &o_out, 1) != HWYATTN_OK) ++failures;
+  }
+  return failures;
+}
+
+hwyattn_status Fused(const Row& r, Tensors& t) {
+  hwyattn_sdpa_options opts;
+  hwyattn_sdpa_options_init(&opts);
+  opts.causal = r.causal ? HWYATTN_CAUSAL_TOP_LEFT : HWYATTN_CAUSAL_NONE;
+  return hwyattn_sdpa(&t.tq, &t.tk, &t.tv, &t.to, &opts);
+}
+
+// Runs both once and compares them. "" or the mismatch.
+std::string Check(const Row& r, Tensors& t) {
+  hwyattn_set_num_threads(1);
+  if (Fused(r, t) != HWYATTN_OK) return std::string("hwyattn_sdpa: ") + hwyattn_last_error();
+  if (Composed(r, t, 1) != 0) return "composed attention: out of memory";
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < t.o_fused.size(); ++i) {
+    max_ref = std::max(max_ref, static_cast<double>(std::fabs(t.o_fused[i])));
+    max_diff = std::max(max_diff, static_cast<double>(std::fabs(t.o_fused[i] - t.o_composed[i])));
+  }
+  const bool ok = max_diff <= 1e-4 * max_ref;
+  fprintf(stderr, "%s: composed vs fused max|diff| / max|fused| = %.2e: %s\n", r.id, max_diff / max_ref,
+          ok ? "ok" : "MISMATCH");
+  if (!ok) return std::string(r.id) + ": composed and fused outputs differ";
+  return "";
+}
+
+void SetCounters(benchmark::State& state, const Row& r, int threads) {
+  using benchmark::Counter;
+  const double gflop = Flops(r) * static_cast<double>(state.iterations()) * 1e-9;
+  state.counters["GFLOPS"] = Counter(gflop, Counter::kIsRate);
+  const double peak = g_peak[threads];
+  state.counters["pct_peak"] = Counter(peak > 0 ? gflop / peak * 100.0 : 0.0, Counter::kIsRate);
+  state.SetLabel(Shape(r));
+}
+
+bool Prepare(benchmark::State& state, const Row& r, Tensors& t) {
+  if (!t.checked) {
+    t.error = Check(r, t);
+    t.checked = true;
+  }
+  if (!t.error.empty()) {
+    state.SkipWithError(t.error.c_str());
+    return false;
+  }
+  return true;
+}
+
+void BM_Fused(benchmark::State& state, const Row* row) {
+  const Row& r = *row;
+  const int threads = static_cast<int>(state.range(0));
+  Tensors& t = GetTensors(r);
+  if (!Prepare(state, r, t)) return;
+  hwyattn_set_num_threads(threads);
+  hwyattn_status st = Fused(r, t);
+  for (auto _ : state) {
+    st = Fused(r, t);
+    benchmark::DoNotOptimize(st);
+    benchmark::ClobberMemory();
+  }
+  if (st != HWYATTN_OK) {
+    state.SkipWithError("hwyattn_sdpa failed in the timed loop");
+    return;
+  }
+  SetCounters(state, r, threads);
+}
+
+void BM_Composed(benchmark::State& state, const Row* row) {
+  const Row& r = *row;
+  const int threads = static_cast<int>(state.range(0));
+  Tensors& t = GetTensors(r);
+  if (!Prepare(state, r, t)) return;
+  hwyattn_set_num_threads(threads);
+  int failures = Composed(r, t, threads);
+  for (auto _ : state) {
+    failures += Composed(r, t, threads);
+    benchmark::ClobberMemory();
+  }
+  if (failures != 0) {
+    state.SkipWithError("composed attention: out of memory");
+    return;
+  }
+  SetCounters(state, r, threads);
+}
+
+std::string Format(const char* fmt, double v) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+void DropArg(int& argc, char** argv, int i) {
+  for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+  --argc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double peak_seconds = 0.2;
+  bool skip_peaks = false, listing = false;
+  for (int i = 1; i < argc;) {
+    if (strncmp(argv[i], "--peak_seconds=", 15) == 0) {
+      peak_seconds = atof(argv[i] + 15);
+      DropArg(argc, argv, i);
+    } else if (strcmp(argv[i], "--skip_peaks") == 0) {
+      skip_peaks = true;
+      DropArg(argc, argv, i);
+    } else {
+      if (strncmp(argv[i], "--benchmark_list_tests", 22) == 0 &&
+          strcmp(argv[i], "--benchmark_list_tests=false") != 0) {
+        listing = true;
+      }
+      ++i;
+    }
+  }
+  // The composed path's Linear calls run inside its head loop: keep nested
+  // regions inactive (libgomp's default, made explicit).
+  omp_set_max_active_levels(1);
+
+  for (const Row& r : kRows) {
+    for (int composed = 0; composed < 2; ++composed) {
+      const std::string name = std::string("BM_Composition/") + r.id + (composed ? "/composed" : "/fused");
+      benchmark::internal::Benchmark* b =
+          composed ? benchmark::RegisterBenchmark(name.c_str(), BM_Composed, &r)
+                   : benchmark::RegisterBenchmark(name.c_str(), BM_Fused, &r);
+      b->ArgName("threads");
+      for (int n : kThreadCounts) b->Arg(n);
+      b->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(r.min_time);
+    }
+  }
+
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+
+  benchmark::AddCustomContext("hwyattn_version", hwyattn_version());
+  benchmark::AddCustomContext("simd_target", hwyattn_simd_target());
+  benchmark::AddCustomContext("softmax_target", hwyattn_bench::CompositionTargetName());
+  if (!skip_peaks && !listing) {
+    fprintf(stderr, "measuring the FMA peak...\n");
+    for (int n : kThreadCounts) g_peak[n] = hwyattn_bench::MeasureFmaPeakGflops(n, peak_seconds, 5);
+    if (g_peak[2] < 1.6 * g_peak[1]) {
+      fprintf(stderr, "WARNING: 2 threads reach only %.2fx the FMA rate of 1: the second core is busy.\n",
+              g_peak[2] / g_peak[1]);
+    }
+    benchmark::AddCustomContext("peak_target", hwyattn_bench::PeakTargetName());
+    for (int n : kThreadCounts) {
+      benchmark::AddCustomContext("fma_peak_gflops_" + std::to_string(n) + "t", Format("%.1f", g_peak[n]));
+    }
+  }
+
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Turns bench_attention's Google Benchmark JSON into a Markdown table and an SVG chart.
+"""Turns the benchmarks' Google Benchmark JSON into Markdown tables and SVG charts.
 
     python3 bench/report.py [bench/results/latest.json] [--out-dir bench/results]
+        [--matmul bench/results/matmul.json] [--composition bench/results/composition.json]
+
+--matmul and --composition default to matmul.json and composition.json next to
+the attention JSON, and are skipped when the file does not exist.
 
 Input: the file written by
     bench_attention --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
@@ -16,6 +20,12 @@ Output:
                               K/V GB/s for decode rows, the BENCH.md target
     <out-dir>/attention.svg   GFLOP/s per row at 1 and 2 threads, with the measured
                               peaks as lines (hand-written SVG, no matplotlib)
+    table.md, more sections   bench_matmul: hwyattn's packed matmul against oneDNN's
+                              sgemm (GFLOP/s, % of peak, hwyattn/oneDNN) at 1 and 2
+                              threads; bench_composition: the fused kernel against
+                              Q K^T + softmax + P V on the library's matmul (speed-up
+                              of fusion)
+    <out-dir>/matmul.svg      the matmul comparison as a chart
 
 Python 3 standard library only.
 """
@@ -43,6 +53,20 @@ TARGETS = {
 }
 
 NAME_RE = re.compile(r"^BM_Attention/(?P<id>[A-Za-z0-9]+)/threads:(?P<threads>\d+)")
+MATMUL_RE = re.compile(r"^BM_Matmul/(?P<impl>hwyattn|onednn)/(?P<id>[A-Za-z0-9_]+)/threads:(?P<threads>\d+)")
+COMPOSITION_RE = re.compile(
+    r"^BM_Composition/(?P<id>[A-Za-z0-9]+)/(?P<impl>fused|composed)/threads:(?P<threads>\d+)")
+
+MATMUL_ORDER = ["sq512", "sq1024", "sq2048", "m1_qkv", "m1_out"]
+MATMUL_NOTES = {
+    "m1_qkv": "M1 Q/K/V projection (B*L rows)",
+    "m1_out": "M1 output projection",
+}
+COMPOSITION_ORDER = ["P1", "X1", "M1a", "P2"]
+COMPOSITION_NOTES = {
+    "M1a": "M1's attention, no projections",
+    "P2": "composed: full S and P V, masked in the softmax",
+}
 
 UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
@@ -65,18 +89,18 @@ def as_float(value):
         return None
 
 
-def load_results(path):
-    """Returns (context, {(id, threads): entry}) with the median of each run."""
+def load_medians(path, name_re, key_of):
+    """Returns (context, {key: entry}) with the median of each run; key_of(match) makes the key."""
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     context = data.get("context", {})
     medians = {}
     iterations = {}
     for b in data.get("benchmarks", []):
-        m = NAME_RE.match(b.get("run_name") or b.get("name", ""))
+        m = name_re.match(b.get("run_name") or b.get("name", ""))
         if not m:
             continue
-        key = (m.group("id"), int(m.group("threads")))
+        key = key_of(m)
         if b.get("run_type") == "aggregate":
             if b.get("aggregate_name") == "median":
                 medians[key] = b
@@ -94,6 +118,11 @@ def load_results(path):
         ok.sort(key=lambda r: r["real_time"])
         results[key] = ok[len(ok) // 2]
     return context, results
+
+
+def load_results(path):
+    """Attention rows: (context, {(id, threads): entry})."""
+    return load_medians(path, NAME_RE, lambda m: (m.group("id"), int(m.group("threads"))))
 
 
 def seconds(entry):
@@ -132,7 +161,7 @@ def ordered_ids(results):
     return known + sorted(ids - set(known))
 
 
-def write_table(path, context, results, source):
+def write_table(path, context, results, source, extra_sections=()):
     peaks = {t: as_float(context.get("fma_peak_gflops_%dt" % t)) for t in (1, 2)}
     bws = {t: as_float(context.get("read_bw_gbps_%dt" % t)) for t in (1, 2)}
     lines = []
@@ -232,6 +261,9 @@ def write_table(path, context, results, source):
         lines.append("")
         lines.append("M1 (whole multi-head layer) is not benchmarked yet: the C ABI has no MHA module.")
     lines.append("")
+    for section in extra_sections:
+        lines.extend(section)
+        lines.append("")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
 
@@ -356,11 +388,246 @@ def write_svg(path, context, results):
         f.write("\n".join(out) + "\n")
 
 
+def peaks_of(context):
+    return {t: as_float(context.get("fma_peak_gflops_%dt" % t)) for t in (1, 2)}
+
+
+def reps_text(results):
+    reps = {
+        e.get("repetitions")
+        for e in results.values()
+        if e.get("run_type") == "aggregate" and (e.get("repetitions") or 0) > 1
+    }
+    return ("median of %s repetitions" % "/".join(str(r) for r in sorted(reps))) if reps else "single run"
+
+
+def gflops_cell(entry, peak):
+    g = counter(entry, "GFLOPS")
+    if g is None:
+        return "error" if entry is not None and entry.get("error_occurred") else "-"
+    if peak:
+        return "%.1f (%.0f%%)" % (g, counter(entry, "pct_peak") or 0.0)
+    return "%.1f" % g
+
+
+def ratio_cell(a, b):
+    """a / b of two GFLOPS counters, or '-'."""
+    ga, gb = counter(a, "GFLOPS"), counter(b, "GFLOPS")
+    if not ga or not gb:
+        return "-"
+    return "%.2f" % (ga / gb)
+
+
+def ordered(keys, order):
+    known = [i for i in order if i in keys]
+    return known + sorted(set(keys) - set(known))
+
+
+def matmul_section(context, results, source):
+    """Markdown lines: hwyattn's packed matmul against oneDNN's sgemm."""
+    peaks = peaks_of(context)
+    have_dnnl = any(k[0] == "onednn" for k in results)
+    lines = ["## Matmul: hwyattn's packed matmul against oneDNN", ""]
+    lines.append(
+        "Y = X W^T, W [N][K] in nn.Linear's layout. hwyattn: `PackedWeights::Pack` once outside the timed "
+        "loop (as the MHA module does), X packed on every `Linear` call. oneDNN %s (`dnnl_sgemm('N', 'T')`, "
+        "ISA %s): packs inside every call. Same process, same inputs; %s, hwyattn and oneDNN repetitions "
+        "randomly interleaved. GFLOP/s = 2*M*N*K / time, (%% of the FMA peak measured in this run: "
+        "%s / %s GFLOP/s at 1 / 2 threads). Thread check at start-up (sq1024, 2t/1t): hwyattn %sx, oneDNN %sx. "
+        "Source: `%s`."
+        % (
+            context.get("onednn_version", "?"),
+            context.get("onednn_isa", "?"),
+            reps_text(results),
+            fmt_num(peaks[1]),
+            fmt_num(peaks[2]),
+            context.get("threads_check_hwyattn_2t_speedup", "?"),
+            context.get("threads_check_onednn_2t_speedup", "-"),
+            source,
+        )
+    )
+    if not have_dnnl:
+        lines.append("")
+        lines.append("bench_matmul was built without oneDNN (libdnnl-dev): hwyattn rows only.")
+    if peaks[1] and peaks[2] and peaks[2] < 1.6 * peaks[1]:
+        lines.append("")
+        lines.append("**Warning:** the 2-thread FMA peak is only %.2fx the 1-thread one: the 2-thread rows are "
+                     "not reliable." % (peaks[2] / peaks[1]))
+    lines.append("")
+    lines.append("| problem | shape | hwyattn 1t | oneDNN 1t | hwyattn/oneDNN 1t | hwyattn 2t | oneDNN 2t "
+                 "| hwyattn/oneDNN 2t | 2t/1t hwyattn / oneDNN |")
+    lines.append("|---------|-------|-----------:|----------:|------------------:|-----------:|----------:"
+                 "|------------------:|------|")
+    for pid in ordered({k[1] for k in results}, MATMUL_ORDER):
+        h1, h2 = results.get(("hwyattn", pid, 1)), results.get(("hwyattn", pid, 2))
+        d1, d2 = results.get(("onednn", pid, 1)), results.get(("onednn", pid, 2))
+        shape = (h1 or h2 or d1 or d2 or {}).get("label", "")
+        if pid in MATMUL_NOTES:
+            shape += " (%s)" % MATMUL_NOTES[pid]
+        lines.append("| " + " | ".join([
+            pid,
+            shape,
+            gflops_cell(h1, peaks[1]),
+            gflops_cell(d1, peaks[1]),
+            ratio_cell(h1, d1),
+            gflops_cell(h2, peaks[2]),
+            gflops_cell(d2, peaks[2]),
+            ratio_cell(h2, d2),
+            "%s / %s" % (ratio_cell(h2, h1), ratio_cell(d2, d1)),
+        ]) + " |")
+    return lines
+
+
+def composition_section(context, results, source):
+    """Markdown lines: the fused kernel against the unfused composition."""
+    peaks = peaks_of(context)
+    lines = ["## Fused against composed attention", ""]
+    lines.append(
+        "composed = per (batch, head): S = Q K^T on the library's matmul (K packed on every call), a separate "
+        "row softmax over the whole Lq x Lk matrix (Highway, three passes), O = P V (V^T packed on every call); "
+        "heads split over the threads. fused = `hwyattn_sdpa`. Same process and inputs, outputs checked "
+        "against each other; %s, fused and composed repetitions randomly interleaved. GFLOP/s by the BENCH.md "
+        "formulas for both (the composed P2 executes the full square but is credited with the causal half), "
+        "%% of the FMA peak measured in this run (%s / %s GFLOP/s). Source: `%s`."
+        % (reps_text(results), fmt_num(peaks[1]), fmt_num(peaks[2]), source)
+    )
+    lines.append("")
+    lines.append("| id | shape | fused 1t | composed 1t | fusion speed-up 1t | fused 2t | composed 2t "
+                 "| fusion speed-up 2t |")
+    lines.append("|----|-------|---------:|------------:|-------------------:|---------:|------------:"
+                 "|-------------------:|")
+
+    def cell(e, peak):
+        if e is None:
+            return "-"
+        if e.get("error_occurred"):
+            return "error"
+        return "%s, %s" % (fmt_time(e), gflops_cell(e, peak))
+
+    def speedup(fused, composed):
+        if not fused or not composed or fused.get("error_occurred") or composed.get("error_occurred"):
+            return "-"
+        return "%.2fx" % (seconds(composed) / seconds(fused))
+
+    for rid in ordered({k[0] for k in results}, COMPOSITION_ORDER):
+        f1, f2 = results.get((rid, "fused", 1)), results.get((rid, "fused", 2))
+        c1, c2 = results.get((rid, "composed", 1)), results.get((rid, "composed", 2))
+        shape = (f1 or f2 or c1 or c2 or {}).get("label", "")
+        if rid in COMPOSITION_NOTES:
+            shape += " (%s)" % COMPOSITION_NOTES[rid]
+        lines.append("| " + " | ".join([
+            rid, shape, cell(f1, peaks[1]), cell(c1, peaks[1]), speedup(f1, c1),
+            cell(f2, peaks[2]), cell(c2, peaks[2]), speedup(f2, c2),
+        ]) + " |")
+        for e in (f1, f2, c1, c2):
+            if e is not None and e.get("error_occurred"):
+                lines.append("")
+                lines.append("%s: error: %s" % (rid, e.get("error_message", "")))
+    return lines
+
+
+def write_grouped_svg(path, title, subtitle, groups, series, values, peaks):
+    """Grouped bars: groups [(key, label)], series [(key, legend, colour)], values {(group, series): v}."""
+    top = max([v for v in values.values() if v] + [p for p in peaks.values() if p] + [1.0])
+    step = nice_step(top * 1.08)
+    ymax = step * math.ceil(top * 1.08 / step)
+    width, height = 1040, 500
+    left, right, top_m, bottom = 80, 190, 60, 70
+    plot_w = width - left - right
+    plot_h = height - top_m - bottom
+    peak_colors = {1: "#1F3F66", 2: "#9C4A00"}
+
+    def y(v):
+        return top_m + plot_h - (v / ymax) * plot_h
+
+    out = ['<?xml version="1.0" encoding="UTF-8"?>']
+    out.append('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
+               'font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="13">' % (width, height, width, height))
+    out.append('<rect x="0" y="0" width="%d" height="%d" fill="white"/>' % (width, height))
+    out.append('<text x="%d" y="26" font-size="16" font-weight="bold">%s</text>' % (left, escape(title)))
+    out.append('<text x="%d" y="46" font-size="12" fill="#555">%s</text>' % (left, escape(subtitle)))
+    v = 0.0
+    while v <= ymax + 1e-9:
+        yy = y(v)
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e0e0e0"/>' % (left, yy, left + plot_w, yy))
+        out.append('<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%g</text>' % (left - 8, yy, v))
+        v += step
+    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (left, top_m, left, top_m + plot_h))
+    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
+               % (left, top_m + plot_h, left + plot_w, top_m + plot_h))
+    out.append('<text transform="translate(22,%d) rotate(-90)" text-anchor="middle" font-size="14">GFLOP/s</text>'
+               % (top_m + plot_h // 2))
+    n = max(len(groups), 1)
+    group_w = plot_w / n
+    bar_w = min(30.0, group_w * 0.8 / max(len(series), 1))
+    for i, (gkey, glabel) in enumerate(groups):
+        x_start = left + group_w * (i + 0.5) - bar_w * len(series) / 2
+        for j, (skey, slabel, colour) in enumerate(series):
+            val = values.get((gkey, skey))
+            x0 = x_start + j * bar_w
+            if not val:
+                continue
+            yy = y(val)
+            out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s, %s: %.1f GFLOP/s</title></rect>'
+                       % (x0 + 1, yy, bar_w - 2, top_m + plot_h - yy, colour, glabel, slabel, val))
+            out.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%.0f</text>'
+                       % (x0 + bar_w / 2, yy - 4, val))
+        for k, part in enumerate(glabel.split("\n")):
+            out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="%d"%s>%s</text>'
+                       % (left + group_w * (i + 0.5), top_m + plot_h + 20 + 14 * k, 13 if k == 0 else 10,
+                          ' font-weight="bold"' if k == 0 else ' fill="#444"', escape(part)))
+    label_ys = []
+    for t in (1, 2):
+        p = peaks.get(t)
+        if not p:
+            continue
+        yy = y(p)
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="6,4"/>'
+                   % (left, yy, left + plot_w, yy, peak_colors[t]))
+        ly_text = yy
+        for other in label_ys:
+            if abs(ly_text - other) < 15:
+                ly_text = other - 15
+        label_ys.append(ly_text)
+        out.append('<text x="%d" y="%.1f" dominant-baseline="middle" font-size="12" fill="%s">peak %dt: %.0f</text>'
+                   % (left + plot_w + 6, ly_text, peak_colors[t], t, p))
+    lx, ly = left + plot_w + 6, top_m + plot_h - 22 * len(series)
+    for k, (skey, slabel, colour) in enumerate(series):
+        out.append('<rect x="%d" y="%d" width="14" height="14" fill="%s"/>' % (lx, ly + 22 * k, colour))
+        out.append('<text x="%d" y="%d" dominant-baseline="middle">%s</text>' % (lx + 20, ly + 22 * k + 7, escape(slabel)))
+    out.append("</svg>")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def write_matmul_svg(path, context, results):
+    ids = ordered({k[1] for k in results}, MATMUL_ORDER)
+    groups = []
+    for pid in ids:
+        e = next((results[k] for k in results if k[1] == pid), {})
+        groups.append((pid, pid + "\n" + e.get("label", "")))
+    series = [(("hwyattn", 1), "hwyattn 1t", "#4C78A8"), (("onednn", 1), "oneDNN 1t", "#9ECAE9"),
+              (("hwyattn", 2), "hwyattn 2t", "#F58518"), (("onednn", 2), "oneDNN 2t", "#FFBF79")]
+    values = {}
+    for pid in ids:
+        for (impl, t), _, _ in series:
+            values[(pid, (impl, t))] = counter(results.get((impl, pid, t)), "GFLOPS")
+    write_grouped_svg(
+        path,
+        "fp32 matmul Y = X W^T, GFLOP/s (median): hwyattn packed matmul vs oneDNN %s sgemm"
+        % context.get("onednn_version", ""),
+        "%s, %s; dashed lines: FMA peak measured in the same run" % (cpu_model(), context.get("date", "")),
+        groups, series, values, peaks_of(context))
+
+
 def main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", nargs="?", default=os.path.join(here, "results", "latest.json"))
     ap.add_argument("--out-dir", default=os.path.join(here, "results"))
+    ap.add_argument("--matmul", default=None, help="bench_matmul JSON (default: matmul.json next to json)")
+    ap.add_argument("--composition", default=None,
+                    help="bench_composition JSON (default: composition.json next to json)")
     args = ap.parse_args(argv)
     context, results = load_results(args.json)
     if not results:
@@ -369,15 +636,43 @@ def main(argv):
     os.makedirs(args.out_dir, exist_ok=True)
     table = os.path.join(args.out_dir, "table.md")
     svg = os.path.join(args.out_dir, "attention.svg")
-    try:
-        source = os.path.relpath(args.json)
-    except ValueError:
-        source = args.json
-    write_table(table, context, results, source)
+
+    def rel(path):
+        try:
+            return os.path.relpath(path)
+        except ValueError:
+            return path
+
+    json_dir = os.path.dirname(os.path.abspath(args.json))
+    sections = []
+    written = [table, svg]
+    matmul_json = args.matmul or os.path.join(json_dir, "matmul.json")
+    if os.path.exists(matmul_json):
+        mctx, mres = load_medians(matmul_json, MATMUL_RE,
+                                  lambda m: (m.group("impl"), m.group("id"), int(m.group("threads"))))
+        if mres:
+            sections.append(matmul_section(mctx, mres, rel(matmul_json)))
+            msvg = os.path.join(args.out_dir, "matmul.svg")
+            write_matmul_svg(msvg, mctx, mres)
+            written.append(msvg)
+            sections[-1] += ["", "Chart: `matmul.svg`."]
+    elif args.matmul:
+        print("report.py: %s does not exist" % matmul_json, file=sys.stderr)
+        return 1
+    comp_json = args.composition or os.path.join(json_dir, "composition.json")
+    if os.path.exists(comp_json):
+        cctx, cres = load_medians(comp_json, COMPOSITION_RE,
+                                  lambda m: (m.group("id"), m.group("impl"), int(m.group("threads"))))
+        if cres:
+            sections.append(composition_section(cctx, cres, rel(comp_json)))
+    elif args.composition:
+        print("report.py: %s does not exist" % comp_json, file=sys.stderr)
+        return 1
+    write_table(table, context, results, rel(args.json), sections)
     write_svg(svg, context, results)
     with open(table, encoding="utf-8") as f:
         sys.stdout.write(f.read())
-    print("wrote %s and %s" % (table, svg))
+    print("wrote %s" % ", ".join(written))
     return 0
 
 

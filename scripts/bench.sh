@@ -1,31 +1,50 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# scripts/bench.sh: build hwyattn in Release and run the attention benchmarks
-# (BENCH.md rows at 1 and 2 threads, with this machine's FMA peak and read
-# bandwidth measured in the same run), then write
-#   bench/results/latest.json   Google Benchmark JSON (median of 5 repetitions)
-#   bench/results/table.md      the Markdown table
-#   bench/results/attention.svg the chart
+# scripts/bench.sh: build hwyattn in Release and run the benchmarks, each
+# measuring this machine's FMA peak in the same run, then write
+#   bench/results/latest.json       bench_attention: BENCH.md rows at 1 and 2 threads,
+#                                   with the peak and the read bandwidth
+#   bench/results/matmul.json       bench_matmul: the packed matmul against oneDNN's sgemm
+#   bench/results/composition.json  bench_composition: fused against Q K^T + softmax + P V
+#   bench/results/table.md          the Markdown tables (bench/report.py)
+#   bench/results/attention.svg     the attention chart
+#   bench/results/matmul.svg        the matmul chart
+# Each benchmark: median of 5 repetitions; bench_matmul and bench_composition
+# interleave their repetitions at random, so the two sides of each comparison
+# alternate in time. About 4-5 minutes on the 2-core reference machine once built.
 #
-# Usage (from anywhere; as root on a fresh Debian 12 it installs what is missing):
+# Usage (from anywhere; as root on a fresh Debian 12 it installs what is missing,
+# plus libdnnl-dev, the oneDNN that bench_matmul compares with):
 #   scripts/bench.sh [extra bench_attention flags, e.g. --benchmark_filter=P1]
 # Environment:
 #   BUILD_DIR             build directory (default: build, relative to the repo root)
 #   HWYATTN_BENCH_BW_MIB  bandwidth buffer size in MiB (default 1024)
 #   JOBS                  parallel build jobs (default: nproc)
+#   REPETITIONS           repetitions per benchmark (default 5)
+#   BENCH_ONLY            space-separated subset of "attention matmul composition"
+#                         to run (default: all three); the report uses the JSON
+#                         files present
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+REPETITIONS=${REPETITIONS:-5}
+BENCH_ONLY=${BENCH_ONLY:-attention matmul composition}
 
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
 install_missing_packages bench.sh
+# Benchmark-only packages, not in deps.sh's list (which the tests use): oneDNN
+# for bench_matmul's comparison. Optional: without it (no root, no network)
+# bench_matmul builds and runs the hwyattn rows only.
+HWYATTN_BENCH_PACKAGES=(libdnnl-dev)
+( HWYATTN_PACKAGES=("${HWYATTN_BENCH_PACKAGES[@]}"); install_missing_packages bench.sh ) ||
+  echo "bench.sh: warning: could not install ${HWYATTN_BENCH_PACKAGES[*]}; bench_matmul runs without oneDNN" >&2
 
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_BENCH=ON
-cmake --build "$BUILD_DIR" -j"$JOBS" --target bench_attention
+cmake --build "$BUILD_DIR" -j"$JOBS" --target bench_attention bench_matmul bench_composition
 
 # The 2-thread figures need both cores: warn if something else is using them
 # (CPU idle time over one second, from /proc/stat).
@@ -42,14 +61,25 @@ if [[ -r /proc/stat ]]; then
 fi
 
 mkdir -p bench/results
-out=bench/results/latest.json
-# Written to a temporary name first, so an interrupted run keeps the last good JSON.
-"$BUILD_DIR/bench/bench_attention" \
-  --benchmark_repetitions=5 \
-  --benchmark_report_aggregates_only=true \
-  --benchmark_out="$out.tmp" \
-  --benchmark_out_format=json \
-  "$@"
-mv "$out.tmp" "$out"
+# run <name> <binary> <json> [flags...]: each JSON is written to a temporary
+# name first, so an interrupted run keeps the last good one.
+run() {
+  local name=$1 binary=$2 out=$3
+  shift 3
+  [[ " $BENCH_ONLY " == *" $name "* ]] || return 0
+  echo "bench.sh: $name ($(date +%T))" >&2
+  "$BUILD_DIR/bench/$binary" \
+    --benchmark_repetitions="$REPETITIONS" \
+    --benchmark_report_aggregates_only=true \
+    --benchmark_out="$out.tmp" \
+    --benchmark_out_format=json \
+    "$@"
+  mv "$out.tmp" "$out"
+}
 
-python3 bench/report.py "$out" --out-dir bench/results
+run attention bench_attention bench/results/latest.json "$@"
+run matmul bench_matmul bench/results/matmul.json --benchmark_enable_random_interleaving=true
+run composition bench_composition bench/results/composition.json --benchmark_enable_random_interleaving=true
+echo "bench.sh: done ($(date +%T))" >&2
+
+python3 bench/report.py bench/results/latest.json --out-dir bench/results

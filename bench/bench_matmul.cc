@@ -256,6 +256,7 @@ bool CheckCorrectness() {
 void CheckThreads() {
   Operands o(1024, 1024, 1024);
   auto run = [&](bool dnnl, int threads) {
+    (void)dnnl;  // unused without oneDNN
     SetThreads(threads);
     return TimeCall([&] {
 #ifdef HWYATTN_BENCH_HAVE_DNNL

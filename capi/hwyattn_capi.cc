@@ -51,7 +51,12 @@ const char* hwyattn_version(void) {
 #undef HWYATTN_STR2
 }
 
-const char* hwyattn_status_string(hwyattn_status s) {
+const char* hwyattn_status_string(hwyattn_status status) {
+  // A C caller may pass any int; loading one outside the enumerators as the
+  // C++ enum is undefined, so the bits are read as an int.
+  int32_t s;
+  static_assert(sizeof(s) == sizeof(status), "enum layout");
+  memcpy(&s, &status, sizeof(s));
   switch (s) {
     case HWYATTN_OK: return "HWYATTN_OK: success";
     case HWYATTN_INVALID_ARGUMENT: return "HWYATTN_INVALID_ARGUMENT: an argument is invalid";

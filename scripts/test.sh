@@ -8,10 +8,25 @@
 #
 # Usage (from anywhere; as root on a fresh Debian 12 it installs what is missing):
 #   scripts/test.sh [extra ctest flags, e.g. -R install]
+#   scripts/test.sh --sanitizers [extra ctest flags]
 # Environment:
 #   BUILD_DIR     build directory (default: build, relative to the repo root)
 #   JOBS          parallel build and test jobs (default: nproc)
 #   TEST_TIMEOUT  per-test timeout in seconds (default 900)
+#
+# --sanitizers: the second mode (.ci/run runs it after the normal one). With
+# clang-14 (Debian's clang-14, libclang-rt-14-dev, libomp-14-dev):
+#   1. $ASAN_BUILD_DIR (default build-asan): -DHWYATTN_SANITIZE=address,undefined
+#      (-fno-sanitize-recover=all) plus the libFuzzer target; runs every C/C++
+#      test (not the Python and install tests, which load or link the library
+#      from outside the instrumented build), then fuzz_sdpa for FUZZ_SECONDS
+#      (default 60) over a copy of tests/fuzz/corpus.
+#   2. $TSAN_BUILD_DIR (default build-tsan): -DHWYATTN_SANITIZE=thread with
+#      -DHWYATTN_OPENMP=OFF (libgomp/libomp synchronisation is invisible to
+#      TSan; the OpenMP loops run serially, so TSan checks what callers can
+#      race on: the shared module, scratch, thread settings, last error);
+#      runs the multi-threaded tests (concurrency_test, threads_test,
+#      mha_test) for every SIMD target.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -19,10 +34,59 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 TEST_TIMEOUT=${TEST_TIMEOUT:-900}
 
+MODE=normal
+if [[ ${1:-} == --sanitizers ]]; then
+  MODE=sanitizers
+  shift
+fi
+
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
+if [[ $MODE == sanitizers ]]; then
+  HWYATTN_PACKAGES+=("${HWYATTN_SANITIZER_PACKAGES[@]}")
+fi
 install_missing_packages test.sh
 
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_TESTS=ON
-cmake --build "$BUILD_DIR" -j"$JOBS"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" "$@"
+if [[ $MODE == normal ]]; then
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_TESTS=ON
+  cmake --build "$BUILD_DIR" -j"$JOBS"
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" "$@"
+  exit 0
+fi
+
+ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
+TSAN_BUILD_DIR=${TSAN_BUILD_DIR:-build-tsan}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+export CC=clang-14 CXX=clang++-14
+# Lean configurations: no benchmarks, no examples.
+lean=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DHWYATTN_BUILD_TESTS=ON -DHWYATTN_BUILD_BENCH=OFF
+      -DHWYATTN_BUILD_EXAMPLES=OFF)
+stamp() { echo "test.sh --sanitizers: $* ($(date +%T), ${SECONDS}s)"; }
+
+stamp "AddressSanitizer + UndefinedBehaviorSanitizer build"
+cmake -S . -B "$ASAN_BUILD_DIR" "${lean[@]}" -DHWYATTN_SANITIZE=address,undefined \
+  -DHWYATTN_BUILD_FUZZ=ON
+cmake --build "$ASAN_BUILD_DIR" -j"$JOBS"
+stamp "AddressSanitizer + UndefinedBehaviorSanitizer tests"
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+  ctest --test-dir "$ASAN_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" \
+    -E '^(python_tests|install\.|examples\.)' "$@"
+
+stamp "fuzz_sdpa for ${FUZZ_SECONDS}s"
+corpus=$(mktemp -d)
+trap 'rm -rf "$corpus"' EXIT
+cp tests/fuzz/corpus/* "$corpus"/
+# New inputs go to the temporary copy; a failure leaves crash-* in the
+# ASan build directory (reproduce: $ASAN_BUILD_DIR/tests/fuzz/fuzz_sdpa crash-...).
+(cd "$ASAN_BUILD_DIR" && ./tests/fuzz/fuzz_sdpa -max_total_time="$FUZZ_SECONDS" \
+   -print_final_stats=1 "$corpus")
+
+stamp "ThreadSanitizer build (HWYATTN_OPENMP=OFF)"
+cmake -S . -B "$TSAN_BUILD_DIR" "${lean[@]}" -DHWYATTN_SANITIZE=thread -DHWYATTN_OPENMP=OFF
+cmake --build "$TSAN_BUILD_DIR" -j"$JOBS"
+stamp "ThreadSanitizer tests"
+TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
+  ctest --test-dir "$TSAN_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" \
+    -R '^(concurrency_test|threads_test|mha_test)\.' "$@"
+stamp "all sanitizer runs passed"

@@ -1,0 +1,563 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// libFuzzer target for hwyattn_sdpa and hwyattn_mha_forward (built with
+// -DHWYATTN_BUILD_FUZZ=ON and clang, run by scripts/test.sh --sanitizers
+// under AddressSanitizer + UndefinedBehaviorSanitizer).
+//
+// The input bytes choose a problem (sizes, GQA, dtypes, layouts: permuted,
+// padded and broadcast strides, ranks), options (causal, scale, masks,
+// kv_len, weights, lse) and the data, then optionally corrupt one field of
+// one argument with an arbitrary value. Every tensor gets its own heap
+// block of exactly the bytes its descriptor spans, so any read or write out
+// of bounds is an AddressSanitizer report.
+//
+//  - The library accepts the call: the outputs must match the double
+//    reference (tests/reference.h) within 1e-5 of max|reference| when the
+//    inputs are finite (and nothing outside the outputs may change).
+//  - It rejects the call: status != OK, a non-empty hwyattn_last_error(),
+//    and every output byte unchanged.
+// A descriptor that is certainly invalid (rank, negative size or stride,
+// span overflow) must be rejected. Requests too large to run quickly are
+// skipped, not called.
+
+#include <fuzzer/FuzzedDataProvider.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hwyattn.h"
+#include "tests/reference.h"
+
+namespace {
+
+[[noreturn]] void Die(const char* what, const std::string& detail) {
+  fprintf(stderr, "fuzz_sdpa: %s: %s\n", what, detail.c_str());
+  abort();
+}
+
+size_t ElemSize(hwyattn_dtype t) { return hwyattn_test::DtypeSize(t); }
+
+// One argument: a descriptor and the exact heap block it spans.
+struct Arg {
+  hwyattn_tensor t{};
+  std::unique_ptr<unsigned char[]> block;
+  size_t bytes = 0;
+  bool certainly_invalid = false;  // rank / size / stride / overflow
+  int64_t span = 0;                // elements spanned (when not invalid)
+};
+
+// Elements the descriptor spans, or -1 if it is certainly invalid.
+int64_t Span(const hwyattn_tensor& t) {
+  if (t.rank < 1 || t.rank > 4) return -1;
+  int64_t last = 0;
+  for (int i = 0; i < t.rank; ++i) {
+    if (t.shape[i] < 1 || t.stride[i] < 0) return -1;
+    int64_t step;
+    if (__builtin_mul_overflow(t.shape[i] - 1, t.stride[i], &step) ||
+        __builtin_add_overflow(last, step, &last)) {
+      return -1;
+    }
+  }
+  return last + 1;
+}
+
+constexpr int64_t kMaxSpan = 1 << 20;  // elements per tensor actually allocated
+
+// Allocates the block for a (possibly corrupted) descriptor. False: too big.
+bool Allocate(Arg* a) {
+  int64_t dtype;
+  {
+    int32_t raw;
+    memcpy(&raw, &a->t.dtype, sizeof(raw));
+    dtype = raw;
+  }
+  const size_t elem = (dtype >= 0 && dtype <= 3) ? ElemSize(a->t.dtype) : 4;
+  a->span = Span(a->t);
+  a->certainly_invalid = a->span < 0 || !(dtype >= 0 && dtype <= 3);
+  const int64_t n = a->span < 0 ? 1 : a->span;
+  if (n > kMaxSpan) return false;
+  a->bytes = static_cast<size_t>(n) * elem;
+  a->block.reset(new unsigned char[a->bytes]);
+  a->t.data = a->block.get();
+  return true;
+}
+
+// Fills a block with values in [-amp, amp] for its dtype (BOOL: 0/1 bytes).
+void Fill(Arg* a, FuzzedDataProvider& in, float amp) {
+  const hwyattn_dtype d = a->t.dtype;
+  const size_t elem = ElemSize(d) == 0 ? 4 : ElemSize(d);
+  const uint32_t seed = in.ConsumeIntegral<uint32_t>();
+  uint32_t x = seed | 1;
+  for (size_t i = 0; i + elem <= a->bytes; i += elem) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    const float f = (static_cast<float>(x % 20001) / 10000.0f - 1.0f) * amp;
+    if (d == HWYATTN_F32) {
+      memcpy(a->block.get() + i, &f, 4);
+    } else if (d == HWYATTN_F16) {
+      const uint16_t h = hwyattn_test::FloatToF16(f);
+      memcpy(a->block.get() + i, &h, 2);
+    } else if (d == HWYATTN_BF16) {
+      const uint16_t h = hwyattn_test::FloatToBf16(f);
+      memcpy(a->block.get() + i, &h, 2);
+    } else {
+      a->block[i] = (x >> 7) % 4 != 0;  // 3/4 attend
+    }
+  }
+}
+
+// A layout for a logical shape: dims ordered in memory by `order`, padded,
+// some inputs broadcast by stride 0, rank reduced when the leading dims are 1.
+void Describe(Arg* a, FuzzedDataProvider& in, const int64_t shape[4], hwyattn_dtype dtype,
+              bool is_output, int lead_fixed_rank = 0) {
+  hwyattn_tensor& t = a->t;
+  t.dtype = dtype;
+  int order[4] = {0, 1, 2, 3};
+  if (in.ConsumeBool()) std::swap(order[1], order[2]);  // [B, L, H, D] memory
+  if (in.ConsumeIntegralInRange(0, 7) == 0) std::swap(order[2], order[3]);
+  int64_t stride[4];
+  int64_t running = in.ConsumeIntegralInRange<int64_t>(1, 2);
+  for (int pos = 3; pos >= 0; --pos) {
+    const int d = order[pos];
+    const bool broadcast = !is_output && shape[d] > 1 && in.ConsumeIntegralInRange(0, 5) == 0;
+    if (broadcast) {
+      stride[d] = 0;
+      continue;
+    }
+    stride[d] = running;
+    running = running * shape[d] + (pos == 3 ? in.ConsumeIntegralInRange<int64_t>(0, 2) : 0);
+  }
+  int rank = 4;
+  if (lead_fixed_rank != 0) {
+    rank = lead_fixed_rank;
+  } else {
+    while (rank > 1 && shape[4 - rank] == 1 && in.ConsumeBool()) --rank;
+  }
+  t.rank = rank;
+  for (int i = 0; i < rank; ++i) {
+    t.shape[i] = shape[4 - rank + i];
+    t.stride[i] = stride[4 - rank + i];
+  }
+}
+
+constexpr size_t kExtraBytes = 64;
+// Options followed by zero bytes, as a newer header's larger struct.
+struct OptionsStorage {
+  hwyattn_sdpa_options opts;
+  unsigned char extra[kExtraBytes];
+};
+
+// Overwrites one field of one descriptor (or of the options) with an
+// arbitrary value: the call may become invalid, or stay valid.
+void Corrupt(FuzzedDataProvider& in, std::vector<Arg*>& args, hwyattn_sdpa_options* opts,
+             std::vector<int32_t>* kv_len) {
+  const int what = in.ConsumeIntegralInRange(0, 9);
+  Arg* a = args[in.ConsumeIntegralInRange<size_t>(0, args.size() - 1)];
+  const int i = in.ConsumeIntegralInRange(0, 3);
+  static const int64_t kValues[] = {0, -1, 1, 2, 3, 7, 64, INT64_MAX, INT64_MIN, int64_t{1} << 31,
+                                    int64_t{1} << 40, (int64_t{1} << 62) + 1};
+  const int64_t v = in.ConsumeBool() ? kValues[in.ConsumeIntegralInRange<size_t>(0, 11)]
+                                     : in.ConsumeIntegral<int64_t>();
+  switch (what) {
+    case 0: a->t.rank = static_cast<int32_t>(v); break;
+    case 1: a->t.shape[i] = v; break;
+    case 2: a->t.stride[i] = v; break;
+    case 3: a->t.shape[i] = in.ConsumeIntegralInRange<int64_t>(1, 9); break;
+    case 4: {
+      const int32_t d = static_cast<int32_t>(v % 6);
+      memcpy(&a->t.dtype, &d, sizeof(d));
+      break;
+    }
+    case 5: {
+      // The struct is followed by kExtraBytes of zeros (OptionsStorage): a
+      // struct_size up to that models a newer caller; beyond it (up to the
+      // library's 4096 plausibility cap) it would describe memory the caller
+      // does not have, which no C API can detect, so it is not generated.
+      uint32_t size = static_cast<uint32_t>(v);
+      if (size > sizeof(hwyattn_sdpa_options) + kExtraBytes && size <= 4096) {
+        size = static_cast<uint32_t>(sizeof(hwyattn_sdpa_options) + size % (kExtraBytes + 1));
+      }
+      opts->struct_size = size;
+      if (in.ConsumeBool()) {  // an unknown field set: UNSUPPORTED if it is inside struct_size
+        reinterpret_cast<unsigned char*>(opts + 1)[in.ConsumeIntegralInRange<size_t>(0, kExtraBytes - 1)] = 1;
+      }
+      break;
+    }
+    case 6: {
+      const int32_t c = static_cast<int32_t>(v % 5);
+      memcpy(&opts->causal, &c, sizeof(c));
+      break;
+    }
+    case 7: opts->scale = in.ConsumeBool() ? NAN : INFINITY; break;
+    case 8:
+      if (!kv_len->empty()) (*kv_len)[0] = static_cast<int32_t>(v);
+      break;
+    default: a->t.stride[i] = in.ConsumeIntegralInRange<int64_t>(0, 3); break;
+  }
+}
+
+bool AllFinite(const Arg& a) {
+  if (a.t.dtype == HWYATTN_BOOL) return true;
+  const size_t elem = ElemSize(a.t.dtype);
+  for (size_t i = 0; i + elem <= a.bytes; i += elem) {
+    double x;
+    if (a.t.dtype == HWYATTN_F32) {
+      float f;
+      memcpy(&f, a.block.get() + i, 4);
+      x = f;
+    } else {
+      uint16_t h;
+      memcpy(&h, a.block.get() + i, 2);
+      x = a.t.dtype == HWYATTN_F16 ? hwyattn_test::F16ToDouble(h) : hwyattn_test::Bf16ToDouble(h);
+    }
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
+// Checks an F32 output against the reference, element by element through
+// the descriptor (dense reference [shape]).
+// The tolerance is 1e-5 of max(max|reference|, floor): `floor` is the size
+// of the terms the result is made of (max|v| for an attention output, a
+// convex combination of v; the absolute-value product for a projection), so
+// that a result small by cancellation is not held to a tighter bound than
+// float arithmetic gives.
+void Compare(const char* what, const hwyattn_tensor& t, const std::vector<double>& want,
+             double floor = 0.0) {
+  int64_t shape[4], stride[4];
+  if (!hwyattn_test::LogicalDims(t, shape, stride)) Die(what, "bad dims");
+  double max_ref = 0, max_err = 0;
+  int64_t n = 0;
+  for (int64_t a = 0; a < shape[0]; ++a)
+    for (int64_t b = 0; b < shape[1]; ++b)
+      for (int64_t c = 0; c < shape[2]; ++c)
+        for (int64_t d = 0; d < shape[3]; ++d, ++n) {
+          const int64_t idx[4] = {a, b, c, d};
+          const double got = hwyattn_test::ReadElement(t, idx), w = want[static_cast<size_t>(n)];
+          if (std::isinf(w) && std::isinf(got) && (w < 0) == (got < 0)) continue;  // lse -inf
+          if (!std::isfinite(got)) Die(what, "non-finite output for finite inputs");
+          max_ref = std::max(max_ref, std::fabs(w));
+          max_err = std::max(max_err, std::fabs(got - w));
+        }
+  if (max_err > 1e-5 * std::max({max_ref, floor, 1e-30}) && max_err > 1e-30) {
+    Die(what, "max|err| " + std::to_string(max_err) + " vs max|ref| " + std::to_string(max_ref));
+  }
+}
+
+// Sets this thread's last error to a marker, so that a failing call's own
+// message can be told from an older one.
+constexpr int kMarkerThreads = -424242;
+void MarkLastError() { hwyattn_set_num_threads(kMarkerThreads); }
+
+void ExpectCleanError(hwyattn_status s,
+                      const std::vector<std::pair<const Arg*, std::string>>& outs) {
+  if (s != HWYATTN_INVALID_ARGUMENT && s != HWYATTN_UNSUPPORTED && s != HWYATTN_OUT_OF_MEMORY) {
+    Die("status", hwyattn_status_string(s));
+  }
+  const std::string msg = hwyattn_last_error();
+  if (msg.empty() || msg.rfind("n: -424242 threads", 0) == 0) {
+    Die("last_error", "not set by the failing call: \"" + msg + "\"");
+  }
+  for (const auto& o : outs) {
+    if (o.first->bytes != o.second.size() ||
+        (o.first->bytes != 0 && memcmp(o.first->block.get(), o.second.data(), o.second.size()) != 0)) {
+      Die("output written by a failing call", hwyattn_last_error());
+    }
+  }
+}
+
+std::string Bytes(const Arg& a) {
+  if (a.bytes == 0) return std::string();
+  return std::string(reinterpret_cast<const char*>(a.block.get()), a.bytes);
+}
+
+int FuzzSdpa(FuzzedDataProvider& in) {
+  const int64_t B = in.ConsumeIntegralInRange(1, 3), Hkv = in.ConsumeIntegralInRange(1, 3);
+  const int64_t Hq = Hkv * in.ConsumeIntegralInRange(1, 3);
+  const int64_t Lq = in.ConsumeIntegralInRange(1, in.ConsumeBool() ? 4 : 70);
+  const int64_t Lk = in.ConsumeIntegralInRange(1, in.ConsumeBool() ? 40 : 600);
+  const int64_t D = in.ConsumeIntegralInRange(1, 40), Dv = in.ConsumeIntegralInRange(1, 40);
+  const int64_t kv_batch = in.ConsumeIntegralInRange(0, 3) == 0 ? 1 : B;
+  const hwyattn_dtype kTypes[3] = {HWYATTN_F32, HWYATTN_F16, HWYATTN_BF16};
+  const hwyattn_dtype qt = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
+  const hwyattn_dtype kt = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
+  const hwyattn_dtype vt = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
+
+  Arg q, k, v, out, mask, weights, lse;
+  const int64_t qs[4] = {B, Hq, Lq, D}, ks[4] = {kv_batch, Hkv, Lk, D}, vs[4] = {kv_batch, Hkv, Lk, Dv};
+  const int64_t os[4] = {B, Hq, Lq, Dv}, ws[4] = {B, Hq, Lq, Lk}, ls[4] = {1, B, Hq, Lq};
+  Describe(&q, in, qs, qt, false);
+  Describe(&k, in, ks, kt, false);
+  Describe(&v, in, vs, vt, false);
+  Describe(&out, in, os, HWYATTN_F32, true);
+  OptionsStorage storage;
+  memset(&storage, 0, sizeof(storage));
+  hwyattn_sdpa_options& opts = storage.opts;
+  hwyattn_sdpa_options_init(&opts);
+  const float kScales[4] = {0.0f, 1.0f, 0.125f, -0.7f};
+  opts.scale = kScales[in.ConsumeIntegralInRange(0, 3)];
+  opts.causal = static_cast<hwyattn_causal>(in.ConsumeIntegralInRange(0, 2));
+  std::vector<Arg*> args = {&q, &k, &v, &out};
+  const bool has_mask = in.ConsumeBool(), has_w = in.ConsumeBool(), has_lse = in.ConsumeBool();
+  if (has_mask) {
+    int64_t ms[4] = {B, Hq, Lq, Lk};
+    for (int i = 0; i < 4; ++i) {
+      if (in.ConsumeBool()) ms[i] = 1;
+    }
+    Describe(&mask, in, ms, in.ConsumeBool() ? HWYATTN_BOOL : HWYATTN_F32, false);
+    args.push_back(&mask);
+  }
+  if (has_w) {
+    Describe(&weights, in, ws, HWYATTN_F32, true);
+    args.push_back(&weights);
+  }
+  if (has_lse) {
+    Describe(&lse, in, ls, HWYATTN_F32, true, 3);
+    args.push_back(&lse);
+  }
+  std::vector<int32_t> kv_len;
+  if (in.ConsumeBool()) {
+    for (int64_t b = 0; b < B; ++b) kv_len.push_back(in.ConsumeIntegralInRange<int32_t>(0, static_cast<int32_t>(Lk)));
+  }
+  if (in.ConsumeIntegralInRange(0, 2) == 0) Corrupt(in, args, &opts, &kv_len);
+  if (!kv_len.empty()) opts.kv_len = kv_len.data();
+
+  bool certainly_invalid = false;
+  for (Arg* a : args) {
+    if (!Allocate(a)) return 0;  // too large to hold: skip
+    certainly_invalid |= a->certainly_invalid;
+  }
+  Fill(&q, in, 1.0f);
+  Fill(&k, in, 1.0f);
+  Fill(&v, in, 1.0f);
+  if (has_mask) {
+    Fill(&mask, in, 2.0f);
+    if (mask.t.dtype == HWYATTN_F32 && in.ConsumeBool()) {
+      float* m = reinterpret_cast<float*>(mask.block.get());
+      for (size_t i = 0; i < mask.bytes / 4; i += 3) m[i] = -INFINITY;
+    }
+    opts.mask = &mask.t;
+  }
+  if (has_w) opts.weights = &weights.t;
+  if (has_lse) opts.lse = &lse.t;
+  for (Arg* a : {&out, &weights, &lse}) {
+    if (a->block) memset(a->block.get(), 0xC3, a->bytes);
+  }
+  // Work bound: the element counts of q and k decide it; skip huge ones.
+  if (!certainly_invalid) {
+    double work = 1;
+    for (int i = 0; i < q.t.rank && i < 4; ++i) work *= static_cast<double>(q.t.shape[i]);
+    for (int i = 0; i < k.t.rank && i < 4; ++i) work *= static_cast<double>(k.t.shape[i]);
+    if (work > 5e7) return 0;
+  }
+  const std::vector<std::pair<const Arg*, std::string>> before = {
+      {&out, Bytes(out)}, {&weights, Bytes(weights)}, {&lse, Bytes(lse)}};
+  if (in.ConsumeBool()) hwyattn_set_num_threads(in.ConsumeIntegralInRange(1, 3));
+  MarkLastError();
+  const hwyattn_status s = hwyattn_sdpa(&q.t, &k.t, &v.t, &out.t, &opts);
+  if (s != HWYATTN_OK) {
+    ExpectCleanError(s, before);
+    return 0;
+  }
+  if (certainly_invalid) Die("status", "a certainly invalid call returned OK");
+  bool finite = AllFinite(q) && AllFinite(k) && AllFinite(v);
+  if (!finite) return 0;
+  hwyattn_test::RefResult ref;
+  std::string error;
+  if (!hwyattn_test::ReferenceSdpa(q.t, k.t, v.t, &opts, &ref, &error)) {
+    Die("reference refused a call the library accepted", error);
+  }
+  Compare("out", out.t, ref.out, /*floor=*/1.0);  // |v| <= 1
+  if (has_w) Compare("weights", weights.t, ref.weights);
+  if (has_lse) Compare("lse", lse.t, ref.lse);
+  return 0;
+}
+
+// y = x W^T + b in double, W [n, k].
+std::vector<double> Linear(const std::vector<double>& x, int64_t rows, int64_t k, const float* w,
+                           int64_t n, const float* b) {
+  std::vector<double> y(static_cast<size_t>(rows * n));
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = b ? b[j] : 0.0;
+      for (int64_t i = 0; i < k; ++i) acc += x[static_cast<size_t>(m * k + i)] * w[j * k + i];
+      y[static_cast<size_t>(m * n + j)] = acc;
+    }
+  return y;
+}
+
+int FuzzMha(FuzzedDataProvider& in) {
+  const int64_t H = in.ConsumeIntegralInRange(1, 4), hd = in.ConsumeIntegralInRange(1, 9);
+  const int64_t E = in.ConsumeBool() ? H * hd : in.ConsumeIntegralInRange(1, 24);
+  int64_t hkv = H;
+  while (in.ConsumeBool() && hkv > 1) {
+    --hkv;
+    while (H % hkv != 0) --hkv;
+  }
+  const bool self = in.ConsumeBool();
+  const int64_t kdim = self ? E : in.ConsumeIntegralInRange(1, 20);
+  const int64_t vdim = self ? E : in.ConsumeIntegralInRange(1, 20);
+  const bool bias = in.ConsumeBool();
+  const int64_t qw = H * hd, kw = hkv * hd;
+  std::vector<float> wq(static_cast<size_t>(qw * E)), wk(static_cast<size_t>(kw * kdim)),
+      wv(static_cast<size_t>(kw * vdim)), wo(static_cast<size_t>(E * qw)), bs(static_cast<size_t>(2 * qw + 2 * kw + E));
+  uint32_t x = in.ConsumeIntegral<uint32_t>() | 1;
+  for (auto* vec : {&wq, &wk, &wv, &wo, &bs}) {
+    for (float& f : *vec) {
+      x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+      f = (static_cast<float>(x % 20001) / 10000.0f - 1.0f) * 0.4f;
+    }
+  }
+  hwyattn_mha_config cfg;
+  hwyattn_mha_config_init(&cfg);
+  cfg.embed_dim = E;
+  cfg.num_heads = H;
+  cfg.head_dim = (E == H * hd && in.ConsumeBool()) ? 0 : hd;
+  cfg.num_kv_heads = hkv;
+  cfg.kdim = kdim;
+  cfg.vdim = vdim;
+  cfg.has_bias = bias;
+  const float* b = bs.data();
+  const hwyattn_mha_weights w = {wq.data(), wk.data(), wv.data(), wo.data(),
+                                 bias ? b : nullptr, bias ? b + qw : nullptr,
+                                 bias ? b + qw + kw : nullptr, bias ? b + qw + 2 * kw : nullptr};
+  hwyattn_mha* m = nullptr;
+  if (hwyattn_mha_create(&cfg, &w, &m) != HWYATTN_OK) Die("mha_create", hwyattn_last_error());
+  std::unique_ptr<hwyattn_mha, void (*)(hwyattn_mha*)> guard(m, hwyattn_mha_destroy);
+
+  const int64_t B = in.ConsumeIntegralInRange(1, 3), Lq = in.ConsumeIntegralInRange(1, 40);
+  const int64_t Lk = self ? Lq : in.ConsumeIntegralInRange(1, 50);
+  Arg query, key, value, out, mask, weights;
+  const int64_t qs[4] = {1, B, Lq, E}, ks[4] = {1, B, Lk, kdim}, vs[4] = {1, B, Lk, vdim};
+  Describe(&query, in, qs, HWYATTN_F32, false, 3);
+  Describe(&out, in, qs, HWYATTN_F32, true, 3);
+  if (!self) {
+    Describe(&key, in, ks, HWYATTN_F32, false, 3);
+    Describe(&value, in, vs, HWYATTN_F32, false, 3);
+  }
+  OptionsStorage storage;
+  memset(&storage, 0, sizeof(storage));
+  hwyattn_sdpa_options& opts = storage.opts;
+  hwyattn_sdpa_options_init(&opts);
+  opts.causal = static_cast<hwyattn_causal>(in.ConsumeIntegralInRange(0, 2));
+  std::vector<Arg*> args = {&query, &out};
+  if (!self) args.push_back(&key), args.push_back(&value);
+  const bool has_mask = in.ConsumeBool(), has_w = in.ConsumeBool();
+  if (has_mask) {
+    const int64_t ms[4] = {1, 1, Lq, Lk};
+    Describe(&mask, in, ms, HWYATTN_BOOL, false, 2);
+    args.push_back(&mask);
+  }
+  if (has_w) {
+    const int64_t ws[4] = {B, H, Lq, Lk};
+    Describe(&weights, in, ws, HWYATTN_F32, true);
+    args.push_back(&weights);
+  }
+  std::vector<int32_t> kv_len;
+  if (in.ConsumeBool()) {
+    for (int64_t i = 0; i < B; ++i) kv_len.push_back(in.ConsumeIntegralInRange<int32_t>(0, static_cast<int32_t>(Lk)));
+  }
+  if (in.ConsumeIntegralInRange(0, 2) == 0) Corrupt(in, args, &opts, &kv_len);
+  if (!kv_len.empty()) opts.kv_len = kv_len.data();
+  bool certainly_invalid = false;
+  for (Arg* a : args) {
+    if (!Allocate(a)) return 0;
+    certainly_invalid |= a->certainly_invalid;
+  }
+  for (Arg* a : {&query, &key, &value}) {
+    if (a->block) Fill(a, in, 1.0f);
+  }
+  if (has_mask) {
+    Fill(&mask, in, 1.0f);
+    opts.mask = &mask.t;
+  }
+  if (has_w) opts.weights = &weights.t;
+  for (Arg* a : {&out, &weights}) {
+    if (a->block) memset(a->block.get(), 0xC3, a->bytes);
+  }
+  if (!certainly_invalid) {
+    double work = 1;
+    for (const Arg* a : {&query, &key}) {
+      for (int i = 0; a->block && i < a->t.rank && i < 4; ++i) work *= static_cast<double>(a->t.shape[i]);
+    }
+    if (work > 5e7) return 0;
+  }
+  const std::vector<std::pair<const Arg*, std::string>> before = {{&out, Bytes(out)},
+                                                                  {&weights, Bytes(weights)}};
+  MarkLastError();
+  const hwyattn_status s = hwyattn_mha_forward(m, &query.t, self ? nullptr : &key.t,
+                                               self ? nullptr : &value.t, &out.t, &opts);
+  if (s != HWYATTN_OK) {
+    ExpectCleanError(s, before);
+    return 0;
+  }
+  if (certainly_invalid) Die("status", "a certainly invalid call returned OK");
+  // Reference: projections in double, rounded to float (as the library
+  // stores them), the sdpa oracle, the output projection in double.
+  auto dense = [](const Arg& a, int64_t rows_b, int64_t rows_l, int64_t width) {
+    std::vector<double> d(static_cast<size_t>(rows_b * rows_l * width));
+    for (int64_t i = 0; i < rows_b; ++i)
+      for (int64_t j = 0; j < rows_l; ++j)
+        for (int64_t c = 0; c < width; ++c) {
+          const int64_t idx[4] = {0, i, j, c};
+          d[static_cast<size_t>((i * rows_l + j) * width + c)] = hwyattn_test::ReadElement(a.t, idx);
+        }
+    return d;
+  };
+  const std::vector<double> xq = dense(query, B, Lq, E);
+  const std::vector<double> xk = self ? xq : dense(key, B, Lk, kdim);
+  const std::vector<double> xv = self ? xq : dense(value, B, Lk, vdim);
+  const std::vector<double> pq = Linear(xq, B * Lq, E, wq.data(), qw, w.b_q);
+  const std::vector<double> pk = Linear(xk, B * Lk, kdim, wk.data(), kw, w.b_k);
+  const std::vector<double> pv = Linear(xv, B * Lk, vdim, wv.data(), kw, w.b_v);
+  std::vector<float> fq(pq.begin(), pq.end()), fk(pk.begin(), pk.end()), fv(pv.begin(), pv.end());
+  auto heads = [&](float* data, int64_t h, int64_t len) {
+    hwyattn_tensor t{};
+    t.data = data;
+    t.dtype = HWYATTN_F32;
+    t.rank = 4;
+    const int64_t shape[4] = {B, h, len, hd}, stride[4] = {len * h * hd, hd, h * hd, 1};
+    memcpy(t.shape, shape, sizeof(shape));
+    memcpy(t.stride, stride, sizeof(stride));
+    return t;
+  };
+  const hwyattn_tensor tq = heads(fq.data(), H, Lq), tk = heads(fk.data(), hkv, Lk),
+                       tv = heads(fv.data(), hkv, Lk);
+  hwyattn_test::RefResult ref;
+  std::string error;
+  if (!hwyattn_test::ReferenceSdpa(tq, tk, tv, &opts, &ref, &error)) Die("reference", error);
+  std::vector<double> attended(static_cast<size_t>(B * Lq * qw));
+  for (int64_t bb = 0; bb < B; ++bb)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Lq; ++i)
+        for (int64_t d = 0; d < hd; ++d)
+          attended[static_cast<size_t>((bb * Lq + i) * qw + h * hd + d)] =
+              ref.out[static_cast<size_t>(ref.RowIndex(bb, h, i) * hd + d)];
+  const std::vector<double> want = Linear(attended, B * Lq, qw, wo.data(), E, w.b_o);
+  // Size of the terms: |attended| . |W_o|^T + |b_o|.
+  std::vector<double> abs_attended(attended);
+  for (double& a : abs_attended) a = std::fabs(a);
+  std::vector<float> abs_wo(wo), abs_b(bs);
+  for (float& f : abs_wo) f = std::fabs(f);
+  for (float& f : abs_b) f = std::fabs(f);
+  const std::vector<double> terms =
+      Linear(abs_attended, B * Lq, qw, abs_wo.data(), E, bias ? abs_b.data() + qw + 2 * kw : nullptr);
+  double floor = 0.0;
+  for (double x : terms) floor = std::max(floor, x);
+  Compare("mha out", out.t, want, floor);
+  if (has_w) Compare("mha weights", weights.t, ref.weights);
+  return 0;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  return in.ConsumeBool() ? FuzzMha(in) : FuzzSdpa(in);
+}

@@ -200,6 +200,7 @@ def write_table(path, context, results, source, extra_sections=()):
     if isinstance(load, list) and load:
         lines.append("")
         lines.append("Load average when the run started: %s." % ", ".join("%.2f" % x for x in load))
+    lines.extend(contention_note(context))
     if peaks[1] and peaks[2] and peaks[2] < 1.6 * peaks[1]:
         lines.append("")
         lines.append(
@@ -388,6 +389,17 @@ def write_svg(path, context, results):
         f.write("\n".join(out) + "\n")
 
 
+def contention_note(context):
+    """Markdown lines warning that other processes took CPU time during the run (bench/run_bench.py)."""
+    other = as_float(context.get("other_cpu_pct"))
+    if other is None:
+        return []
+    if other <= 10.0:
+        return ["", "Other processes used %.0f%% of a core during this run (bench/run_bench.py)." % other]
+    return ["", "**Warning:** other processes used %.0f%% of a core on average during this run "
+            "(bench/run_bench.py): the 2-thread figures (and possibly the 1-thread ones) are low." % other]
+
+
 def peaks_of(context):
     return {t: as_float(context.get("fma_peak_gflops_%dt" % t)) for t in (1, 2)}
 
@@ -446,6 +458,7 @@ def matmul_section(context, results, source):
             source,
         )
     )
+    lines.extend(contention_note(context))
     if not have_dnnl:
         lines.append("")
         lines.append("bench_matmul was built without oneDNN (libdnnl-dev): hwyattn rows only.")
@@ -491,6 +504,11 @@ def composition_section(context, results, source):
         "%% of the FMA peak measured in this run (%s / %s GFLOP/s). Source: `%s`."
         % (reps_text(results), fmt_num(peaks[1]), fmt_num(peaks[2]), source)
     )
+    lines.extend(contention_note(context))
+    if peaks[1] and peaks[2] and peaks[2] < 1.6 * peaks[1]:
+        lines.append("")
+        lines.append("**Warning:** the 2-thread FMA peak is only %.2fx the 1-thread one: the 2-thread rows are "
+                     "not reliable." % (peaks[2] / peaks[1]))
     lines.append("")
     lines.append("| id | shape | fused 1t | composed 1t | fusion speed-up 1t | fused 2t | composed 2t "
                  "| fusion speed-up 2t |")

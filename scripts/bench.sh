@@ -25,6 +25,7 @@
 #   BENCH_ONLY            space-separated subset of "attention matmul composition"
 #                         to run (default: all three); the report uses the JSON
 #                         files present
+#   WAIT_IDLE             seconds to wait for idle CPUs before each benchmark (default 30)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -32,6 +33,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 REPETITIONS=${REPETITIONS:-5}
 BENCH_ONLY=${BENCH_ONLY:-attention matmul composition}
+WAIT_IDLE=${WAIT_IDLE:-30}
 
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
@@ -68,7 +70,10 @@ run() {
   shift 3
   [[ " $BENCH_ONLY " == *" $name "* ]] || return 0
   echo "bench.sh: $name ($(date +%T))" >&2
-  "$BUILD_DIR/bench/$binary" \
+  # run_bench.py waits (up to WAIT_IDLE s) for idle CPUs, then records in the
+  # JSON how much CPU other processes took during the run (report.py warns).
+  python3 bench/run_bench.py --json "$out.tmp" --wait-idle "$WAIT_IDLE" -- \
+    "$BUILD_DIR/bench/$binary" \
     --benchmark_repetitions="$REPETITIONS" \
     --benchmark_report_aggregates_only=true \
     --benchmark_out="$out.tmp" \

@@ -25,7 +25,9 @@
 #include <string.h>
 
 #include <algorithm>
+#include <type_traits>
 
+#include "src/ops/convert.h"
 #include "src/ops/decode_attention.h"
 #include "src/targets.h"
 
@@ -46,6 +48,21 @@ using VF = hn::Vec<DF>;
 constexpr size_t kLanes = HWY_LANES(float);
 constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
+
+// K and V may be F32, F16 or BF16 (half-precision KV caches halve the bytes a
+// memory-bound decode step streams); they are widened to float on load.
+template <typename T>
+HWY_INLINE VF LoadWide(const T* HWY_RESTRICT p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return hn::LoadU(DF(), p);
+  } else {
+    const hn::Rebind<T, DF> dh;
+    return hn::PromoteTo(DF(), hn::LoadU(dh, p));
+  }
+}
+HWY_INLINE float Wide(float x) { return x; }
+HWY_INLINE float Wide(hwy::float16_t x) { return ToFloat(F16{x.bits}); }
+HWY_INLINE float Wide(hwy::bfloat16_t x) { return ToFloat(BF16{x.bits}); }
 
 // Transposes-and-sums kLanes accumulators (one per key) into one vector of
 // the keys' totals: pairwise, lanes [0, N/2) of a level's result sum adjacent
@@ -69,8 +86,8 @@ HWY_INLINE VF ReduceKeys(VF (&acc)[kLanes]) {
 // Scores of kLanes consecutive keys (rows `ldk` apart) against one scaled
 // query row q of kDimVectors vectors, held in registers: each key's row is
 // read from start to end, so a block of keys is one sequential stream.
-template <size_t kDimVectors>
-HWY_INLINE void ScoreKeyBlockInRegisters(const float* HWY_RESTRICT q, const float* HWY_RESTRICT k,
+template <size_t kDimVectors, typename T>
+HWY_INLINE void ScoreKeyBlockInRegisters(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k,
                                          int64_t ldk, float* HWY_RESTRICT out) {
   const DF df;
   VF qv[kDimVectors];
@@ -79,10 +96,10 @@ HWY_INLINE void ScoreKeyBlockInRegisters(const float* HWY_RESTRICT q, const floa
   VF acc[kLanes];
   HWY_UNROLL(16)
   for (size_t i = 0; i < kLanes; ++i) {
-    const float* row = k + static_cast<int64_t>(i) * ldk;
-    VF a = hn::Mul(qv[0], hn::LoadU(df, row));
+    const T* row = k + static_cast<int64_t>(i) * ldk;
+    VF a = hn::Mul(qv[0], LoadWide(row));
     HWY_UNROLL(8)
-    for (size_t v = 1; v < kDimVectors; ++v) a = hn::MulAdd(qv[v], hn::LoadU(df, row + v * kLanes), a);
+    for (size_t v = 1; v < kDimVectors; ++v) a = hn::MulAdd(qv[v], LoadWide(row + v * kLanes), a);
     acc[i] = a;
   }
   hn::StoreU(ReduceKeys(acc), df, out);
@@ -90,8 +107,9 @@ HWY_INLINE void ScoreKeyBlockInRegisters(const float* HWY_RESTRICT q, const floa
 
 // The same for any number of head-dim vectors: d-major, all kLanes rows at
 // once (kLanes row streams; used when q does not fit in 8 registers).
+template <typename T>
 HWY_INLINE void ScoreKeyBlockStreamed(const float* HWY_RESTRICT q, size_t dim_vec,
-                                      const float* HWY_RESTRICT k, int64_t ldk,
+                                      const T* HWY_RESTRICT k, int64_t ldk,
                                       float* HWY_RESTRICT out) {
   const DF df;
   VF acc[kLanes];
@@ -101,7 +119,7 @@ HWY_INLINE void ScoreKeyBlockStreamed(const float* HWY_RESTRICT q, size_t dim_ve
     const VF qv = hn::Load(df, q + d);
     HWY_UNROLL(16)
     for (size_t i = 0; i < kLanes; ++i) {
-      acc[i] = hn::MulAdd(qv, hn::LoadU(df, k + static_cast<int64_t>(i) * ldk + d), acc[i]);
+      acc[i] = hn::MulAdd(qv, LoadWide(k + static_cast<int64_t>(i) * ldk + d), acc[i]);
     }
   }
   hn::StoreU(ReduceKeys(acc), df, out);
@@ -109,8 +127,9 @@ HWY_INLINE void ScoreKeyBlockStreamed(const float* HWY_RESTRICT q, size_t dim_ve
 
 // out[i] = q . k_i for kLanes keys over the first dim_vec (a multiple of
 // kLanes, possibly 0) head dims.
+template <typename T>
 HWY_INLINE void ScoreKeyBlock(const float* HWY_RESTRICT q, size_t dim_vec,
-                              const float* HWY_RESTRICT k, int64_t ldk, float* HWY_RESTRICT out) {
+                              const T* HWY_RESTRICT k, int64_t ldk, float* HWY_RESTRICT out) {
   switch (dim_vec / kLanes) {
     case 0: hn::StoreU(hn::Zero(DF()), DF(), out); break;
     case 1: ScoreKeyBlockInRegisters<1>(q, k, ldk, out); break;
@@ -127,9 +146,9 @@ HWY_INLINE void ScoreKeyBlock(const float* HWY_RESTRICT q, size_t dim_vec,
 
 // out[r][dv] = sum_j p[r][j] v[j][dv] for kRows rows (p rows `ldp` apart) and
 // kVecs vectors of value dims from dv0, keys [0, keys).
-template <size_t kRows, size_t kVecs>
+template <size_t kRows, size_t kVecs, typename T>
 HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t keys,
-                               const float* HWY_RESTRICT v, int64_t ldv,
+                               const T* HWY_RESTRICT v, int64_t ldv,
                                float* HWY_RESTRICT out, size_t ldo) {
   const DF df;
   VF acc[kRows][kVecs];
@@ -141,7 +160,7 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t k
   for (size_t j = 0; j < keys; ++j) {
     VF vv[kVecs];
     HWY_UNROLL(4)
-    for (size_t c = 0; c < kVecs; ++c) vv[c] = hn::LoadU(df, v + static_cast<int64_t>(j) * ldv + c * kLanes);
+    for (size_t c = 0; c < kVecs; ++c) vv[c] = LoadWide(v + static_cast<int64_t>(j) * ldv + c * kLanes);
     HWY_UNROLL(4)
     for (size_t r = 0; r < kRows; ++r) {
       const VF pr = hn::Set(df, p[r * ldp + j]);
@@ -157,8 +176,8 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t k
 }
 
 // WeightedValues for `rows` <= 4 rows: a switch to the compiled tile shapes.
-template <size_t kVecs>
-void WeightedValuesRows(size_t rows, const float* p, size_t ldp, size_t keys, const float* v,
+template <size_t kVecs, typename T>
+void WeightedValuesRows(size_t rows, const float* p, size_t ldp, size_t keys, const T* v,
                         int64_t ldv, float* out, size_t ldo) {
   switch (rows) {
     case 1: WeightedValues<1, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
@@ -168,8 +187,20 @@ void WeightedValuesRows(size_t rows, const float* p, size_t ldp, size_t keys, co
   }
 }
 
-void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
-                 float* HWY_RESTRICT scratch) {
+// Scaled query row (pos, head) into dst[dim_pad], zero padded.
+template <typename TQ>
+void PackQueryRow(const SdpaProblem& p, int64_t b, int64_t head, int64_t pos, float q_scale,
+                  size_t dim_pad, float* HWY_RESTRICT dst) {
+  const TQ* row = p.q.As<TQ>() + p.q.Offset(b, head, pos, 0);
+  const int64_t dim = p.head_dim, sd = p.q.stride[3];
+  for (int64_t d = 0; d < dim; ++d) dst[d] = ToFloat(row[d * sd]) * q_scale;
+  for (size_t d = static_cast<size_t>(dim); d < dim_pad; ++d) dst[d] = 0.0f;
+}
+
+// K and V elements of type T (both the same dtype).
+template <typename T>
+void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
+                   float* HWY_RESTRICT scratch) {
   const DF df;
   const SdpaProblem& p = *plan.problem;
   const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim;
@@ -200,17 +231,17 @@ void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
   }
 
   for (int64_t r = 0; r < rows; ++r) {
-    const float* src = p.q.As<float>();
     const int64_t pos = r / group, head = kvh * group + r % group;
     float* dst = q + static_cast<size_t>(r) * dim_pad;
-    // q may be F16/BF16 only on the flash path (DecodeApplies): F32 here.
-    const float* row = src + p.q.Offset(b, head, pos, 0);
-    for (int64_t d = 0; d < dim; ++d) dst[d] = row[d * p.q.stride[3]] * plan.q_scale;
-    for (size_t d = static_cast<size_t>(dim); d < dim_pad; ++d) dst[d] = 0.0f;
+    switch (p.q.dtype) {
+      case HWYATTN_F16: PackQueryRow<F16>(p, b, head, pos, plan.q_scale, dim_pad, dst); break;
+      case HWYATTN_BF16: PackQueryRow<BF16>(p, b, head, pos, plan.q_scale, dim_pad, dst); break;
+      default: PackQueryRow<float>(p, b, head, pos, plan.q_scale, dim_pad, dst); break;
+    }
   }
 
   // Scores, N keys at a time.
-  const float* k = p.k.As<float>() + p.k.Offset(b, kvh, c0, 0);
+  const T* k = p.k.As<T>() + p.k.Offset(b, kvh, c0, 0);
   const int64_t ldk = p.k.stride[2];
   const int64_t full = keys / static_cast<int64_t>(kLanes) * static_cast<int64_t>(kLanes);
   for (int64_t j = 0; j < full; j += kLanes) {
@@ -225,7 +256,7 @@ void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
     if (dim_vec < static_cast<size_t>(dim)) {
       for (int64_t j = 0; j < full; ++j) {
         float sum = sr[j];
-        for (int64_t d = static_cast<int64_t>(dim_vec); d < dim; ++d) sum += qr[d] * k[j * ldk + d];
+        for (int64_t d = static_cast<int64_t>(dim_vec); d < dim; ++d) sum += qr[d] * Wide(k[j * ldk + d]);
         sr[j] = sum;
       }
     }
@@ -236,9 +267,9 @@ void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
       const auto lane = hn::Iota(df, 0.0f);
       VF tail = hn::Set(df, -INFINITY);
       for (int64_t j = full; j < keys; ++j) {
-        const float* kj = k + j * ldk;
+        const T* kj = k + j * ldk;
         float sum = 0.0f;
-        for (int64_t d = 0; d < dim; ++d) sum += qr[d] * kj[d];
+        for (int64_t d = 0; d < dim; ++d) sum += qr[d] * Wide(kj[d]);
         tail = hn::IfThenElse(hn::Eq(lane, hn::Set(df, static_cast<float>(j - full))),
                               hn::Set(df, sum), tail);
       }
@@ -292,7 +323,7 @@ void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
   }
 
   // Unnormalised outputs: 4 rows x 4 vectors of value dims per pass.
-  const float* v = p.v.As<float>() + p.v.Offset(b, kvh, c0, 0);
+  const T* v = p.v.As<T>() + p.v.Offset(b, kvh, c0, 0);
   const int64_t ldv = p.v.stride[2];
   const size_t ukeys = static_cast<size_t>(keys);
   const size_t dv_vec = static_cast<size_t>(value_dim) / kLanes * kLanes;
@@ -310,10 +341,19 @@ void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
     for (; dv < static_cast<size_t>(value_dim); ++dv) {
       for (size_t r = 0; r < nr; ++r) {
         float sum = 0.0f;
-        for (size_t j = 0; j < ukeys; ++j) sum += pr[r * ld + j] * v[static_cast<int64_t>(j) * ldv + dv];
+        for (size_t j = 0; j < ukeys; ++j) sum += pr[r * ld + j] * Wide(v[static_cast<int64_t>(j) * ldv + dv]);
         o[r * value_dim + dv] = sum;
       }
     }
+  }
+}
+
+void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
+                 float* HWY_RESTRICT scratch) {
+  switch (plan.problem->k.dtype) {
+    case HWYATTN_F16: AttendChunkOf<hwy::float16_t>(plan, b, kvh, chunk, scratch); break;
+    case HWYATTN_BF16: AttendChunkOf<hwy::bfloat16_t>(plan, b, kvh, chunk, scratch); break;
+    default: AttendChunkOf<float>(plan, b, kvh, chunk, scratch); break;
   }
 }
 

@@ -22,13 +22,13 @@ constexpr int64_t kDecodeChunk = 512;
 // Rows per kv head (Lq * Hq / Hkv) up to which the decode kernel is used.
 constexpr int64_t kDecodeMaxRows = 8;
 
-// Whether the decode kernel can run this problem: few rows, q, K and V F32,
-// K and V with contiguous head dims (read in place, unpacked), no weights
-// output. Everything else takes the (packing) prefill kernel.
+// Whether the decode kernel can run this problem: few rows, K and V of one
+// dtype (F32, F16 or BF16) with contiguous head dims (read in place,
+// unpacked), no weights output. Everything else takes the prefill kernel.
 inline bool DecodeApplies(const SdpaProblem& p) {
-  return p.q_len * p.group() <= kDecodeMaxRows && p.q.dtype == HWYATTN_F32 &&
-         p.k.dtype == HWYATTN_F32 &&
-         p.v.dtype == HWYATTN_F32 && p.k.stride[3] == 1 && p.v.stride[3] == 1 && !p.has_weights;
+  return p.q_len * p.group() <= kDecodeMaxRows && p.k.dtype == p.v.dtype &&
+         (p.k.stride[3] == 1 || p.head_dim == 1) && (p.v.stride[3] == 1 || p.value_dim == 1) &&
+         !p.has_weights;
 }
 
 // Everything a decode work item needs, fixed for the whole call. Work items

@@ -25,8 +25,8 @@
 // contiguous head dim (one pointer per row of the register tile); otherwise
 // K is packed once per (batch, kv head) by pack_kv (a separate parallel
 // phase). Either way every query tile and every query head of the GQA group
-// reuses them. Scores are in log2 units: Q is pre-multiplied by scale * log2(e), the
-// additive mask by log2(e), and exp(x) becomes Exp2.
+// reuses them. Scores are in log2 units: Q is pre-multiplied by
+// scale * log2(e), the additive mask by log2(e), and exp(x) becomes Exp2.
 
 #include <float.h>
 #include <math.h>

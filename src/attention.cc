@@ -156,6 +156,18 @@ hwyattn_status RunFlash(const SdpaProblem& p) {
   plan.packed_v_floats = PadFloats(v_floats);
   plan.packed_head_floats = plan.packed_k_floats + plan.packed_v_floats;
   if (!MulSize(plan.packed_head_floats, heads, &packed_floats)) return HWYATTN_OUT_OF_MEMORY;
+  // Masking can give a row a zero probability at a key whose V is not finite;
+  // the kernel then needs to know which key tiles hold such values.
+  const bool masked = p.causal != HWYATTN_CAUSAL_NONE || p.has_mask;
+  const int64_t key_tile = static_cast<int64_t>(g.key_tile);
+  plan.key_tiles = (p.kv_len + key_tile - 1) / key_tile;
+  size_t flag_floats = 0;
+  if (masked) {
+    flag_floats = PadFloats((heads * static_cast<size_t>(plan.key_tiles) + 3) / 4);
+    if (__builtin_add_overflow(packed_floats, flag_floats, &packed_floats)) {
+      return HWYATTN_OUT_OF_MEMORY;
+    }
+  }
   plan.scratch_floats = FlashScratchLayout(p, g, plan.value_dim_pad).total;
 
   Work work;
@@ -170,9 +182,12 @@ hwyattn_status RunFlash(const SdpaProblem& p) {
   float* memory = AttentionScratch(packed_floats, plan.scratch_floats, threads);
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
   plan.packed = memory;
+  plan.nonfinite_values =
+      masked ? reinterpret_cast<uint8_t*>(memory + packed_floats - flag_floats) : nullptr;
   float* scratch = memory + packed_floats;
 
-  const int64_t pack_items = plan.keys_in_place && plan.values_in_place ? 0 : work.heads;
+  const int64_t pack_items =
+      plan.keys_in_place && plan.values_in_place && !masked ? 0 : work.heads;
   if (threads == 1) {
     for (int64_t i = 0; i < pack_items; ++i) work.Pack(i);
     for (int64_t i = 0; i < items; ++i) work.Attend(i, scratch);

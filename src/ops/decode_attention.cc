@@ -187,6 +187,53 @@ void WeightedValuesRows(size_t rows, const float* p, size_t ldp, size_t keys, co
   }
 }
 
+// Whether keys x value_dim values of V (rows ldv apart) are all finite. x * 0
+// is NaN exactly when x is a NaN or an infinity: one FMA per vector.
+template <typename T>
+bool ValuesFinite(const T* HWY_RESTRICT v, size_t keys, int64_t ldv, size_t value_dim) {
+  const DF df;
+  const size_t dv_vec = value_dim / kLanes * kLanes;
+  VF acc = hn::Zero(df);
+  float tail = 0.0f;
+  for (size_t j = 0; j < keys; ++j) {
+    const T* row = v + static_cast<int64_t>(j) * ldv;
+    for (size_t dv = 0; dv < dv_vec; dv += kLanes) acc = hn::MulAdd(LoadWide(row + dv), hn::Zero(df), acc);
+    for (size_t dv = dv_vec; dv < value_dim; ++dv) tail += Wide(row[dv]) * 0.0f;
+  }
+  return hn::AllFalse(df, hn::IsNaN(acc)) && tail == 0.0f;
+}
+
+// out[r][dv] = sum_j p[r][j] v[j][dv] for `rows` rows, skipping the zero
+// probabilities: the operations of WeightedValues and of the scalar tail, in
+// the same order.
+template <typename T>
+void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_RESTRICT s, size_t ld,
+                                 const T* HWY_RESTRICT v, int64_t ldv, size_t value_dim,
+                                 float* HWY_RESTRICT out) {
+  const DF df;
+  const size_t dv_vec = value_dim / kLanes * kLanes;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* pr = s + r * ld;
+    float* o = out + r * value_dim;
+    for (size_t dv = 0; dv < dv_vec; dv += kLanes) {
+      VF acc = hn::Zero(df);
+      for (size_t j = 0; j < keys; ++j) {
+        if (pr[j] != 0.0f) {
+          acc = hn::MulAdd(hn::Set(df, pr[j]), LoadWide(v + static_cast<int64_t>(j) * ldv + dv), acc);
+        }
+      }
+      hn::StoreU(acc, df, o + dv);
+    }
+    for (size_t dv = dv_vec; dv < value_dim; ++dv) {
+      float sum = 0.0f;
+      for (size_t j = 0; j < keys; ++j) {
+        if (pr[j] != 0.0f) sum += pr[j] * Wide(v[static_cast<int64_t>(j) * ldv + dv]);
+      }
+      o[dv] = sum;
+    }
+  }
+}
+
 // Scaled query row (pos, head) into dst[dim_pad], zero padded.
 template <typename TQ>
 void PackQueryRow(const SdpaProblem& p, int64_t b, int64_t head, int64_t pos, float q_scale,
@@ -297,8 +344,10 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
           const float bias = m[j * sj];
           // Same rule as the prefill kernel: -inf blocks, finite values are
           // clamped so they cannot overflow to -inf in log2 units.
-          sr[j] = bias == -INFINITY ? -INFINITY
-                                    : sr[j] + std::min(std::max(bias * kLog2e, -FLT_MAX), FLT_MAX);
+          // A key blocked already (causal) stays blocked, NaN mask or not.
+          sr[j] = (bias == -INFINITY || sr[j] == -INFINITY)
+                      ? -INFINITY
+                      : sr[j] + std::min(std::max(bias * kLog2e, -FLT_MAX), FLT_MAX);
         }
       }
     }
@@ -327,6 +376,16 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
   const int64_t ldv = p.v.stride[2];
   const size_t ukeys = static_cast<size_t>(keys);
   const size_t dv_vec = static_cast<size_t>(value_dim) / kLanes * kLanes;
+  // With masking, a row may have a zero probability at a key whose V holds a
+  // NaN or an infinity, and 0 * NaN must not reach that row: such chunks skip
+  // zero probabilities, with the same operations in the same order, so rows
+  // that never see the value are bit-identical to a run without it.
+  if ((p.causal != HWYATTN_CAUSAL_NONE || p.has_mask) &&
+      !ValuesFinite(v, ukeys, ldv, static_cast<size_t>(value_dim))) {
+    WeightedValuesSkippingZeros(static_cast<size_t>(rows), ukeys, s, ld, v, ldv,
+                                static_cast<size_t>(value_dim), out);
+    return;
+  }
   for (int64_t r0 = 0; r0 < rows; r0 += 4) {
     const size_t nr = static_cast<size_t>(std::min<int64_t>(4, rows - r0));
     const float* pr = s + r0 * ld;

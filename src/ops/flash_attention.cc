@@ -125,12 +125,30 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
       default: PackKeys<float>(p, b, kvh, k_dst); break;
     }
   }
-  if (plan.values_in_place) return;
-  float* v_dst = k_dst + plan.packed_k_floats;
-  switch (p.v.dtype) {
-    case HWYATTN_F16: PackValues<F16>(p, plan.value_dim_pad, b, kvh, v_dst); break;
-    case HWYATTN_BF16: PackValues<BF16>(p, plan.value_dim_pad, b, kvh, v_dst); break;
-    default: PackValues<float>(p, plan.value_dim_pad, b, kvh, v_dst); break;
+  if (!plan.values_in_place) {
+    float* v_dst = k_dst + plan.packed_k_floats;
+    switch (p.v.dtype) {
+      case HWYATTN_F16: PackValues<F16>(p, plan.value_dim_pad, b, kvh, v_dst); break;
+      case HWYATTN_BF16: PackValues<BF16>(p, plan.value_dim_pad, b, kvh, v_dst); break;
+      default: PackValues<float>(p, plan.value_dim_pad, b, kvh, v_dst); break;
+    }
+  }
+  if (plan.nonfinite_values == nullptr) return;
+  // x * 0 is NaN exactly when x is a NaN or an infinity: one FMA per vector.
+  const DF df;
+  int64_t ldv;
+  const float* v = plan.ValueRows(b, kvh, &ldv);
+  uint8_t* flags = plan.nonfinite_values + (b * p.kv_heads + kvh) * plan.key_tiles;
+  const int64_t key_end = p.KeyEnd(b);
+  for (int64_t t = 0; t < plan.key_tiles; ++t) {
+    auto acc = hn::Zero(df);
+    const int64_t j1 = std::min<int64_t>((t + 1) * kKeyTile, key_end);
+    for (int64_t j = t * static_cast<int64_t>(kKeyTile); j < j1; ++j) {
+      for (int64_t dv = 0; dv < plan.value_dim_pad; dv += kLanes) {
+        acc = hn::MulAdd(hn::LoadU(df, v + j * ldv + dv), hn::Zero(df), acc);
+      }
+    }
+    flags[t] = !hn::AllFalse(df, hn::IsNaN(acc));
   }
 }
 
@@ -192,8 +210,11 @@ void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64
       // -inf blocks. Finite values move to log2 units, clamped so that a
       // large finite mask (-FLT_MAX) stays finite instead of overflowing to
       // -inf: a row masked only by such values still has a softmax.
-      row[c] = bias == -INFINITY ? -INFINITY
-                                 : row[c] + std::min(std::max(bias * kLog2e, -FLT_MAX), FLT_MAX);
+      // A key blocked already (causal) stays blocked whatever the mask holds,
+      // NaN included.
+      row[c] = (bias == -INFINITY || row[c] == -INFINITY)
+                   ? -INFINITY
+                   : row[c] + std::min(std::max(bias * kLog2e, -FLT_MAX), FLT_MAX);
     }
   }
 }
@@ -255,6 +276,30 @@ void WeightedValues(size_t rows, size_t keys, const float* HWY_RESTRICT p_t,
   }
   WeightedValueRowsRemainder<kPvRows - 1>(rows - r0, keys, p_t + r0, v, ldv, vectors, alpha + r0,
                                           o + r0 * value_dim_pad, value_dim_pad);
+}
+
+// P . V for a key tile whose V holds a NaN or an infinity while some rows
+// block some of its keys: a blocked key's probability is exactly 0 and must
+// not turn 0 * NaN into NaN in a row that never attends to it. Row by row,
+// the same operations in the same order as TileRowScaleMulAdd, skipping the
+// zero probabilities, so the rows untouched by the non-finite value come out
+// bit-identical to a run without it.
+void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_RESTRICT p_t,
+                                 const float* HWY_RESTRICT v, size_t ldv, size_t value_dim_pad,
+                                 const float* HWY_RESTRICT alpha, float* HWY_RESTRICT o) {
+  const DF df;
+  for (size_t r = 0; r < rows; ++r) {
+    float* o_row = o + r * value_dim_pad;
+    const auto scale = hn::Set(df, alpha[r]);
+    for (size_t dv = 0; dv < value_dim_pad; dv += kLanes) {
+      auto acc = hn::Mul(hn::Load(df, o_row + dv), scale);
+      for (size_t j = 0; j < keys; ++j) {
+        const float prob = p_t[j * kQueryTile + r];
+        if (prob != 0.0f) acc = hn::MulAdd(hn::Set(df, prob), hn::LoadU(df, v + j * ldv + dv), acc);
+      }
+      hn::Store(acc, df, o_row + dv);
+    }
+  }
 }
 
 // ---------------------------------------------------------------- Q . K
@@ -382,8 +427,16 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
                       rescale);
 
     // O = O * alpha + P . V over the tile's real keys (not the padding).
-    WeightedValues(pv_rows, static_cast<size_t>(jt1 - jt0), s_t, v_rows + jt0 * ldv,
-                   static_cast<size_t>(ldv), value_dim_pad, rescale, o);
+    const bool masked_tile = p.has_mask || jt1 > causal_free_end;
+    if (masked_tile && plan.nonfinite_values != nullptr &&
+        plan.nonfinite_values[(b * p.kv_heads + kvh) * plan.key_tiles + jt0 / kKeyTile]) {
+      WeightedValuesSkippingZeros(pv_rows, static_cast<size_t>(jt1 - jt0), s_t,
+                                  v_rows + jt0 * ldv, static_cast<size_t>(ldv), value_dim_pad,
+                                  rescale, o);
+    } else {
+      WeightedValues(pv_rows, static_cast<size_t>(jt1 - jt0), s_t, v_rows + jt0 * ldv,
+                     static_cast<size_t>(ldv), value_dim_pad, rescale, o);
+    }
   }
 
   // out = O / l. A row with no visible key has l == 0 and gets zeros; a NaN l

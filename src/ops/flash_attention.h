@@ -41,6 +41,11 @@ struct FlashPlan {
   size_t packed_k_floats;  // per (b, kv head): key_panels * MR * D, or 0 in place
   size_t packed_v_floats;  // per (b, kv head): Lk * value_dim_pad, or 0 in place
   float* packed;           // [B][Hkv] x (K then V), each head's block aligned
+  // With masking (causal or a mask tensor), [B][Hkv][key tiles] flags set by
+  // pack_kv: the key tile's V rows hold a NaN or an infinity. Null without
+  // masking (no row then has a zero probability that could meet one).
+  uint8_t* nonfinite_values;
+  int64_t key_tiles;       // ceil(Lk / key_tile)
   size_t packed_head_floats;
   size_t scratch_floats;   // per worker thread
   float q_scale;           // scale * log2(e): scores are computed in log2 units
@@ -70,7 +75,8 @@ struct FlashKernels {
   FlashGeometry geometry;
   // Packs, unless they are read in place, K as [panel][D][MR] (zero padded)
   // and V as [Lk][value_dim_pad], for keys below the batch's key end,
-  // converting F16/BF16 to float.
+  // converting F16/BF16 to float; then flags the key tiles whose V is not
+  // finite (when nonfinite_values is set).
   void (*pack_kv)(const FlashPlan& plan, int64_t b, int64_t kvh);
   // Computes the outputs (and lse, weights) of query rows
   // [row0, row0 + query_tile) of (b, kvh), using `scratch_floats` of scratch.

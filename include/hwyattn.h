@@ -121,7 +121,9 @@ HWYATTN_API const char* hwyattn_simd_target(void);
 
 /** Sets the number of threads later calls may use: 1 = run on the calling
  *  thread only; 0 = all available cores (the OpenMP default, which honours
- *  OMP_NUM_THREADS). Negative: HWYATTN_INVALID_ARGUMENT. Process-wide and
+ *  OMP_NUM_THREADS). Negative: HWYATTN_INVALID_ARGUMENT; more than 4096:
+ *  HWYATTN_UNSUPPORTED (the OpenMP runtime aborts the process when it cannot
+ *  start that many threads). Process-wide and
  *  thread-safe. Results never depend on it (they are bit-identical for any
  *  thread count); a call too small to gain from threads runs on one thread. */
 HWYATTN_API hwyattn_status hwyattn_set_num_threads(int n);
@@ -244,7 +246,7 @@ typedef struct hwyattn_mha_config {
 } hwyattn_mha_config;
 
 /** Weights in the torch nn.Linear layout: row-major [out_features, in_features],
- *  F32. A PyTorch nn.MultiheadAttention with in_proj_weight p ([3E, E]) loads
+ *  F32, each pointer aligned to 4 bytes. A PyTorch nn.MultiheadAttention with in_proj_weight p ([3E, E]) loads
  *  as w_q = p, w_k = p + E*E, w_v = p + 2*E*E, and w_o = out_proj.weight
  *  (biases likewise from in_proj_bias and out_proj.bias). */
 typedef struct hwyattn_mha_weights {
@@ -273,7 +275,8 @@ HWYATTN_API void hwyattn_mha_destroy(hwyattn_mha* m);
 /** Runs the layer (batch_first layout, like nn.MultiheadAttention(batch_first=True)):
  *
  *    query [B, Lq, embed_dim]  F32
- *    key   [B, Lk, kdim]       F32, or NULL: self-attention (key = value = query)
+ *    key   [B, Lk, kdim]       F32, or NULL: self-attention (key = value = query,
+ *                              which needs kdim == vdim == embed_dim)
  *    value [B, Lk, vdim]       F32, or NULL together with key
  *    out   [B, Lq, embed_dim]  F32 (written)
  *

@@ -825,18 +825,22 @@ TEST(OutOfMemory, MhaForwardWithHugeActivations) {
   hwyattn_mha* m = nullptr;
   ASSERT_EQ(hwyattn_mha_create(&cfg, &w, &m), HWYATTN_OK) << hwyattn_last_error();
   const int64_t b = int64_t{1} << 20, l = INT32_MAX;
-  std::vector<float> x(16, 1.0f), y(16, 3.0f);
+  // One buffer: query's 16 floats first, then out's. out must not overlap
+  // itself, so it is described over a huge address range that is never
+  // touched; it starts after query's span, so it cannot overlap query
+  // whatever the allocator returns (two separate vectors made that depend on
+  // their heap order). Validation passes and allocation fails first.
+  std::vector<float> buffer(32, 1.0f);
+  std::fill(buffer.begin() + 16, buffer.end(), 3.0f);
   hwyattn_tensor query{}, out{};
   const int64_t s[3] = {b, l, 16};
-  ASSERT_EQ(hwyattn_tensor_contiguous(&query, x.data(), HWYATTN_F32, 3, s), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&query, buffer.data(), HWYATTN_F32, 3, s), HWYATTN_OK);
   query.stride[0] = query.stride[1] = 0;
-  // out must not overlap itself, so it is described over a fake address range
-  // that is never touched: validation passes and allocation fails first.
-  ASSERT_EQ(hwyattn_tensor_contiguous(&out, y.data(), HWYATTN_F32, 3, s), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&out, buffer.data() + 16, HWYATTN_F32, 3, s), HWYATTN_OK);
   EXPECT_EQ(hwyattn_mha_forward(m, &query, nullptr, nullptr, &out, nullptr),
             HWYATTN_OUT_OF_MEMORY)
       << hwyattn_last_error();
-  for (float f : y) EXPECT_EQ(f, 3.0f);
+  for (size_t i = 16; i < buffer.size(); ++i) EXPECT_EQ(buffer[i], 3.0f);
   hwyattn_mha_destroy(m);
 }
 

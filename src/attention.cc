@@ -6,11 +6,6 @@
 #include "src/attention.h"
 
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#else  // HWYATTN_OPENMP=OFF: the parallel regions run on the calling thread.
-#define omp_get_thread_num() 0
-#endif
 #include <stddef.h>
 #include <stdint.h>
 
@@ -115,7 +110,7 @@ hwyattn_status RunDecode(const SdpaProblem& p) {
   }
 #pragma omp parallel num_threads(static_cast<int>(threads))
   {
-    float* mine = scratch + static_cast<size_t>(omp_get_thread_num()) * plan.scratch_floats;
+    float* mine = scratch + static_cast<size_t>(WorkerIndex()) * plan.scratch_floats;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < items; ++i) attend(i, mine);
     if (chunks > 1) {
@@ -195,7 +190,7 @@ hwyattn_status RunFlash(const SdpaProblem& p) {
   }
 #pragma omp parallel num_threads(static_cast<int>(threads))
   {
-    float* mine = scratch + static_cast<size_t>(omp_get_thread_num()) * plan.scratch_floats;
+    float* mine = scratch + static_cast<size_t>(WorkerIndex()) * plan.scratch_floats;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < pack_items; ++i) work.Pack(i);
 #pragma omp for schedule(dynamic, 1)

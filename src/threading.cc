@@ -25,4 +25,12 @@ int NumThreads() {
 #endif
 }
 
+int WorkerIndex() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
 }  // namespace hwyattn

@@ -11,6 +11,11 @@ void SetNumThreads(int n);
 // The resolved count, >= 1.
 int NumThreads();
 
+// This thread's index in the enclosing parallel region (0 outside one, and
+// always 0 when built with HWYATTN_OPENMP=OFF): which slice of the caller's
+// scratch a worker uses.
+int WorkerIndex();
+
 }  // namespace hwyattn
 
 #endif  // HWYATTN_SRC_THREADING_H_

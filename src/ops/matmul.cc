@@ -12,11 +12,6 @@
 // projections share it. Traffic per MR x NR tile: k * (MR + NR) floats from
 // L1/L2 for 2 * k * MR * NR FLOPs.
 
-#ifdef _OPENMP
-#include <omp.h>
-#else  // HWYATTN_OPENMP=OFF: the parallel regions run on the calling thread.
-#define omp_get_thread_num() 0
-#endif
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -220,7 +215,7 @@ hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num
   }
 #pragma omp parallel num_threads(static_cast<int>(threads))
   {
-    float* panels = scratch + static_cast<size_t>(omp_get_thread_num()) * item_floats;
+    float* panels = scratch + static_cast<size_t>(WorkerIndex()) * item_floats;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < items; ++i) {
       kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, panels);

@@ -50,6 +50,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/bench_flags.h"
 #include "bench/machine_peak.h"
 
 namespace {
@@ -425,44 +426,11 @@ size_t MemAvailableBytes() {
   return 0;
 }
 
-std::string Format(const char* fmt, double v) {
-  char buf[64];
-  snprintf(buf, sizeof(buf), fmt, v);
-  return buf;
-}
-
-// Removes argv[i] from the argument list.
-void DropArg(int& argc, char** argv, int i) {
-  for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-  --argc;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   // Own flags first; Google Benchmark rejects unknown ones.
-  double bw_mib = 1024;
-  if (const char* env = getenv("HWYATTN_BENCH_BW_MIB")) bw_mib = atof(env);
-  double peak_seconds = 0.2;
-  bool skip_peaks = false, listing = false;
-  for (int i = 1; i < argc;) {
-    if (strncmp(argv[i], "--bw_mib=", 9) == 0) {
-      bw_mib = atof(argv[i] + 9);
-      DropArg(argc, argv, i);
-    } else if (strncmp(argv[i], "--peak_seconds=", 15) == 0) {
-      peak_seconds = atof(argv[i] + 15);
-      DropArg(argc, argv, i);
-    } else if (strcmp(argv[i], "--skip_peaks") == 0) {
-      skip_peaks = true;
-      DropArg(argc, argv, i);
-    } else {
-      if (strncmp(argv[i], "--benchmark_list_tests", 22) == 0 &&
-          strcmp(argv[i], "--benchmark_list_tests=false") != 0) {
-        listing = true;
-      }
-      ++i;
-    }
-  }
+  const hwyattn_bench::BenchFlags flags = hwyattn_bench::ParseBenchFlags(argc, argv);
 
   for (const Row& r : kRows) {
     std::string name = std::string("BM_Attention/") + r.id;
@@ -479,17 +447,17 @@ int main(int argc, char** argv) {
 
   benchmark::AddCustomContext("hwyattn_version", hwyattn_version());
   benchmark::AddCustomContext("simd_target", hwyattn_simd_target());
-  if (!skip_peaks && !listing) {
-    size_t bw_bytes = static_cast<size_t>(bw_mib * 1024 * 1024);
+  if (!flags.skip_peaks && !flags.listing) {
+    size_t bw_bytes = static_cast<size_t>(flags.bw_mib * 1024 * 1024);
     const size_t avail = MemAvailableBytes();
     if (avail != 0 && bw_bytes > avail / 4) {
-      fprintf(stderr, "bandwidth buffer shrunk from %.0f MiB to a quarter of MemAvailable\n", bw_mib);
+      fprintf(stderr, "bandwidth buffer shrunk from %.0f MiB to a quarter of MemAvailable\n", flags.bw_mib);
       bw_bytes = avail / 4;
     }
     fprintf(stderr, "measuring the FMA peak and the read bandwidth (%.0f MiB buffer)...\n",
             bw_bytes / 1048576.0);
     for (int n : kThreadCounts) {
-      g_peaks.fma_gflops[n] = hwyattn_bench::MeasureFmaPeakGflops(n, peak_seconds, 5);
+      g_peaks.fma_gflops[n] = hwyattn_bench::MeasureFmaPeakGflops(n, flags.peak_seconds, 5);
     }
     for (int n : kThreadCounts) {
       g_peaks.read_gbps[n] = hwyattn_bench::MeasureReadBandwidthGBps(n, bw_bytes, 10);
@@ -503,10 +471,10 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("peak_target", hwyattn_bench::PeakTargetName());
     for (int n : kThreadCounts) {
       const std::string t = std::to_string(n) + "t";
-      benchmark::AddCustomContext("fma_peak_gflops_" + t, Format("%.1f", g_peaks.fma_gflops[n]));
-      benchmark::AddCustomContext("read_bw_gbps_" + t, Format("%.1f", g_peaks.read_gbps[n]));
+      benchmark::AddCustomContext("fma_peak_gflops_" + t, hwyattn_bench::Format("%.1f", g_peaks.fma_gflops[n]));
+      benchmark::AddCustomContext("read_bw_gbps_" + t, hwyattn_bench::Format("%.1f", g_peaks.read_gbps[n]));
     }
-    benchmark::AddCustomContext("bw_buffer_mib", Format("%.0f", bw_bytes / 1048576.0));
+    benchmark::AddCustomContext("bw_buffer_mib", hwyattn_bench::Format("%.0f", bw_bytes / 1048576.0));
   }
 
   benchmark::RunSpecifiedBenchmarks();

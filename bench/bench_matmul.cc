@@ -50,6 +50,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/bench_flags.h"
 #include "bench/machine_peak.h"
 #include "src/ops/matmul.h"
 
@@ -283,37 +284,11 @@ void CheckThreads() {
   fprintf(stderr, "%s\n", line.c_str());
 }
 
-std::string Format(const char* fmt, double v) {
-  char buf[64];
-  snprintf(buf, sizeof(buf), fmt, v);
-  return buf;
-}
-
-void DropArg(int& argc, char** argv, int i) {
-  for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-  --argc;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  double peak_seconds = 0.2;
-  bool skip_peaks = false, listing = false;
-  for (int i = 1; i < argc;) {
-    if (strncmp(argv[i], "--peak_seconds=", 15) == 0) {
-      peak_seconds = atof(argv[i] + 15);
-      DropArg(argc, argv, i);
-    } else if (strcmp(argv[i], "--skip_peaks") == 0) {
-      skip_peaks = true;
-      DropArg(argc, argv, i);
-    } else {
-      if (strncmp(argv[i], "--benchmark_list_tests", 22) == 0 &&
-          strcmp(argv[i], "--benchmark_list_tests=false") != 0) {
-        listing = true;
-      }
-      ++i;
-    }
-  }
+  // Own flags first; Google Benchmark rejects unknown ones.
+  const hwyattn_bench::BenchFlags flags = hwyattn_bench::ParseBenchFlags(argc, argv);
 
   // hwyattn and oneDNN alternate problem by problem (and, with
   // --benchmark_enable_random_interleaving, repetition by repetition).
@@ -345,23 +320,23 @@ int main(int argc, char** argv) {
 #else
   benchmark::AddCustomContext("onednn_version", "none (built without oneDNN)");
 #endif
-  if (!listing) {
+  if (!flags.listing) {
     if (!CheckCorrectness()) {
       fprintf(stderr, "bench_matmul: correctness check failed\n");
       return 1;
     }
     CheckThreads();
   }
-  if (!skip_peaks && !listing) {
+  if (!flags.skip_peaks && !flags.listing) {
     fprintf(stderr, "measuring the FMA peak...\n");
-    for (int n : kThreadCounts) g_peak[n] = hwyattn_bench::MeasureFmaPeakGflops(n, peak_seconds, 5);
+    for (int n : kThreadCounts) g_peak[n] = hwyattn_bench::MeasureFmaPeakGflops(n, flags.peak_seconds, 5);
     if (g_peak[2] < 1.6 * g_peak[1]) {
       fprintf(stderr, "WARNING: 2 threads reach only %.2fx the FMA rate of 1: the second core is busy.\n",
               g_peak[2] / g_peak[1]);
     }
     benchmark::AddCustomContext("peak_target", hwyattn_bench::PeakTargetName());
     for (int n : kThreadCounts) {
-      benchmark::AddCustomContext("fma_peak_gflops_" + std::to_string(n) + "t", Format("%.1f", g_peak[n]));
+      benchmark::AddCustomContext("fma_peak_gflops_" + std::to_string(n) + "t", hwyattn_bench::Format("%.1f", g_peak[n]));
     }
   }
 

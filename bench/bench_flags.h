@@ -12,6 +12,9 @@
 
 #include <string>
 
+#include "bench/machine_peak.h"
+#include "benchmark/benchmark.h"
+
 namespace hwyattn_bench {
 
 struct BenchFlags {
@@ -54,6 +57,23 @@ inline std::string Format(const char* fmt, double v) {
   char buf[64];
   snprintf(buf, sizeof(buf), fmt, v);
   return buf;
+}
+
+// Measures the FMA peak at 1 and 2 threads into gflops[1], gflops[2] (unless
+// --skip_peaks or a listing), warns if the second core is busy, and records
+// the figures in the benchmark's context (the JSON report.py reads).
+inline void MeasureFmaPeaks(const BenchFlags& flags, double (&gflops)[3]) {
+  if (flags.skip_peaks || flags.listing) return;
+  fprintf(stderr, "measuring the FMA peak...\n");
+  for (int n = 1; n <= 2; ++n) gflops[n] = MeasureFmaPeakGflops(n, flags.peak_seconds, 5);
+  if (gflops[2] < 1.6 * gflops[1]) {
+    fprintf(stderr, "WARNING: 2 threads reach only %.2fx the FMA rate of 1: the second core is busy.\n",
+            gflops[2] / gflops[1]);
+  }
+  benchmark::AddCustomContext("peak_target", PeakTargetName());
+  for (int n = 1; n <= 2; ++n) {
+    benchmark::AddCustomContext("fma_peak_gflops_" + std::to_string(n) + "t", Format("%.1f", gflops[n]));
+  }
 }
 
 }  // namespace hwyattn_bench

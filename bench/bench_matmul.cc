@@ -327,18 +327,7 @@ int main(int argc, char** argv) {
     }
     CheckThreads();
   }
-  if (!flags.skip_peaks && !flags.listing) {
-    fprintf(stderr, "measuring the FMA peak...\n");
-    for (int n : kThreadCounts) g_peak[n] = hwyattn_bench::MeasureFmaPeakGflops(n, flags.peak_seconds, 5);
-    if (g_peak[2] < 1.6 * g_peak[1]) {
-      fprintf(stderr, "WARNING: 2 threads reach only %.2fx the FMA rate of 1: the second core is busy.\n",
-              g_peak[2] / g_peak[1]);
-    }
-    benchmark::AddCustomContext("peak_target", hwyattn_bench::PeakTargetName());
-    for (int n : kThreadCounts) {
-      benchmark::AddCustomContext("fma_peak_gflops_" + std::to_string(n) + "t", hwyattn_bench::Format("%.1f", g_peak[n]));
-    }
-  }
+  hwyattn_bench::MeasureFmaPeaks(flags, g_peak);
 
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -280,6 +280,25 @@ def nice_step(span, target_ticks=6):
     return 10 * mag
 
 
+def peak_lines(out, peaks, peak_colors, y, left, plot_w):
+    """Dashed lines at the measured FMA peaks, labelled in the right margin (labels kept 15 px apart)."""
+    label_ys = []
+    for t in (1, 2):
+        p = peaks.get(t)
+        if not p:
+            continue
+        yy = y(p)
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="6,4"/>'
+                   % (left, yy, left + plot_w, yy, peak_colors[t]))
+        ly_text = yy
+        for other in label_ys:
+            if abs(ly_text - other) < 15:
+                ly_text = other - 15
+        label_ys.append(ly_text)
+        out.append('<text x="%d" y="%.1f" dominant-baseline="middle" font-size="12" fill="%s">peak %dt: %.0f</text>'
+                   % (left + plot_w + 6, ly_text, peak_colors[t], t, p))
+
+
 def write_svg(path, context, results):
     ids = ordered_ids(results)
     values = {}
@@ -362,22 +381,8 @@ def write_svg(path, context, results):
             if chunk:
                 out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="10" fill="#444">%s</text>'
                            % (cx, top_m + plot_h + 36 + 13 * k, escape(chunk)))
-    # Peak lines, labelled in the right margin (labels kept 15 px apart).
-    label_ys = []
-    for t in (1, 2):
-        p = peaks.get(t)
-        if not p:
-            continue
-        yy = y(p)
-        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="6,4"/>'
-                   % (left, yy, left + plot_w, yy, peak_colors[t]))
-        ly_text = yy
-        for other in label_ys:
-            if abs(ly_text - other) < 15:
-                ly_text = other - 15
-        label_ys.append(ly_text)
-        out.append('<text x="%d" y="%.1f" dominant-baseline="middle" font-size="12" fill="%s">peak %dt: %.0f</text>'
-                   % (left + plot_w + 6, ly_text, peak_colors[t], t, p))
+    # Peak lines, labelled in the right margin.
+    peak_lines(out, peaks, peak_colors, y, left, plot_w)
     # Legend.
     lx, ly = left + plot_w + 6, top_m + plot_h - 60
     for k, t in enumerate((1, 2)):
@@ -594,21 +599,7 @@ def write_grouped_svg(path, title, subtitle, groups, series, values, peaks):
             out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="%d"%s>%s</text>'
                        % (left + group_w * (i + 0.5), top_m + plot_h + 20 + 14 * k, 13 if k == 0 else 10,
                           ' font-weight="bold"' if k == 0 else ' fill="#444"', escape(part)))
-    label_ys = []
-    for t in (1, 2):
-        p = peaks.get(t)
-        if not p:
-            continue
-        yy = y(p)
-        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="6,4"/>'
-                   % (left, yy, left + plot_w, yy, peak_colors[t]))
-        ly_text = yy
-        for other in label_ys:
-            if abs(ly_text - other) < 15:
-                ly_text = other - 15
-        label_ys.append(ly_text)
-        out.append('<text x="%d" y="%.1f" dominant-baseline="middle" font-size="12" fill="%s">peak %dt: %.0f</text>'
-                   % (left + plot_w + 6, ly_text, peak_colors[t], t, p))
+    peak_lines(out, peaks, peak_colors, y, left, plot_w)
     lx, ly = left + plot_w + 6, top_m + plot_h - 22 * len(series)
     for k, (skey, slabel, colour) in enumerate(series):
         out.append('<rect x="%d" y="%d" width="14" height="14" fill="%s"/>' % (lx, ly + 22 * k, colour))

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The attention planner: sizes the packed operands and the per-thread
-// scratch, decides how many threads a call deserves, and runs the two phases
-// (pack K/V per kv head, then the fused kernel per query tile) over OpenMP.
+// The attention planner: picks the kernel (decode for a few query rows per kv
+// head, the fused prefill kernel otherwise), sizes the packed operands and the
+// per-thread scratch, decides how many threads a call deserves, and runs the
+// phases over OpenMP: decode = key chunks, then their merge per kv head;
+// prefill = packing or scanning K/V per kv head where needed, then the query
+// tiles.
 #include "src/attention.h"
 
 #include <math.h>

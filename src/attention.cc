@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The attention planner: picks the kernel (decode for a few query rows per kv
-// head, the fused prefill kernel otherwise), sizes the packed operands and the
-// per-thread scratch, decides how many threads a call deserves, and runs the
-// phases over OpenMP: decode = key chunks, then their merge per kv head;
+// The attention planner: picks the kernel (row by row for tiny problems,
+// decode for a few query rows per kv head, the fused prefill kernel
+// otherwise), sizes the packed operands and the per-thread scratch, decides
+// how many threads a call deserves, and runs the phases over OpenMP: decode = key chunks, then their merge per kv head;
 // prefill = packing or scanning K/V per kv head where needed, then the query
 // tiles.
 #include "src/attention.h"
@@ -16,6 +16,8 @@
 
 #include "src/ops/decode_attention.h"
 #include "src/ops/flash_attention.h"
+#include "src/ops/score_rules.h"
+#include "src/ops/small_attention.h"
 #include "src/scratch.h"
 #include "src/threading.h"
 
@@ -25,8 +27,6 @@ namespace {
 // A thread must get at least this much work to pay for waking it (a fork/join
 // costs a few microseconds; 2 MFLOP take ~10 us on one core).
 constexpr double kMinFlopsPerThread = 2e6;
-
-constexpr float kLog2e = 1.44269504088896340736f;
 
 // a * b into *out, false on size_t overflow.
 bool MulSize(size_t a, size_t b, size_t* out) { return !__builtin_mul_overflow(a, b, out); }
@@ -205,6 +205,10 @@ hwyattn_status RunFlash(const SdpaProblem& p) {
 }  // namespace
 
 hwyattn_status RunSdpa(const SdpaProblem& p) {
+  if (SmallApplies(p, AttentionFlops(p))) {
+    SmallAttention(p);
+    return HWYATTN_OK;
+  }
   return DecodeApplies(p) ? RunDecode(p) : RunFlash(p);
 }
 

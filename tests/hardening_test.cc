@@ -848,9 +848,14 @@ TEST(OutOfMemory, MhaForwardWithHugeActivations) {
 // Part 2: numbers at the edges.
 // ---------------------------------------------------------------------------
 
-// Which kernel a problem takes: decode is <= 8 query rows per kv head, F32,
-// no weights output; everything else is the prefill kernel.
-enum class Path { kPrefill, kDecode };
+// Which kernel a problem takes: small is at most 2048 FLOPs in all (row by
+// row); decode is <= 8 query rows per kv head, no weights output;
+// everything else is the prefill kernel.
+enum class Path { kPrefill, kDecode, kSmall };
+
+const char* PathName(Path path) {
+  return path == Path::kPrefill ? "Prefill" : path == Path::kDecode ? "Decode" : "Small";
+}
 enum class Poison { kQ, kK, kV, kMask };
 enum class Blocking { kNone, kCausal, kBoolMask, kKvLen };
 
@@ -862,7 +867,7 @@ struct PoisonCase {
 };
 
 std::string PoisonName(const PoisonCase& c) {
-  std::string s = c.path == Path::kPrefill ? "Prefill" : "Decode";
+  std::string s = PathName(c.path);
   s += c.where == Poison::kQ ? "Q" : c.where == Poison::kK ? "K" : c.where == Poison::kV ? "V" : "Mask";
   s += std::isnan(c.value) ? "NaN" : c.value > 0 ? "PlusInf" : "MinusInf";
   const char* b[] = {"", "Causal", "BoolMask", "KvLen"};
@@ -882,6 +887,12 @@ Problem PoisonProblem(const PoisonCase& c) {
   if (c.path == Path::kDecode) {
     p.q_len = 3;  // 6 rows per kv head
     p.k_len = 1100;  // three decode chunks
+  } else if (c.path == Path::kSmall) {
+    p.dim = 6;  // 16 * Lq * Lk * (D + Dv) = 1920 FLOPs
+    p.v_dim = 4;
+    p.q_len = 3;
+    p.k_len = 4;
+    p.want_weights = true;
   } else {
     p.q_len = 70;  // several query tiles
     p.k_len = 150;  // several key tiles
@@ -958,7 +969,7 @@ void CheckPoisonConfinement(const PoisonCase& c) {
   Problem p = PoisonProblem(c);
   // The poisoned key: in the last decode chunk, near the causal diagonal (so
   // that causal blocks it for some rows only); kv_len blocks it for batch 1.
-  const int64_t key = c.path == Path::kDecode ? p.k_len - 2 : 100;
+  const int64_t key = c.path == Path::kPrefill ? 100 : p.k_len - 2;
   if (c.blocking == Blocking::kKvLen) p.kv_len = {static_cast<int32_t>(p.k_len), static_cast<int32_t>(key)};
   Call clean(p), dirty(p);
   ASSERT_EQ(clean.Run(), HWYATTN_OK) << hwyattn_last_error();
@@ -1056,7 +1067,7 @@ TEST_P(PoisonTest, ConfinedToTheRowsItReaches) { CheckPoisonConfinement(GetParam
 
 std::vector<PoisonCase> PoisonCases() {
   std::vector<PoisonCase> cases;
-  for (Path path : {Path::kPrefill, Path::kDecode}) {
+  for (Path path : {Path::kPrefill, Path::kDecode, Path::kSmall}) {
     for (Poison where : {Poison::kQ, Poison::kK, Poison::kV, Poison::kMask}) {
       for (float value : {kNaN, kInf, -kInf}) {
         for (Blocking bl : {Blocking::kNone, Blocking::kCausal, Blocking::kBoolMask, Blocking::kKvLen}) {
@@ -1078,13 +1089,13 @@ INSTANTIATE_TEST_SUITE_P(Hardening, PoisonTest, ::testing::ValuesIn(PoisonCases(
 
 // Scores up to 1e30 (q and k of 1e15, scale 1): finite and as the reference.
 TEST(Edges, ScoresUpTo1e30) {
-  for (Path path : {Path::kPrefill, Path::kDecode}) {
+  for (Path path : {Path::kPrefill, Path::kDecode, Path::kSmall}) {
     Problem p;
     p.batch = 1;
     p.q_heads = 2;
     p.kv_heads = 1;
-    p.q_len = path == Path::kDecode ? 2 : 40;
-    p.k_len = 600;
+    p.q_len = path == Path::kPrefill ? 40 : 2;
+    p.k_len = path == Path::kSmall ? 20 : 600;
     p.dim = 1;
     p.v_dim = 5;
     p.scale = 1.0f;
@@ -1092,7 +1103,7 @@ TEST(Edges, ScoresUpTo1e30) {
     p.k_amp = 1e15f;
     p.want_lse = true;
     p.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
-    SCOPED_TRACE(path == Path::kDecode ? "decode" : "prefill");
+    SCOPED_TRACE(PathName(path));
     RunAndCheck(p);
   }
 }
@@ -1102,14 +1113,14 @@ TEST(Edges, ScoresUpTo1e30) {
 // get a finite softmax (weights summing to 1); rows of -INFINITY only get
 // zeros and lse = -inf.
 TEST(Edges, InfiniteAndMaxMasks) {
-  for (Path path : {Path::kPrefill, Path::kDecode}) {
-    SCOPED_TRACE(path == Path::kDecode ? "decode" : "prefill");
+  for (Path path : {Path::kPrefill, Path::kDecode, Path::kSmall}) {
+    SCOPED_TRACE(PathName(path));
     Problem p;
     p.batch = 1;
     p.q_heads = 2;
     p.kv_heads = 2;
-    p.q_len = path == Path::kDecode ? 4 : 30;
-    p.k_len = 700;
+    p.q_len = path == Path::kPrefill ? 30 : 4;
+    p.k_len = path == Path::kSmall ? 8 : 700;  // small: 2048 FLOPs
     p.dim = 8;
     p.v_dim = 8;
     p.want_lse = true;

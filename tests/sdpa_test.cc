@@ -275,6 +275,70 @@ INSTANTIATE_TEST_SUITE_P(Sdpa, RandomShapeTest, ::testing::ValuesIn(RandomShapeP
                            return ShapeName(info.param) + "_" + ScaleName(info.param.scale);
                          });
 
+// The row-by-row kernel for tiny problems (at most 2048 FLOPs, see
+// src/ops/small_attention.h): every feature in turn on shapes below that
+// limit, against the reference. Larger problems never reach it, so this
+// suite is its coverage of masks, causal, key lengths, dtypes and layouts.
+std::vector<Problem> SmallKernelProblems() {
+  std::vector<Problem> problems;
+  const hwyattn_dtype dtypes[3][3] = {{HWYATTN_F32, HWYATTN_F32, HWYATTN_F32},
+                                      {HWYATTN_F32, HWYATTN_F16, HWYATTN_BF16},
+                                      {HWYATTN_BF16, HWYATTN_BF16, HWYATTN_F16}};
+  int n = 0;
+  for (hwyattn_causal causal : {HWYATTN_CAUSAL_NONE, HWYATTN_CAUSAL_TOP_LEFT,
+                                HWYATTN_CAUSAL_BOTTOM_RIGHT}) {
+    for (int mask = 0; mask < 3; ++mask) {  // none, bool [B, Hq, Lq, Lk], F32 [Lq, Lk]
+      for (bool lengths : {false, true}) {
+        for (const auto& dt : dtypes) {
+          Problem p;
+          p.batch = 2;
+          p.q_heads = 4;
+          p.kv_heads = 2;  // GQA
+          p.q_len = n % 2 ? 3 : 2;
+          p.k_len = n % 2 ? 2 : 5;  // Lq > Lk and Lq < Lk under causal
+          p.dim = 3;
+          p.v_dim = 2;
+          p.q_dtype = dt[0];
+          p.k_dtype = dt[1];
+          p.v_dtype = dt[2];
+          p.causal = causal;
+          if (mask > 0) {
+            p.has_mask = true;
+            p.mask.dtype = mask == 1 ? HWYATTN_BOOL : HWYATTN_F32;
+            p.mask.shape = mask == 1 ? Shape4{p.batch, p.q_heads, p.q_len, p.k_len}
+                                     : Shape4{1, 1, p.q_len, p.k_len};
+            p.mask.block_prob = 0.3;
+            p.mask.block_rows = n % 3 == 0;
+          }
+          if (lengths) p.kv_len = {static_cast<int32_t>(p.k_len), 1};
+          // Strided and permuted layouts every other case.
+          if (n % 2) {
+            p.q_layout.order = {2, 0, 1, 3};
+            p.k_layout.elem_step = 2;
+            p.v_layout.order = {0, 2, 1, 3};
+            p.out_layout.row_pad = 3;
+          }
+          p.want_weights = true;
+          p.want_lse = true;
+          p.seed = 300 + n;
+          problems.push_back(p);
+          ++n;
+        }
+      }
+    }
+  }
+  return problems;
+}
+
+class SmallKernelTest : public ::testing::TestWithParam<Problem> {};
+
+TEST_P(SmallKernelTest, MatchesReference) { RunAndCheck(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Sdpa, SmallKernelTest, ::testing::ValuesIn(SmallKernelProblems()),
+                         [](const ::testing::TestParamInfo<Problem>& info) {
+                           return "Case" + std::to_string(info.index);
+                         });
+
 // Scale alone, including a negative one (finite, so valid).
 class ScaleTest : public ::testing::TestWithParam<float> {};
 

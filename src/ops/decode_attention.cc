@@ -29,6 +29,7 @@
 
 #include "src/ops/convert.h"
 #include "src/ops/decode_attention.h"
+#include "src/ops/score_rules.h"
 #include "src/targets.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -46,8 +47,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 constexpr size_t kLanes = HWY_LANES(float);
-constexpr float kLog2e = 1.44269504088896340736f;
-constexpr float kLn2 = 0.69314718055994530942f;
 
 // K and V may be F32, F16 or BF16 (half-precision KV caches halve the bytes a
 // memory-bound decode step streams); they are widened to float on load.
@@ -340,15 +339,7 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
         }
       } else {
         const float* m = p.mask.As<float>() + base;
-        for (int64_t j = 0; j < keys; ++j) {
-          const float bias = m[j * sj];
-          // Same rule as the prefill kernel: -inf blocks, finite values are
-          // clamped so they cannot overflow to -inf in log2 units.
-          // A key blocked already (causal) stays blocked, NaN mask or not.
-          sr[j] = (bias == -INFINITY || sr[j] == -INFINITY)
-                      ? -INFINITY
-                      : sr[j] + std::min(std::max(bias * kLog2e, -FLT_MAX), FLT_MAX);
-        }
+        for (int64_t j = 0; j < keys; ++j) sr[j] = MaskedScore(sr[j], m[j * sj]);
       }
     }
   }

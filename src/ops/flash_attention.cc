@@ -37,6 +37,7 @@
 
 #include "src/ops/convert.h"
 #include "src/ops/flash_attention.h"
+#include "src/ops/score_rules.h"
 #include "src/targets.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -72,8 +73,6 @@ constexpr size_t kPvVectors = 2;
 // 1-2% slower on P1, P3 and X1 (Zen 5).
 constexpr size_t kKeyTile = 8 * kMR;
 
-constexpr float kLog2e = 1.44269504088896340736f;
-constexpr float kLn2 = 0.69314718055994530942f;
 
 // ---------------------------------------------------------------- packing
 
@@ -205,17 +204,7 @@ void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64
   const float* m = p.mask.As<float>();
   for (int64_t j = jt0; j < jt1; ++j) {
     float* row = s + (j - jt0) * kQueryTile;
-    for (int64_t c = 0; c < rows; ++c) {
-      const float bias = m[mask_row[c] + j * sj];
-      // -inf blocks. Finite values move to log2 units, clamped so that a
-      // large finite mask (-FLT_MAX) stays finite instead of overflowing to
-      // -inf: a row masked only by such values still has a softmax.
-      // A key blocked already (causal) stays blocked whatever the mask holds,
-      // NaN included.
-      row[c] = (bias == -INFINITY || row[c] == -INFINITY)
-                   ? -INFINITY
-                   : row[c] + std::min(std::max(bias * kLog2e, -FLT_MAX), FLT_MAX);
-    }
+    for (int64_t c = 0; c < rows; ++c) row[c] = MaskedScore(row[c], m[mask_row[c] + j * sj]);
   }
 }
 

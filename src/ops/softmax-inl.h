@@ -18,6 +18,7 @@
 #include <stddef.h>
 
 #include "hwy/highway.h"
+#include "src/ops/score_rules.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
@@ -25,7 +26,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // 2^x for float lanes: x = n + f with n = round(x), f in [-0.5, 0.5], and
-// 2^f by a degree-5 polynomial (relative-error fit, p(0) = 1).
+// 2^f by the degree-5 polynomial kExp2Poly (score_rules.h).
 // Accuracy: max relative error 3e-7 on [-126, 127] (tests/softmax_test.cc
 // checks it against std::exp2 per target). Range: -inf and every x < -150
 // return exactly 0, which the softmax relies on for blocked keys (a fully
@@ -48,12 +49,9 @@ HWY_INLINE VF Exp2(DF df, VF x) {
 #endif
   const VF n = hn::Round(x);
   const VF f = hn::Sub(x, n);
-  VF p = hn::Set(df, 1.326472731307149e-3f);
-  p = hn::MulAdd(p, f, hn::Set(df, 9.671512991189957e-3f));
-  p = hn::MulAdd(p, f, hn::Set(df, 5.550733581185341e-2f));
-  p = hn::MulAdd(p, f, hn::Set(df, 2.4022242426872253e-1f));
-  p = hn::MulAdd(p, f, hn::Set(df, 6.931470036506653e-1f));
-  p = hn::MulAdd(p, f, hn::Set(df, 1.0f));
+  VF p = hn::Set(df, kExp2Poly[0]);
+  HWY_UNROLL(5)
+  for (size_t i = 1; i < 6; ++i) p = hn::MulAdd(p, f, hn::Set(df, kExp2Poly[i]));
 #if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86
   // p * 2^n; n <= -160 underflows to exactly +0.
   return VF{_mm512_scalef_ps(p.raw, n.raw)};

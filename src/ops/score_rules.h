@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The scalar rules every attention kernel shares: scores live in log2 units
+// (the query is pre-multiplied by scale * log2(e), so exp(x) becomes 2^x),
+// how an additive mask value enters a score, and the polynomial behind 2^x
+// (used by the vector Exp2 in softmax-inl.h and by Exp2Scalar here).
+#ifndef HWYATTN_SRC_OPS_SCORE_RULES_H_
+#define HWYATTN_SRC_OPS_SCORE_RULES_H_
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+#include <algorithm>
+
+#include "src/ops/convert.h"
+
+namespace hwyattn {
+
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kLn2 = 0.69314718055994530942f;
+
+// Score (log2 units) plus an additive mask value (natural units). -inf
+// blocks; a key blocked already (causal) stays blocked whatever the mask
+// holds, NaN included; finite values move to log2 units clamped to +-FLT_MAX,
+// so a large finite mask (-FLT_MAX) stays finite instead of overflowing to
+// -inf: a row masked only by such values still has a softmax.
+inline float MaskedScore(float score, float bias) {
+  return (bias == -INFINITY || score == -INFINITY)
+             ? -INFINITY
+             : score + std::min(std::max(bias * kLog2e, -FLT_MAX), FLT_MAX);
+}
+
+// 2^f for f in [-0.5, 0.5]: degree-5 relative-error fit with p(0) = 1,
+// highest degree first (Horner order). Max relative error 3e-7.
+constexpr float kExp2Poly[6] = {1.326472731307149e-3f, 9.671512991189957e-3f,
+                                5.550733581185341e-2f, 2.4022242426872253e-1f,
+                                6.931470036506653e-1f, 1.0f};
+
+// 2^x for x <= 127 with the vector Exp2's polynomial: x = n + f, n the
+// nearest integer. NaN stays NaN; x < -126.5 (where 2^x is below FLT_MIN,
+// -inf included) returns exactly 0, which blocked keys rely on.
+inline float Exp2Scalar(float x) {
+  if (!(x >= -126.5f)) return x != x ? x : 0.0f;
+  // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer (ties to
+  // even, as the vector Round) for |x| < 2^22.
+  const float n = (x + 12582912.0f) - 12582912.0f;
+  const float f = x - n;
+  float p = kExp2Poly[0] * f + kExp2Poly[1];
+  p = p * f + kExp2Poly[2];
+  p = p * f + kExp2Poly[3];
+  p = p * f + kExp2Poly[4];
+  p = p * f + kExp2Poly[5];
+  return p * BitsToFloat(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
+}
+
+}  // namespace hwyattn
+
+#endif  // HWYATTN_SRC_OPS_SCORE_RULES_H_

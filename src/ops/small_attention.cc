@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Tiny problems (the toy call T1: 3 tokens, 2 heads of dim 2) cost more in
+// the tiled kernels' set-up than in arithmetic, so each query row is done on
+// its own, in the order a textbook would: scores of the visible keys (log2
+// units, masked by the rules of score_rules.h), their max m, p = 2^(s - m),
+// l = sum p, out = sum p v / l. Zero probabilities are skipped, so a NaN or
+// an infinity in V reaches only the rows that attend to it, as in the other
+// kernels.
+#include "src/ops/small_attention.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+#include <algorithm>
+
+#include "src/ops/convert.h"
+#include "src/ops/score_rules.h"
+
+namespace hwyattn {
+namespace {
+
+// Element `offset` of a float tensor of any storage dtype.
+inline float Element(const TensorView& t, int64_t offset) {
+  switch (t.dtype) {
+    case HWYATTN_F16: return ToFloat(t.As<F16>()[offset]);
+    case HWYATTN_BF16: return ToFloat(t.As<BF16>()[offset]);
+    default: return t.As<float>()[offset];
+  }
+}
+
+// Keys row (b, i) may see: below its batch's key end and, under a causal
+// mask, at or left of its diagonal.
+inline int64_t VisibleKeys(const SdpaProblem& p, int64_t b, int64_t i) {
+  const int64_t keys = p.KeyEnd(b);
+  if (p.causal == HWYATTN_CAUSAL_NONE) return keys;
+  return std::max<int64_t>(0, std::min(keys, i + p.CausalOffset() + 1));
+}
+
+// K elements of type TK, V elements of type TV. Three passes over all rows
+// (scores, softmax, outputs) rather than one row start to end: the rows'
+// dependency chains (dot, max, 2^x, sum, 1 / l) then overlap.
+template <typename TK, typename TV>
+void Attend(const SdpaProblem& p) {
+  const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim, lk = p.kv_len;
+  const float q_scale = p.scale * kLog2e;
+  const TK* k = p.k.As<TK>();
+  const TV* v = p.v.As<TV>();
+  const int64_t kj_stride = p.k.stride[2], kd = p.k.stride[3];
+  const int64_t vj_stride = p.v.stride[2], vd = p.v.stride[3];
+  float s[kSmallMaxScores];  // [row][Lk]: scores, then probabilities
+  float m[kSmallMaxScores];  // per row: max score (log2 units)
+  float l[kSmallMaxScores];  // per row: sum of probabilities
+
+  int64_t r = 0;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.q_heads; ++h) {
+      const TK* kh = k + p.k.Offset(b, h / group, 0, 0);
+      for (int64_t i = 0; i < p.q_len; ++i, ++r) {
+        const int64_t q0 = p.q.Offset(b, h, i, 0), qd = p.q.stride[3];
+        float q[kSmallMaxDim];
+        for (int64_t d = 0; d < dim; ++d) q[d] = Element(p.q, q0 + d * qd) * q_scale;
+        // m starts finite so that a row whose keys are all blocked gets
+        // p = 2^(-inf) = 0 and l = 0, not NaN.
+        float mr = -FLT_MAX;
+        float* sr = s + r * lk;
+        const int64_t keys = VisibleKeys(p, b, i);
+        for (int64_t j = 0; j < keys; ++j) {
+          const TK* kj = kh + j * kj_stride;
+          float dot = 0.0f;
+          for (int64_t d = 0; d < dim; ++d) dot += q[d] * ToFloat(kj[d * kd]);
+          if (p.has_mask) {
+            const int64_t at = p.mask.Offset(b, h, i, j);
+            dot = p.mask.dtype == HWYATTN_BOOL
+                      ? (p.mask.As<uint8_t>()[at] != 0 ? dot : -INFINITY)
+                      : MaskedScore(dot, p.mask.As<float>()[at]);
+          }
+          sr[j] = dot;
+          mr = dot > mr ? dot : mr;  // a NaN score leaves m; its p is NaN below
+        }
+        m[r] = mr;
+      }
+    }
+  }
+
+  r = 0;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t hi = 0; hi < p.q_heads * p.q_len; ++hi, ++r) {
+      float* sr = s + r * lk;
+      float sum = 0.0f;
+      const int64_t keys = VisibleKeys(p, b, hi % p.q_len);
+      for (int64_t j = 0; j < keys; ++j) sum += (sr[j] = Exp2Scalar(sr[j] - m[r]));
+      l[r] = sum;
+    }
+  }
+
+  r = 0;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.q_heads; ++h) {
+      const TV* vh = v + p.v.Offset(b, h / group, 0, 0);
+      for (int64_t i = 0; i < p.q_len; ++i, ++r) {
+        const float* pr = s + r * lk;
+        // No visible key: l == 0 and the row is zeros; a NaN l stays NaN.
+        const float inv = l[r] == 0.0f ? 0.0f : 1.0f / l[r];
+        const int64_t keys = VisibleKeys(p, b, i);
+        float* out = p.out.AsMutable<float>() + p.out.Offset(b, h, i, 0);
+        for (int64_t dv = 0; dv < value_dim; ++dv) {
+          float acc = 0.0f;
+          for (int64_t j = 0; j < keys; ++j) {
+            if (pr[j] != 0.0f) acc += pr[j] * ToFloat(vh[j * vj_stride + dv * vd]);
+          }
+          out[dv * p.out.stride[3]] = acc * inv;
+        }
+        if (p.has_lse) {
+          p.lse.AsMutable<float>()[p.lse.Offset(0, b, h, i)] =
+              l[r] == 0.0f ? -INFINITY : (m[r] + log2f(l[r])) * kLn2;
+        }
+        if (p.has_weights) {
+          float* w = p.weights.AsMutable<float>() + p.weights.Offset(b, h, i, 0);
+          const int64_t sw = p.weights.stride[3];
+          for (int64_t j = 0; j < lk; ++j) w[j * sw] = j < keys ? pr[j] * inv : 0.0f;
+        }
+      }
+    }
+  }
+}
+
+template <typename TK>
+void AttendWithKeys(const SdpaProblem& p) {
+  switch (p.v.dtype) {
+    case HWYATTN_F16: Attend<TK, F16>(p); break;
+    case HWYATTN_BF16: Attend<TK, BF16>(p); break;
+    default: Attend<TK, float>(p); break;
+  }
+}
+
+}  // namespace
+
+void SmallAttention(const SdpaProblem& p) {
+  switch (p.k.dtype) {
+    case HWYATTN_F16: AttendWithKeys<F16>(p); break;
+    case HWYATTN_BF16: AttendWithKeys<BF16>(p); break;
+    default: AttendWithKeys<float>(p); break;
+  }
+}
+
+}  // namespace hwyattn

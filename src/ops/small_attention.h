@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Attention for tiny problems (a few hundred nanoseconds of arithmetic), row
+// by row in scalar code: no tiles, no packing, no scratch, no threads.
+#ifndef HWYATTN_SRC_OPS_SMALL_ATTENTION_H_
+#define HWYATTN_SRC_OPS_SMALL_ATTENTION_H_
+
+#include <stdint.h>
+
+#include "src/attention.h"
+
+namespace hwyattn {
+
+// Limits of the small kernel: the whole call is at most kSmallMaxFlops
+// (under a microsecond of scalar arithmetic, less than the set-up of the
+// tiled kernels), so its scores (each costs 2 * (D + Dv) >= 4 FLOPs) and
+// per-row statistics fit on the stack, as does one query row.
+constexpr double kSmallMaxFlops = 2048;
+constexpr int64_t kSmallMaxScores = 512;
+constexpr int64_t kSmallMaxDim = 64;
+
+inline bool SmallApplies(const SdpaProblem& p, double flops) {
+  return flops <= kSmallMaxFlops && p.head_dim <= kSmallMaxDim;
+}
+
+// Every feature of hwyattn_sdpa (masks, causal, key lengths, weights, lse,
+// any strides and dtypes), on the calling thread.
+void SmallAttention(const SdpaProblem& p);
+
+}  // namespace hwyattn
+
+#endif  // HWYATTN_SRC_OPS_SMALL_ATTENTION_H_

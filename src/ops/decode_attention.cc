@@ -82,65 +82,65 @@ HWY_INLINE VF ReduceKeys(VF (&acc)[kLanes]) {
   return acc[0];
 }
 
-// Scores of kLanes consecutive keys (rows `ldk` apart) against one scaled
-// query row q of kDimVectors vectors, held in registers: each key's row is
-// read from start to end, so a block of keys is one sequential stream.
-template <size_t kDimVectors, typename T>
-HWY_INLINE void ScoreKeyBlockInRegisters(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k,
-                                         int64_t ldk, float* HWY_RESTRICT out) {
-  const DF df;
-  VF qv[kDimVectors];
-  HWY_UNROLL(8)
-  for (size_t v = 0; v < kDimVectors; ++v) qv[v] = hn::Load(df, q + v * kLanes);
-  VF acc[kLanes];
-  HWY_UNROLL(16)
-  for (size_t i = 0; i < kLanes; ++i) {
-    const T* row = k + static_cast<int64_t>(i) * ldk;
-    VF a = hn::Mul(qv[0], LoadWide(row));
-    HWY_UNROLL(8)
-    for (size_t v = 1; v < kDimVectors; ++v) a = hn::MulAdd(qv[v], LoadWide(row + v * kLanes), a);
-    acc[i] = a;
-  }
-  hn::StoreU(ReduceKeys(acc), df, out);
-}
-
-// The same for any number of head-dim vectors: d-major, all kLanes rows at
-// once (kLanes row streams; used when q does not fit in 8 registers).
-template <typename T>
-HWY_INLINE void ScoreKeyBlockStreamed(const float* HWY_RESTRICT q, size_t dim_vec,
-                                      const T* HWY_RESTRICT k, int64_t ldk,
-                                      float* HWY_RESTRICT out) {
+// Scores of kLanes / kRows consecutive keys (rows `ldk` apart) against kRows
+// scaled query rows (`ldq` apart) over the first dim_vec (a multiple of
+// kLanes, possibly 0) head dims; the first `rows` rows are stored, each as
+// kKeys consecutive floats `lds` apart. One accumulator per (row, key): each
+// K vector loaded feeds kRows FMAs and each q vector kKeys, so a GQA group's
+// rows share every K load; ReduceKeys then puts (row r, key k) in lane
+// r * kKeys + k.
+template <size_t kRows, typename T>
+HWY_INLINE void ScoreKeyGroup(const float* HWY_RESTRICT q, size_t ldq, size_t dim_vec,
+                              const T* HWY_RESTRICT k, int64_t ldk, size_t rows,
+                              float* HWY_RESTRICT s, size_t lds) {
+  constexpr size_t kKeys = kLanes / kRows;
   const DF df;
   VF acc[kLanes];
   HWY_UNROLL(16)
   for (size_t i = 0; i < kLanes; ++i) acc[i] = hn::Zero(df);
   for (size_t d = 0; d < dim_vec; d += kLanes) {
-    const VF qv = hn::Load(df, q + d);
+    VF kv[kKeys];
     HWY_UNROLL(16)
-    for (size_t i = 0; i < kLanes; ++i) {
-      acc[i] = hn::MulAdd(qv, LoadWide(k + static_cast<int64_t>(i) * ldk + d), acc[i]);
+    for (size_t kk = 0; kk < kKeys; ++kk) kv[kk] = LoadWide(k + static_cast<int64_t>(kk) * ldk + d);
+    HWY_UNROLL(16)
+    for (size_t r = 0; r < kRows; ++r) {
+      const VF qv = hn::Load(df, q + r * ldq + d);
+      HWY_UNROLL(16)
+      for (size_t kk = 0; kk < kKeys; ++kk) {
+        acc[r * kKeys + kk] = hn::MulAdd(qv, kv[kk], acc[r * kKeys + kk]);
+      }
     }
   }
-  hn::StoreU(ReduceKeys(acc), df, out);
+  const VF sums = ReduceKeys(acc);
+  if constexpr (kRows == 1) {
+    hn::StoreU(sums, df, s);
+  } else {
+    HWY_ALIGN float lanes[kLanes];
+    hn::Store(sums, df, lanes);
+    for (size_t r = 0; r < rows; ++r) memcpy(s + r * lds, lanes + r * kKeys, kKeys * sizeof(float));
+  }
 }
 
-// out[i] = q . k_i for kLanes keys over the first dim_vec (a multiple of
-// kLanes, possibly 0) head dims.
-template <typename T>
-HWY_INLINE void ScoreKeyBlock(const float* HWY_RESTRICT q, size_t dim_vec,
-                              const T* HWY_RESTRICT k, int64_t ldk, float* HWY_RESTRICT out) {
-  switch (dim_vec / kLanes) {
-    case 0: hn::StoreU(hn::Zero(DF()), DF(), out); break;
-    case 1: ScoreKeyBlockInRegisters<1>(q, k, ldk, out); break;
-    case 2: ScoreKeyBlockInRegisters<2>(q, k, ldk, out); break;
-    case 3: ScoreKeyBlockInRegisters<3>(q, k, ldk, out); break;
-    case 4: ScoreKeyBlockInRegisters<4>(q, k, ldk, out); break;
-    case 5: ScoreKeyBlockInRegisters<5>(q, k, ldk, out); break;
-    case 6: ScoreKeyBlockInRegisters<6>(q, k, ldk, out); break;
-    case 7: ScoreKeyBlockInRegisters<7>(q, k, ldk, out); break;
-    case 8: ScoreKeyBlockInRegisters<8>(q, k, ldk, out); break;
-    default: ScoreKeyBlockStreamed(q, dim_vec, k, ldk, out); break;
+// Scores of the chunk's first `full` keys (a multiple of kLanes / kRows) for
+// all rows, in groups of kRows rows.
+template <size_t kRows, typename T>
+void ScoreKeyBlocks(const float* HWY_RESTRICT q, size_t ldq, size_t dim_vec,
+                    const T* HWY_RESTRICT k, int64_t ldk, size_t rows, int64_t full,
+                    float* HWY_RESTRICT s, size_t lds) {
+  constexpr int64_t kKeys = static_cast<int64_t>(kLanes / kRows);
+  for (int64_t j = 0; j < full; j += kKeys) {
+    for (size_t r0 = 0; r0 < rows; r0 += kRows) {
+      ScoreKeyGroup<kRows>(q + r0 * ldq, ldq, dim_vec, k + j * ldk, ldk,
+                           std::min(kRows, rows - r0), s + r0 * lds + j, lds);
+    }
   }
+}
+
+// Rows per score group: the smallest power of two >= rows, at most a vector.
+constexpr size_t GroupRows(size_t rows) {
+  size_t g = 1;
+  while (g < rows && g < kLanes) g *= 2;
+  return g;
 }
 
 // out[r][dv] = sum_j p[r][j] v[j][dv] for kRows rows (p rows `ldp` apart) and
@@ -253,9 +253,11 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
   const int64_t rows = plan.rows;
   const size_t dim_pad = (static_cast<size_t>(dim) + kLanes - 1) / kLanes * kLanes;
   const size_t dim_vec = static_cast<size_t>(dim) / kLanes * kLanes;
-  float* HWY_RESTRICT q = scratch;  // [rows][dim_pad], zero padded
-  float* HWY_RESTRICT s = scratch + PadFloats(static_cast<size_t>(rows) * dim_pad);  // [rows][chunk]
-  constexpr size_t ld = kDecodeChunk;
+  // [kDecodeMaxRows][dim_pad], zero padded; then [rows][ld] scores.
+  float* HWY_RESTRICT q = scratch;
+  float* HWY_RESTRICT s = scratch + PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim_pad);
+  const size_t ld = DecodeScoreStride(kLanes);
+  const auto lane = hn::Iota(df, 0.0f);
 
   const size_t first = plan.PartialIndex(b, kvh, chunk);
   float* HWY_RESTRICT out = plan.partial_out + first * static_cast<size_t>(value_dim);
@@ -285,16 +287,30 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
       default: PackQueryRow<float>(p, b, head, pos, plan.q_scale, dim_pad, dst); break;
     }
   }
+  // Rows up to the score group's size are zeros (their scores are dropped).
+  for (size_t r = static_cast<size_t>(rows); r < GroupRows(static_cast<size_t>(rows)); ++r) {
+    memset(q + r * dim_pad, 0, dim_pad * sizeof(float));
+  }
 
-  // Scores, N keys at a time.
+  // Scores: the rows in groups of a power of two, kLanes / group keys at a
+  // time; the keys past the last whole group one by one.
   const T* k = p.k.As<T>() + p.k.Offset(b, kvh, c0, 0);
   const int64_t ldk = p.k.stride[2];
-  const int64_t full = keys / static_cast<int64_t>(kLanes) * static_cast<int64_t>(kLanes);
-  for (int64_t j = 0; j < full; j += kLanes) {
-    for (int64_t r = 0; r < rows; ++r) {
-      ScoreKeyBlock(q + r * dim_pad, dim_vec, k + j * ldk, ldk, s + r * ld + j);
-    }
+  const size_t urows = static_cast<size_t>(rows);
+  const size_t group_rows = GroupRows(urows);
+  const int64_t group_keys = static_cast<int64_t>(kLanes / group_rows);
+  const int64_t full = keys / group_keys * group_keys;
+  switch (group_rows) {
+    case 1: ScoreKeyBlocks<1>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
+#if HWY_TARGET != HWY_SCALAR
+    case 2: ScoreKeyBlocks<2>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
+    case 4: ScoreKeyBlocks<4>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
+#endif
+#if HWY_MAX_BYTES >= 32
+    default: ScoreKeyBlocks<8>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
+#endif
   }
+  const size_t keys_pad = (static_cast<size_t>(keys) + kLanes - 1) / kLanes * kLanes;
   for (int64_t r = 0; r < rows; ++r) {
     const float* qr = q + r * dim_pad;
     float* sr = s + r * ld;
@@ -307,10 +323,10 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
       }
     }
     // Keys past the last full block: scalar dot products gathered into one
-    // vector, -inf in the lanes past the last key, written with one vector
-    // store (vector loads of scalar-stored lanes would stall on forwarding).
-    if (full < keys) {
-      const auto lane = hn::Iota(df, 0.0f);
+    // vector, -inf in the lanes past the last key (up to keys_pad, which the
+    // softmax reads), written with one vector store (vector loads of
+    // scalar-stored lanes would stall on forwarding).
+    if (static_cast<size_t>(full) < keys_pad) {
       VF tail = hn::Set(df, -INFINITY);
       for (int64_t j = full; j < keys; ++j) {
         const T* kj = k + j * ldk;
@@ -345,7 +361,6 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
   }
 
   // Softmax of the chunk per row: P = 2^(S - m), unnormalised.
-  const size_t keys_pad = (static_cast<size_t>(keys) + kLanes - 1) / kLanes * kLanes;
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * ld;  // lanes past the last key hold -inf (above)
     VF mx = hn::Set(df, -FLT_MAX);

@@ -60,12 +60,17 @@ struct DecodeKernels {
 
 const DecodeKernels& GetDecodeKernels();
 
-// Scratch floats per worker: the scaled queries [rows][D padded to lanes] and
-// the scores of one chunk [rows][kDecodeChunk].
+// Floats between consecutive rows of a chunk's scores: a vector past the
+// chunk, because the last vector store of a row may start at any key.
+inline size_t DecodeScoreStride(size_t lanes) { return static_cast<size_t>(kDecodeChunk) + lanes; }
+
+// Scratch floats per worker: the scaled queries [kDecodeMaxRows][D padded to
+// lanes] (rows past the last are zeros: the score kernels work on groups of
+// a power of two rows) and the scores of one chunk [rows][score stride].
 inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lanes) {
   const size_t dim = (static_cast<size_t>(p.head_dim) + lanes - 1) / lanes * lanes;
-  return PadFloats(static_cast<size_t>(rows) * dim) +
-         PadFloats(static_cast<size_t>(rows * kDecodeChunk));
+  return PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim) +
+         PadFloats(static_cast<size_t>(rows) * DecodeScoreStride(lanes));
 }
 
 }  // namespace hwyattn

@@ -214,10 +214,22 @@ def write_table(path, context, results, source, extra_sections=()):
             "(Google Benchmark warns that its own library was built as debug: Debian's "
             "libbenchmark; it does not affect the timed code.)"
         )
+    warm = sorted(
+        (k[len("warm_read_bw_gbps_"):-3], k[-2], as_float(v))
+        for k, v in context.items()
+        if k.startswith("warm_read_bw_gbps_") and as_float(v)
+    )
+    if warm:
+        lines.append("")
+        lines.append(
+            "Decode rows are also compared with the same machine reading a buffer of the row's K/V size "
+            "over and over (best of 20 passes, so as much as fits stays in cache): %s GB/s."
+            % ", ".join("%s %s %.1f" % (rid, t, g) for rid, t, g in warm)
+        )
     lines.append("")
     lines.append(
         "| id | shape | time 1t | GFLOP/s 1t | % peak 1t | time 2t | GFLOP/s 2t | % peak 2t "
-        "| 2t/1t | K/V GB/s 1t / 2t (% read bw) | BENCH.md target |"
+        "| 2t/1t | K/V GB/s 1t / 2t (% read bw, % same-size warm read) | BENCH.md target |"
     )
     lines.append("|----|-------|--------:|-----------:|----------:|--------:|-----------:|----------:"
                  "|------:|------|------|")
@@ -233,8 +245,11 @@ def write_table(path, context, results, source, extra_sections=()):
             parts = []
             for t, e in ((1, e1), (2, e2)):
                 g, p = counter(e, "GBps"), counter(e, "pct_bw")
+                pw = counter(e, "pct_warm_bw")
                 if g is None:
                     parts.append("-")
+                elif bws[t] and pw:
+                    parts.append("%.1f (%.0f%%, %.0f%%)" % (g, p or 0.0, pw))
                 elif bws[t]:
                     parts.append("%.1f (%.0f%%)" % (g, p or 0.0))
                 else:

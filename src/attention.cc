@@ -74,6 +74,32 @@ float* AttentionScratch(size_t shared_floats, size_t per_thread_floats, int64_t 
   return static_cast<float*>(ThreadScratch(ScratchSlot::kAttention, total * sizeof(float)));
 }
 
+// Items [*begin, *end) of this worker: contiguous ranges of about equal total
+// weight. The split depends only on the problem and the thread count, never
+// on timing, so every call gives a worker the same items: in decode, the K/V
+// a core read in the previous step are still in its caches (its L2 and its
+// share of L3, which on a multi-CCD machine is its own L3), where a dynamic
+// schedule would hand many of them to the other core. D1's shape (32 MiB of
+// K/V, 2 threads, median of 5 processes): 0.385 ms with dynamic scheduling,
+// 0.355 ms with this.
+template <typename Weight>
+void WorkerRange(int64_t items, double total_weight, const Weight& weight, int64_t* begin,
+                 int64_t* end) {
+  const int64_t workers = WorkerCount(), me = WorkerIndex();
+  *begin = *end = 0;
+  double before = 0.0;
+  for (int64_t i = 0; i < items; ++i) {
+    const double w = weight(i);
+    // Owner of item i: by the position of its midpoint in the total weight.
+    const int64_t owner = std::min<int64_t>(
+        workers - 1, static_cast<int64_t>((before + 0.5 * w) * static_cast<double>(workers) / total_weight));
+    before += w;
+    if (owner < me) *begin = i + 1;
+    if (owner <= me) *end = i + 1;
+  }
+  if (*end < *begin) *end = *begin;
+}
+
 hwyattn_status RunDecode(const SdpaProblem& p) {
   const DecodeKernels& kernels = GetDecodeKernels();
   DecodePlan plan;
@@ -111,12 +137,23 @@ hwyattn_status RunDecode(const SdpaProblem& p) {
     }
     return HWYATTN_OK;
   }
+  // Work of an item: its visible keys plus a fixed cost (set-up, softmax and
+  // output passes) worth about 32 keys.
+  const auto weight = [&](int64_t i) {
+    int64_t first;
+    const int64_t head = i / chunks;
+    return 32.0 + static_cast<double>(plan.ChunkKeys(head / kv_heads, i % chunks, &first));
+  };
+  double total_weight = 0.0;
+  for (int64_t i = 0; i < items; ++i) total_weight += weight(i);
 #pragma omp parallel num_threads(static_cast<int>(threads))
   {
     float* mine = scratch + static_cast<size_t>(WorkerIndex()) * plan.scratch_floats;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < items; ++i) attend(i, mine);
+    int64_t begin, end;
+    WorkerRange(items, total_weight, weight, &begin, &end);
+    for (int64_t i = begin; i < end; ++i) attend(i, mine);
     if (chunks > 1) {
+#pragma omp barrier
 #pragma omp for schedule(static)
       for (int64_t h = 0; h < heads; ++h) kernels.merge(plan, h / kv_heads, h % kv_heads);
     }

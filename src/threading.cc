@@ -33,4 +33,12 @@ int WorkerIndex() {
 #endif
 }
 
+int WorkerCount() {
+#ifdef _OPENMP
+  return omp_get_num_threads();
+#else
+  return 1;
+#endif
+}
+
 }  // namespace hwyattn

@@ -15,6 +15,8 @@ int NumThreads();
 // always 0 when built with HWYATTN_OPENMP=OFF): which slice of the caller's
 // scratch a worker uses.
 int WorkerIndex();
+// The number of threads in the enclosing parallel region (1 outside one).
+int WorkerCount();
 
 }  // namespace hwyattn
 

@@ -35,6 +35,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/ops/decode_attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 // After highway.h
 #include "src/ops/softmax-inl.h"
@@ -62,6 +63,15 @@ HWY_INLINE VF LoadWide(const T* HWY_RESTRICT p) {
 HWY_INLINE float Wide(float x) { return x; }
 HWY_INLINE float Wide(hwy::float16_t x) { return ToFloat(F16{x.bits}); }
 HWY_INLINE float Wide(hwy::bfloat16_t x) { return ToFloat(BF16{x.bits}); }
+
+// K and V lines are prefetched this many keys ahead of their use (one
+// prefetch per vector load, interleaved with the loads). Without it a decode
+// step streaming K/V from L3 or memory is latency-bound: with 64-byte aligned
+// rows D1 ran at 0.56 ms, yet at 0.30 ms when the rows started 16 bytes into
+// a line (each split load then doubled as a prefetch of the next line).
+// 32 keys ahead: 0.34 ms; 16: 0.38 ms. Prefetches past the end of a tensor
+// are harmless: they never fault.
+constexpr int64_t kPrefetchKeys = 32;
 
 // Transposes-and-sums kLanes accumulators (one per key) into one vector of
 // the keys' totals: pairwise, lanes [0, N/2) of a level's result sum adjacent
@@ -101,7 +111,10 @@ HWY_INLINE void ScoreKeyGroup(const float* HWY_RESTRICT q, size_t ldq, size_t di
   for (size_t d = 0; d < dim_vec; d += kLanes) {
     VF kv[kKeys];
     HWY_UNROLL(16)
-    for (size_t kk = 0; kk < kKeys; ++kk) kv[kk] = LoadWide(k + static_cast<int64_t>(kk) * ldk + d);
+    for (size_t kk = 0; kk < kKeys; ++kk) {
+      hwy::Prefetch(k + static_cast<int64_t>(kk + kPrefetchKeys) * ldk + d);
+      kv[kk] = LoadWide(k + static_cast<int64_t>(kk) * ldk + d);
+    }
     HWY_UNROLL(16)
     for (size_t r = 0; r < kRows; ++r) {
       const VF qv = hn::Load(df, q + r * ldq + d);
@@ -157,6 +170,10 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t k
     for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::Zero(df);
   }
   for (size_t j = 0; j < keys; ++j) {
+    HWY_UNROLL(4)
+    for (size_t c = 0; c < kVecs; ++c) {
+      hwy::Prefetch(v + static_cast<int64_t>(j + kPrefetchKeys) * ldv + c * kLanes);
+    }
     VF vv[kVecs];
     HWY_UNROLL(4)
     for (size_t c = 0; c < kVecs; ++c) vv[c] = LoadWide(v + static_cast<int64_t>(j) * ldv + c * kLanes);
@@ -264,11 +281,9 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
   float* HWY_RESTRICT stats = plan.partial_stats + first * 2;
 
   // Keys of this chunk that any row may see; each row may see fewer.
-  const int64_t c0 = chunk * kDecodeChunk;
+  int64_t c0;
+  const int64_t keys = plan.ChunkKeys(b, chunk, &c0);
   const int64_t offset = p.CausalOffset();
-  int64_t c1 = std::min(c0 + kDecodeChunk, p.KeyEnd(b));
-  if (p.causal != HWYATTN_CAUSAL_NONE) c1 = std::min(c1, (rows - 1) / group + offset + 1);
-  const int64_t keys = std::max<int64_t>(0, c1 - c0);
   if (keys == 0) {
     memset(out, 0, static_cast<size_t>(rows * value_dim) * sizeof(float));
     for (int64_t r = 0; r < rows; ++r) {

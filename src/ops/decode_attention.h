@@ -47,6 +47,20 @@ struct DecodePlan {
   size_t PartialIndex(int64_t b, int64_t kvh, int64_t chunk) const {
     return static_cast<size_t>(((b * problem->kv_heads + kvh) * chunks + chunk) * rows);
   }
+  // Keys [first, first + count) of `chunk` that some row of batch b may see:
+  // below the batch's key end and, under a causal mask, left of the last
+  // row's diagonal. count may be 0.
+  int64_t ChunkKeys(int64_t b, int64_t chunk, int64_t* first) const {
+    const SdpaProblem& p = *problem;
+    const int64_t c0 = chunk * kDecodeChunk;
+    int64_t c1 = c0 + kDecodeChunk < p.KeyEnd(b) ? c0 + kDecodeChunk : p.KeyEnd(b);
+    if (p.causal != HWYATTN_CAUSAL_NONE) {
+      const int64_t last_visible = (rows - 1) / p.group() + p.CausalOffset() + 1;
+      c1 = c1 < last_visible ? c1 : last_visible;
+    }
+    *first = c0;
+    return c1 > c0 ? c1 - c0 : 0;
+  }
 };
 
 // One target's decode kernels. `target` comes first (see PickKernels).

@@ -155,6 +155,17 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
 // Outputs must not write one element twice: ordering the dimensions of size
 // > 1 by stride, each stride must step over everything the smaller ones span.
 hwyattn_status CheckNoSelfOverlap(const Checked& c) {
+  // Common case first: in row-major order (innermost dimension last) each
+  // stride steps over everything the inner dimensions span; then the order
+  // by stride below is this one and the check passes.
+  int64_t inner_span = 0;
+  int d = 3;
+  for (; d >= 0; --d) {
+    if (c.view.shape[d] == 1) continue;
+    if (c.view.stride[d] <= inner_span) break;
+    inner_span += (c.view.shape[d] - 1) * c.view.stride[d];
+  }
+  if (d < 0) return HWYATTN_OK;
   int dims[4];
   int n = 0;
   for (int i = 0; i < 4; ++i) {
@@ -186,13 +197,20 @@ hwyattn_status CheckDisjoint(const Checked& out, const Checked& other) {
   return HWYATTN_OK;
 }
 
-// Dimension i of c must be `want` (or 1 when broadcast is allowed).
-hwyattn_status CheckDim(const Checked& c, int i, int64_t want, bool broadcast, const char* what) {
+__attribute__((noinline, cold)) hwyattn_status DimMismatch(const Checked& c, int i, int64_t want,
+                                                             bool broadcast, const char* what) {
+  char buf[96];
+  return Fail(kInvalid, "%s is %" PRId64 " but %s %" PRId64 "%s", c.Dim(i, buf, sizeof(buf)),
+              c.view.shape[i], what, want, broadcast ? " (or 1 to broadcast)" : "");
+}
+
+// Dimension i of c must be `want` (or 1 when broadcast is allowed). Inline:
+// every call checks about ten of them.
+inline hwyattn_status CheckDim(const Checked& c, int i, int64_t want, bool broadcast,
+                               const char* what) {
   const int64_t got = c.view.shape[i];
   if (got == want || (broadcast && got == 1)) return HWYATTN_OK;
-  char buf[96];
-  return Fail(kInvalid, "%s is %" PRId64 " but %s %" PRId64 "%s", c.Dim(i, buf, sizeof(buf)), got,
-              what, want, broadcast ? " (or 1 to broadcast)" : "");
+  return DimMismatch(c, i, want, broadcast, what);
 }
 
 // struct_size of an extensible struct (options, config). Version 1 is the

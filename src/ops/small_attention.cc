@@ -21,21 +21,21 @@
 namespace hwyattn {
 namespace {
 
-// Element `offset` of a float tensor of any storage dtype.
-inline float Element(const TensorView& t, int64_t offset) {
-  switch (t.dtype) {
-    case HWYATTN_F16: return ToFloat(t.As<F16>()[offset]);
-    case HWYATTN_BF16: return ToFloat(t.As<BF16>()[offset]);
-    default: return t.As<float>()[offset];
+// Query row (b, h, i) times `scale` into q[0, dim).
+inline void LoadQuery(const SdpaProblem& p, int64_t b, int64_t h, int64_t i, float scale,
+                      float* __restrict__ q) {
+  const int64_t q0 = p.q.Offset(b, h, i, 0), qd = p.q.stride[3];
+  switch (p.q.dtype) {
+    case HWYATTN_F16:
+      for (int64_t d = 0; d < p.head_dim; ++d) q[d] = ToFloat(p.q.As<F16>()[q0 + d * qd]) * scale;
+      break;
+    case HWYATTN_BF16:
+      for (int64_t d = 0; d < p.head_dim; ++d) q[d] = ToFloat(p.q.As<BF16>()[q0 + d * qd]) * scale;
+      break;
+    default:
+      for (int64_t d = 0; d < p.head_dim; ++d) q[d] = p.q.As<float>()[q0 + d * qd] * scale;
+      break;
   }
-}
-
-// Keys row (b, i) may see: below its batch's key end and, under a causal
-// mask, at or left of its diagonal.
-inline int64_t VisibleKeys(const SdpaProblem& p, int64_t b, int64_t i) {
-  const int64_t keys = p.KeyEnd(b);
-  if (p.causal == HWYATTN_CAUSAL_NONE) return keys;
-  return std::max<int64_t>(0, std::min(keys, i + p.CausalOffset() + 1));
 }
 
 // K elements of type TK, V elements of type TV. Three passes over all rows
@@ -44,28 +44,36 @@ inline int64_t VisibleKeys(const SdpaProblem& p, int64_t b, int64_t i) {
 template <typename TK, typename TV>
 void Attend(const SdpaProblem& p) {
   const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim, lk = p.kv_len;
+  const int64_t rows = p.batch * p.q_heads * p.q_len;
   const float q_scale = p.scale * kLog2e;
   const TK* k = p.k.As<TK>();
   const TV* v = p.v.As<TV>();
   const int64_t kj_stride = p.k.stride[2], kd = p.k.stride[3];
   const int64_t vj_stride = p.v.stride[2], vd = p.v.stride[3];
-  float s[kSmallMaxScores];  // [row][Lk]: scores, then probabilities
-  float m[kSmallMaxScores];  // per row: max score (log2 units)
-  float l[kSmallMaxScores];  // per row: sum of probabilities
+  const bool causal = p.causal != HWYATTN_CAUSAL_NONE;
+  const int64_t offset = p.CausalOffset();
+  float s[kSmallMaxScores];      // [row][Lk]: scores, then probabilities
+  float m[kSmallMaxScores];      // per row: max score (log2 units)
+  float l[kSmallMaxScores];      // per row: sum of probabilities
+  int32_t n[kSmallMaxScores];    // per row: keys it may see (a prefix)
 
   int64_t r = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t key_end = p.KeyEnd(b);
     for (int64_t h = 0; h < p.q_heads; ++h) {
       const TK* kh = k + p.k.Offset(b, h / group, 0, 0);
       for (int64_t i = 0; i < p.q_len; ++i, ++r) {
-        const int64_t q0 = p.q.Offset(b, h, i, 0), qd = p.q.stride[3];
+        // Below the batch's key end and, under a causal mask, at or left of
+        // the row's diagonal.
+        const int64_t keys =
+            causal ? std::max<int64_t>(0, std::min(key_end, i + offset + 1)) : key_end;
+        n[r] = static_cast<int32_t>(keys);
         float q[kSmallMaxDim];
-        for (int64_t d = 0; d < dim; ++d) q[d] = Element(p.q, q0 + d * qd) * q_scale;
+        LoadQuery(p, b, h, i, q_scale, q);
         // m starts finite so that a row whose keys are all blocked gets
         // p = 2^(-inf) = 0 and l = 0, not NaN.
         float mr = -FLT_MAX;
-        float* sr = s + r * lk;
-        const int64_t keys = VisibleKeys(p, b, i);
+        float* __restrict__ sr = s + r * lk;
         for (int64_t j = 0; j < keys; ++j) {
           const TK* kj = kh + j * kj_stride;
           float dot = 0.0f;
@@ -84,15 +92,12 @@ void Attend(const SdpaProblem& p) {
     }
   }
 
-  r = 0;
-  for (int64_t b = 0; b < p.batch; ++b) {
-    for (int64_t hi = 0; hi < p.q_heads * p.q_len; ++hi, ++r) {
-      float* sr = s + r * lk;
-      float sum = 0.0f;
-      const int64_t keys = VisibleKeys(p, b, hi % p.q_len);
-      for (int64_t j = 0; j < keys; ++j) sum += (sr[j] = Exp2Scalar(sr[j] - m[r]));
-      l[r] = sum;
-    }
+  for (r = 0; r < rows; ++r) {
+    float* __restrict__ sr = s + r * lk;
+    const float mr = m[r];
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n[r]; ++j) sum += (sr[j] = Exp2Scalar(sr[j] - mr));
+    l[r] = sum;
   }
 
   r = 0;
@@ -100,17 +105,19 @@ void Attend(const SdpaProblem& p) {
     for (int64_t h = 0; h < p.q_heads; ++h) {
       const TV* vh = v + p.v.Offset(b, h / group, 0, 0);
       for (int64_t i = 0; i < p.q_len; ++i, ++r) {
-        const float* pr = s + r * lk;
+        const float* __restrict__ pr = s + r * lk;
+        const int64_t keys = n[r];
         // No visible key: l == 0 and the row is zeros; a NaN l stays NaN.
         const float inv = l[r] == 0.0f ? 0.0f : 1.0f / l[r];
-        const int64_t keys = VisibleKeys(p, b, i);
         float* out = p.out.AsMutable<float>() + p.out.Offset(b, h, i, 0);
+        const int64_t od = p.out.stride[3];
         for (int64_t dv = 0; dv < value_dim; ++dv) {
+          // Zero probabilities are skipped: 0 * NaN must not reach this row.
           float acc = 0.0f;
           for (int64_t j = 0; j < keys; ++j) {
             if (pr[j] != 0.0f) acc += pr[j] * ToFloat(vh[j * vj_stride + dv * vd]);
           }
-          out[dv * p.out.stride[3]] = acc * inv;
+          out[dv * od] = acc * inv;
         }
         if (p.has_lse) {
           p.lse.AsMutable<float>()[p.lse.Offset(0, b, h, i)] =

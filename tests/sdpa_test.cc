@@ -1121,6 +1121,46 @@ INSTANTIATE_TEST_SUITE_P(
 // show. The test checks this premise on the oracle's weights (the top key
 // of every row holds more than 1 - 1e-5 of the weight), so a seed that breaks
 // it fails loudly instead of testing something else.
+// Scores that rise along the keys by about 0.2 (log2 units) per key for 200
+// keys, then fall (or the reverse): the running max moves in almost every
+// key tile, by more than 8 inside a tile, so every online-softmax step
+// rescales the output it has so far.
+TEST(EdgeTest, RunningMaxMovesInsideKeyTiles) {
+  for (bool falling_first : {false, true}) {
+    SCOPED_TRACE(falling_first ? "falling first" : "rising first");
+    Problem p;
+    p.batch = 1;
+    p.q_heads = 2;
+    p.kv_heads = 1;
+    p.q_len = 96;
+    p.k_len = 384;
+    p.dim = 16;
+    p.v_dim = 16;
+    p.scale = 1.0f;
+    p.want_lse = true;
+    p.seed = 11;
+    Call call(p);
+    for (int64_t j = 0; j < p.k_len; ++j) {
+      const int64_t t = falling_first ? p.k_len - 1 - j : j;
+      const double ramp = 0.035 * static_cast<double>(std::min<int64_t>(t, 400 - t));
+      for (int64_t d = 0; d < p.dim; ++d) {
+        const int64_t idx[4] = {0, 0, j, d};
+        call.k.SetF32(idx, static_cast<float>(ramp + 0.05 * std::sin(0.7 * static_cast<double>(j * 16 + d))));
+      }
+    }
+    for (int64_t h = 0; h < p.q_heads; ++h) {
+      for (int64_t i = 0; i < p.q_len; ++i) {
+        for (int64_t d = 0; d < p.dim; ++d) {
+          const int64_t idx[4] = {0, h, i, d};
+          call.q.SetF32(idx, static_cast<float>(0.25 + 0.02 * std::cos(static_cast<double>(i + 3 * d + h))));
+        }
+      }
+    }
+    ASSERT_EQ(call.Run(), HWYATTN_OK) << hwyattn_last_error();
+    CheckAgainstReference(call);
+  }
+}
+
 TEST(LargeLogitsTest, OneHotScoresOfOrder1e4) {
   for (hwyattn_causal causal : {HWYATTN_CAUSAL_NONE, HWYATTN_CAUSAL_BOTTOM_RIGHT}) {
     for (int64_t k_len : {33, 800}) {

@@ -214,17 +214,18 @@ def write_table(path, context, results, source, extra_sections=()):
             "(Google Benchmark warns that its own library was built as debug: Debian's "
             "libbenchmark; it does not affect the timed code.)"
         )
-    warm = sorted(
-        (k[len("warm_read_bw_gbps_"):-3], k[-2], as_float(v))
-        for k, v in context.items()
-        if k.startswith("warm_read_bw_gbps_") and as_float(v)
-    )
+    warm = {}
+    for k, v in context.items():
+        if k.startswith("warm_read_bw_gbps_") and as_float(v):
+            rid, t = k[len("warm_read_bw_gbps_"):-3], int(k[-2])
+            warm.setdefault(rid, {})[t] = as_float(v)
     if warm:
         lines.append("")
         lines.append(
             "Decode rows are also compared with the same machine reading a buffer of the row's K/V size "
-            "over and over (best of 20 passes, so as much as fits stays in cache): %s GB/s."
-            % ", ".join("%s %s %.1f" % (rid, t, g) for rid, t, g in warm)
+            "over and over (best of 20 passes, so as much as fits stays in cache): %s GB/s at 1 / 2 threads."
+            % ", ".join("%s %s / %s" % (rid, fmt_num(warm[rid].get(1)), fmt_num(warm[rid].get(2)))
+                        for rid in sorted(warm))
         )
     lines.append("")
     lines.append(

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Tiny problems (the toy call T1: 3 tokens, 2 heads of dim 2) cost more in
-// the tiled kernels' set-up than in arithmetic, so each query row is done on
-// its own, in the order a textbook would: scores of the visible keys (log2
-// units, masked by the rules of score_rules.h), their max m, p = 2^(s - m),
-// l = sum p, out = sum p v / l. Zero probabilities are skipped, so a NaN or
-// an infinity in V reaches only the rows that attend to it, as in the other
-// kernels.
+// the tiled kernels' set-up than in arithmetic, so they are done in scalar
+// code, the way a textbook writes it: per query row the scores of its visible
+// keys (log2 units, masked by the rules of score_rules.h) and their max m;
+// p = 2^(s - m) and l = sum p; out = sum p v / l. Zero probabilities are
+// skipped, so a NaN or an infinity in V reaches only the rows that attend to
+// it, as in the other kernels. About 8 KiB of stack, no heap, no threads.
 #include "src/ops/small_attention.h"
 
 #include <float.h>

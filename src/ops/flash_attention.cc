@@ -239,23 +239,6 @@ void PackQueries(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int
 
 // ---------------------------------------------------------------- masks
 
-// Blocks key rows [from, to) of the S^T tile (whose first row is key jt0) for
-// every lane whose last visible key (key_limit) is below the key.
-void ApplyCausal(const int32_t* HWY_RESTRICT key_limit, int64_t jt0, int64_t from, int64_t to,
-                 float* HWY_RESTRICT s) {
-  const DF df;
-  const hn::RebindToSigned<DF> di;
-  const auto blocked_value = hn::Set(df, -INFINITY);
-  for (int64_t j = from; j < to; ++j) {
-    float* row = s + (j - jt0) * kQueryTile;
-    const auto key = hn::Set(di, static_cast<int32_t>(j));
-    for (size_t c = 0; c < kQueryTile; c += kLanes) {
-      const auto blocked = hn::RebindMask(df, key > hn::Load(di, key_limit + c));
-      hn::Store(hn::IfThenElse(blocked, blocked_value, hn::Load(df, row + c)), df, row + c);
-    }
-  }
-}
-
 // Adds the caller's mask to keys [jt0, jt1) of the first `rows` lanes. Each
 // lane's mask row starts at mask_row[lane]; keys are stride[3] apart.
 void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64_t rows,
@@ -363,18 +346,62 @@ void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_REST
 
 // ---------------------------------------------------------------- Q . K
 
+// The keys of one panel that are blocked while its scores are still in
+// registers: keys at or past key_end for every query (the zero padding of a
+// tile's last panel) and, with key_limit, keys past a query lane's last
+// visible key (the causal diagonal).
+struct PanelMask {
+  int64_t key0;               // the panel's first key
+  int64_t key_end;            // keys >= key_end are blocked
+  const int32_t* key_limit;   // [Bq] last visible key per query lane, or null
+};
+
 // One register tile of S^T: MR keys (from `a`) x the first `vectors` (<=
 // kVectors) vectors of queries; a partial query tile computes only the
-// vectors that hold rows.
+// vectors that hold rows. With a mask, blocked scores are stored as -inf.
 template <size_t kVectors, class AOperand>
-void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t, float* s_rows) {
+void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t, float* s_rows,
+                const PanelMask* mask) {
   if constexpr (kVectors > 1) {
     if (vectors < kVectors) {
-      ScorePanel<kVectors - 1>(vectors, dim, a, q_t, s_rows);
+      ScorePanel<kVectors - 1>(vectors, dim, a, q_t, s_rows, mask);
       return;
     }
   }
-  TileMul<kMR, kVectors>(DF(), dim, a, q_t, kQueryTile, s_rows, kQueryTile);
+  const DF df;
+  if (mask == nullptr) {
+    TileMul<kMR, kVectors>(df, dim, a, q_t, kQueryTile, s_rows, kQueryTile);
+    return;
+  }
+  using VF = hn::Vec<DF>;
+  const hn::RebindToSigned<DF> di;
+  VF acc[kMR][kVectors];
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < kMR; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < kVectors; ++c) acc[r][c] = hn::Zero(df);
+  }
+  TileMulAdd<kMR, kVectors>(df, dim, a, q_t, kQueryTile, acc);
+  const VF blocked_value = hn::Set(df, -INFINITY);
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < kMR; ++r) {
+    const int64_t key = mask->key0 + static_cast<int64_t>(r);
+    float* row = s_rows + r * kQueryTile;
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < kVectors; ++c) {
+      VF score = acc[r][c];
+      if (key >= mask->key_end) {
+        score = blocked_value;
+      } else if (mask->key_limit != nullptr) {
+        // Keys fit in int32: lengths are validated to be < 2^31.
+        const auto blocked = hn::RebindMask(
+            df, hn::Gt(hn::Set(di, static_cast<int32_t>(key)),
+                       hn::Load(di, mask->key_limit + c * kLanes)));
+        score = hn::IfThenElse(blocked, blocked_value, score);
+      }
+      hn::StoreU(score, df, row + c * kLanes);
+    }
+  }
 }
 
 // ---------------------------------------------------------------- attend
@@ -404,7 +431,8 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
   int64_t key_end = p.KeyEnd(b);
   int64_t causal_free_end = key_end;
   const int64_t offset = p.CausalOffset();
-  if (p.causal != HWYATTN_CAUSAL_NONE) {
+  const bool causal = p.causal != HWYATTN_CAUSAL_NONE;
+  if (causal) {
     key_end = std::max<int64_t>(0, std::min(key_end, last_pos + offset + 1));
     causal_free_end = std::max<int64_t>(0, std::min(key_end, first_pos + offset + 1));
   }
@@ -451,30 +479,31 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
     // S^T = K_tile . Q^T, one register tile (MR keys x Bq queries) at a time,
     // keys from their packed panels or read in place (except a panel that
     // would run past the tensor's last key: copied, zero padded).
+    // Panels on the causal diagonal or holding the tile's padding keys are
+    // masked in registers.
     for (size_t panel = 0; panel < panels; ++panel) {
       const int64_t j = jt0 + static_cast<int64_t>(panel * kMR);
+      const int64_t j_last = j + static_cast<int64_t>(kMR) - 1;
+      const bool diagonal = causal && j_last >= causal_free_end;
+      const PanelMask mask{j, jt1, diagonal ? key_limit : nullptr};
+      const PanelMask* panel_mask = (diagonal || j_last >= jt1) ? &mask : nullptr;
       float* s_rows = s_t + panel * kMR * kQueryTile;
       const size_t udim = static_cast<size_t>(dim);
       if (!plan.keys_in_place) {
-        ScorePanel<kTileVectors>(q_vectors, udim, PackedA{k_packed + j * dim, kMR}, q_t, s_rows);
+        ScorePanel<kTileVectors>(q_vectors, udim, PackedA{k_packed + j * dim, kMR}, q_t, s_rows,
+                                 panel_mask);
       } else if (j + static_cast<int64_t>(kMR) <= p.kv_len) {
         ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_rows + j * ldk, static_cast<size_t>(ldk)},
-                                 q_t, s_rows);
+                                 q_t, s_rows, panel_mask);
       } else {
         for (int64_t r = 0; r < static_cast<int64_t>(kMR); ++r) {
           for (int64_t d = 0; d < dim; ++d) {
             k_edge[r * dim + d] = j + r < p.kv_len ? k_rows[(j + r) * ldk + d] : 0.0f;
           }
         }
-        ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_edge, udim}, q_t, s_rows);
+        ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_edge, udim}, q_t, s_rows, panel_mask);
       }
     }
-    // Padding keys of the last panel.
-    for (int64_t j = jt1; j < jt0 + static_cast<int64_t>(tile_keys); ++j) {
-      float* row = s_t + (j - jt0) * kQueryTile;
-      for (size_t c = 0; c < kQueryTile; ++c) row[c] = -INFINITY;
-    }
-    if (jt1 > causal_free_end) ApplyCausal(key_limit, jt0, std::max(jt0, causal_free_end), jt1, s_t);
     if (p.has_mask) ApplyMask(p, mask_row, rows, jt0, jt1, s_t);
     if (p.has_weights) {
       // Masked scores in log2 units for now; normalised once m and l are final.

@@ -3,9 +3,10 @@
 // The attention planner: picks the kernel (row by row for tiny problems,
 // decode for a few query rows per kv head, the fused prefill kernel
 // otherwise), sizes the packed operands and the per-thread scratch, decides
-// how many threads a call deserves, and runs the phases over OpenMP: decode = key chunks, then their merge per kv head;
+// how many threads a call deserves, and runs the phases over OpenMP:
+// decode = key chunks (a fixed split), then their merge per kv head;
 // prefill = packing or scanning K/V per kv head where needed, then the query
-// tiles.
+// tiles (dynamic).
 #include "src/attention.h"
 
 #include <math.h>
@@ -91,8 +92,9 @@ void WorkerRange(int64_t items, double total_weight, const Weight& weight, int64
   for (int64_t i = 0; i < items; ++i) {
     const double w = weight(i);
     // Owner of item i: by the position of its midpoint in the total weight.
-    const int64_t owner = std::min<int64_t>(
-        workers - 1, static_cast<int64_t>((before + 0.5 * w) * static_cast<double>(workers) / total_weight));
+    const double position = (before + 0.5 * w) / total_weight;
+    const int64_t owner =
+        std::min<int64_t>(workers - 1, static_cast<int64_t>(position * static_cast<double>(workers)));
     before += w;
     if (owner < me) *begin = i + 1;
     if (owner <= me) *end = i + 1;

@@ -16,7 +16,9 @@
 //   pct_peak  GFLOPS as % of the fp32 FMA peak measured by this process at
 //             start-up for the same thread count (bench/machine_peak.cc)
 //   GBps      decode rows: bytes of K+V read per call / time (1e9 bytes/s)
-//   pct_bw    decode rows: GBps as % of the measured streaming read bandwidth
+//   pct_bw    decode rows: GBps as % of the streaming read bandwidth, measured
+//             again right before the row (read_bw_GBps; the start-up figure is
+//             in the context)
 //   pct_warm_bw  decode rows: GBps as % of the best of 20 repeated reads of a
 //             buffer the size of the row's K/V (the ceiling when K/V are left
 //             in cache by the previous call, as far as they fit)
@@ -115,6 +117,8 @@ struct Peaks {
   // Decode rows: repeated reads of a buffer the size of the row's K/V (what
   // stays in cache between calls stays in cache here too), by row id.
   std::map<std::string, std::array<double, 3>> warm_read_gbps;
+  // Bytes of the streaming-read buffer (0: no measurements).
+  size_t bw_bytes = 0;
 };
 Peaks g_peaks;
 
@@ -221,6 +225,16 @@ void BM_Attention(benchmark::State& state, const Row* row) {
   hwyattn_sdpa_options_init(&opts);
   opts.causal = r.causal ? HWYATTN_CAUSAL_TOP_LEFT : HWYATTN_CAUSAL_NONE;
 
+  // Decode rows are memory-bound, and on a shared machine the memory bandwidth
+  // left to this VM changes within minutes (46 to 84 GB/s on 2 threads in
+  // one afternoon): their reference is measured again right here, just
+  // before the row runs (and before the warm-up call, so that the K/V are
+  // in cache again for the timed loop).
+  double read_bw = g_peaks.read_gbps[threads];
+  if (r.decode && g_peaks.bw_bytes > 0) {
+    read_bw = hwyattn_bench::MeasureReadBandwidthGBps(threads, g_peaks.bw_bytes, 10);
+  }
+
   // Untimed call: warms K/V and the library's scratch, and checks the status.
   hwyattn_status st = hwyattn_sdpa(&t.tq, &t.tk, &t.tv, &t.to, &opts);
   if (st != HWYATTN_OK) {
@@ -260,8 +274,8 @@ void BM_Attention(benchmark::State& state, const Row* row) {
   if (r.decode) {
     const double gb = KvBytes(r) * calls * 1e-9;
     state.counters["GBps"] = Counter(gb, Counter::kIsRate);
-    const double bw = g_peaks.read_gbps[threads];
-    state.counters["pct_bw"] = Counter(bw > 0 ? gb / bw * 100.0 : 0.0, Counter::kIsRate);
+    state.counters["read_bw_GBps"] = Counter(read_bw);
+    state.counters["pct_bw"] = Counter(read_bw > 0 ? gb / read_bw * 100.0 : 0.0, Counter::kIsRate);
     const auto warm = g_peaks.warm_read_gbps.find(r.id);
     const double warm_bw = warm == g_peaks.warm_read_gbps.end() ? 0.0 : warm->second[threads];
     state.counters["pct_warm_bw"] =
@@ -493,6 +507,7 @@ int main(int argc, char** argv) {
       benchmark::AddCustomContext("read_bw_gbps_" + t, hwyattn_bench::Format("%.1f", g_peaks.read_gbps[n]));
     }
     benchmark::AddCustomContext("bw_buffer_mib", hwyattn_bench::Format("%.0f", bw_bytes / 1048576.0));
+    g_peaks.bw_bytes = bw_bytes;
     for (const auto& [id, gbps] : g_peaks.warm_read_gbps) {
       for (int n : kThreadCounts) {
         benchmark::AddCustomContext("warm_read_bw_gbps_" + id + "_" + std::to_string(n) + "t",

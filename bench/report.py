@@ -219,6 +219,18 @@ def write_table(path, context, results, source, extra_sections=()):
         if k.startswith("warm_read_bw_gbps_") and as_float(v):
             rid, t = k[len("warm_read_bw_gbps_"):-3], int(k[-2])
             warm.setdefault(rid, {})[t] = as_float(v)
+    if any(counter(e, "read_bw_GBps") for e in results.values()):
+        lines.append("")
+        lines.append(
+            "Decode rows' %% read bw is against the streaming read measured again right before each row "
+            "(the machine's memory bandwidth drifts within minutes): %s GB/s."
+            % ", ".join(
+                "%s %dt %s" % (rid, t, fmt_num(counter(results.get((rid, t)), "read_bw_GBps")))
+                for rid in ordered_ids(results)
+                for t in (1, 2)
+                if counter(results.get((rid, t)), "read_bw_GBps")
+            )
+        )
     if warm:
         lines.append("")
         lines.append(

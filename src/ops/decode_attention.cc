@@ -302,8 +302,12 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
       default: PackQueryRow<float>(p, b, head, pos, plan.q_scale, dim_pad, dst); break;
     }
   }
-  // Rows up to the score group's size are zeros (their scores are dropped).
-  for (size_t r = static_cast<size_t>(rows); r < GroupRows(static_cast<size_t>(rows)); ++r) {
+  // Rows up to a whole number of score groups are zeros (their scores are
+  // dropped). With more rows than lanes (8 rows on SSE4) that is several
+  // groups, the last one partly filled.
+  const size_t group_rows = GroupRows(static_cast<size_t>(rows));
+  const size_t rows_pad = (static_cast<size_t>(rows) + group_rows - 1) / group_rows * group_rows;
+  for (size_t r = static_cast<size_t>(rows); r < rows_pad; ++r) {
     memset(q + r * dim_pad, 0, dim_pad * sizeof(float));
   }
 
@@ -312,7 +316,6 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
   const T* k = p.k.As<T>() + p.k.Offset(b, kvh, c0, 0);
   const int64_t ldk = p.k.stride[2];
   const size_t urows = static_cast<size_t>(rows);
-  const size_t group_rows = GroupRows(urows);
   const int64_t group_keys = static_cast<int64_t>(kLanes / group_rows);
   const int64_t full = keys / group_keys * group_keys;
   switch (group_rows) {

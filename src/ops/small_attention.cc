@@ -6,7 +6,7 @@
 // keys (log2 units, masked by the rules of score_rules.h) and their max m;
 // p = 2^(s - m) and l = sum p; out = sum p v / l. Zero probabilities are
 // skipped, so a NaN or an infinity in V reaches only the rows that attend to
-// it, as in the other kernels. About 8 KiB of stack, no heap, no threads.
+// it, as in the other kernels. About 6 KiB of stack, no heap, no threads.
 #include "src/ops/small_attention.h"
 
 #include <float.h>
@@ -38,13 +38,14 @@ inline void LoadQuery(const SdpaProblem& p, int64_t b, int64_t h, int64_t i, flo
   }
 }
 
-// K elements of type TK, V elements of type TV. Three passes over all rows
-// (scores, softmax, outputs) rather than one row start to end: the rows'
-// dependency chains (dot, max, 2^x, sum, 1 / l) then overlap.
+// K elements of type TK, V elements of type TV. Two passes over all rows
+// (scores and their max; then probabilities, sum and outputs) rather than
+// one row start to end: the rows' dependency chains (dot, max, 2^x, 1 / l)
+// then overlap. (Three passes, with the softmax on its own, measured 150 ns
+// for T1; one pass 182 ns; two 144 ns.)
 template <typename TK, typename TV>
 void Attend(const SdpaProblem& p) {
   const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim, lk = p.kv_len;
-  const int64_t rows = p.batch * p.q_heads * p.q_len;
   const float q_scale = p.scale * kLog2e;
   const TK* k = p.k.As<TK>();
   const TV* v = p.v.As<TV>();
@@ -54,7 +55,6 @@ void Attend(const SdpaProblem& p) {
   const int64_t offset = p.CausalOffset();
   float s[kSmallMaxScores];      // [row][Lk]: scores, then probabilities
   float m[kSmallMaxScores];      // per row: max score (log2 units)
-  float l[kSmallMaxScores];      // per row: sum of probabilities
   int32_t n[kSmallMaxScores];    // per row: keys it may see (a prefix)
 
   int64_t r = 0;
@@ -92,23 +92,18 @@ void Attend(const SdpaProblem& p) {
     }
   }
 
-  for (r = 0; r < rows; ++r) {
-    float* __restrict__ sr = s + r * lk;
-    const float mr = m[r];
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n[r]; ++j) sum += (sr[j] = Exp2Scalar(sr[j] - mr));
-    l[r] = sum;
-  }
-
   r = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.q_heads; ++h) {
       const TV* vh = v + p.v.Offset(b, h / group, 0, 0);
       for (int64_t i = 0; i < p.q_len; ++i, ++r) {
-        const float* __restrict__ pr = s + r * lk;
+        float* __restrict__ pr = s + r * lk;
         const int64_t keys = n[r];
+        const float mr = m[r];
+        float l = 0.0f;
+        for (int64_t j = 0; j < keys; ++j) l += (pr[j] = Exp2Scalar(pr[j] - mr));
         // No visible key: l == 0 and the row is zeros; a NaN l stays NaN.
-        const float inv = l[r] == 0.0f ? 0.0f : 1.0f / l[r];
+        const float inv = l == 0.0f ? 0.0f : 1.0f / l;
         float* out = p.out.AsMutable<float>() + p.out.Offset(b, h, i, 0);
         const int64_t od = p.out.stride[3];
         for (int64_t dv = 0; dv < value_dim; ++dv) {
@@ -121,7 +116,7 @@ void Attend(const SdpaProblem& p) {
         }
         if (p.has_lse) {
           p.lse.AsMutable<float>()[p.lse.Offset(0, b, h, i)] =
-              l[r] == 0.0f ? -INFINITY : (m[r] + log2f(l[r])) * kLn2;
+              l == 0.0f ? -INFINITY : (mr + log2f(l)) * kLn2;
         }
         if (p.has_weights) {
           float* w = p.weights.AsMutable<float>() + p.weights.Offset(b, h, i, 0);

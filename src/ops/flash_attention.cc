@@ -74,7 +74,6 @@ constexpr size_t kPvVectors = 2;
 // 1-2% slower on P1, P3 and X1 (Zen 5).
 constexpr size_t kKeyTile = 8 * kMR;
 
-
 // ---------------------------------------------------------------- packing
 
 // K of (b, kvh) as [panel][D][MR]: step d of a panel holds keys panel*MR + r,

@@ -102,7 +102,7 @@ void WorkerRange(int64_t items, double total_weight, const Weight& weight, int64
   if (*end < *begin) *end = *begin;
 }
 
-hwyattn_status RunDecode(const SdpaProblem& p) {
+hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
   const DecodeKernels& kernels = GetDecodeKernels();
   DecodePlan plan;
   plan.problem = &p;
@@ -117,7 +117,7 @@ hwyattn_status RunDecode(const SdpaProblem& p) {
   const size_t partial_rows = static_cast<size_t>(items * plan.rows);
   const size_t out_floats = PadFloats(partial_rows * static_cast<size_t>(p.value_dim));
   const size_t stat_floats = PadFloats(partial_rows * 2);
-  const int64_t threads = ThreadsFor(AttentionFlops(p), items);
+  const int64_t threads = ThreadsFor(flops, items);
   float* memory = AttentionScratch(out_floats + stat_floats, plan.scratch_floats, threads);
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
   plan.partial_out = memory;
@@ -163,7 +163,7 @@ hwyattn_status RunDecode(const SdpaProblem& p) {
   return HWYATTN_OK;
 }
 
-hwyattn_status RunFlash(const SdpaProblem& p) {
+hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
   const FlashKernels& kernels = GetFlashKernels();
   const FlashGeometry& g = kernels.geometry;
   const int64_t mr = static_cast<int64_t>(g.tile_rows);
@@ -215,7 +215,7 @@ hwyattn_status RunFlash(const SdpaProblem& p) {
   const int64_t query_tile = static_cast<int64_t>(g.query_tile);
   work.tiles_per_head = (rows_per_head + query_tile - 1) / query_tile;
   const int64_t items = work.heads * work.tiles_per_head;
-  const int64_t threads = ThreadsFor(AttentionFlops(p), items);
+  const int64_t threads = ThreadsFor(flops, items);
   float* memory = AttentionScratch(packed_floats, plan.scratch_floats, threads);
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
   plan.packed = memory;
@@ -244,11 +244,12 @@ hwyattn_status RunFlash(const SdpaProblem& p) {
 }  // namespace
 
 hwyattn_status RunSdpa(const SdpaProblem& p) {
-  if (SmallApplies(p, AttentionFlops(p))) {
+  const double flops = AttentionFlops(p);
+  if (SmallApplies(p, flops)) {
     SmallAttention(p);
     return HWYATTN_OK;
   }
-  return DecodeApplies(p) ? RunDecode(p) : RunFlash(p);
+  return DecodeApplies(p) ? RunDecode(p, flops) : RunFlash(p, flops);
 }
 
 }  // namespace hwyattn

@@ -250,16 +250,6 @@ void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_REST
   }
 }
 
-// Scaled query row (pos, head) into dst[dim_pad], zero padded.
-template <typename TQ>
-void PackQueryRow(const SdpaProblem& p, int64_t b, int64_t head, int64_t pos, float q_scale,
-                  size_t dim_pad, float* HWY_RESTRICT dst) {
-  const TQ* row = p.q.As<TQ>() + p.q.Offset(b, head, pos, 0);
-  const int64_t dim = p.head_dim, sd = p.q.stride[3];
-  for (int64_t d = 0; d < dim; ++d) dst[d] = ToFloat(row[d * sd]) * q_scale;
-  for (size_t d = static_cast<size_t>(dim); d < dim_pad; ++d) dst[d] = 0.0f;
-}
-
 // K and V elements of type T (both the same dtype).
 template <typename T>
 void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
@@ -296,11 +286,8 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t pos = r / group, head = kvh * group + r % group;
     float* dst = q + static_cast<size_t>(r) * dim_pad;
-    switch (p.q.dtype) {
-      case HWYATTN_F16: PackQueryRow<F16>(p, b, head, pos, plan.q_scale, dim_pad, dst); break;
-      case HWYATTN_BF16: PackQueryRow<BF16>(p, b, head, pos, plan.q_scale, dim_pad, dst); break;
-      default: PackQueryRow<float>(p, b, head, pos, plan.q_scale, dim_pad, dst); break;
-    }
+    ScaledQueryRow(p, b, head, pos, plan.q_scale, dst);
+    for (size_t d = static_cast<size_t>(dim); d < dim_pad; ++d) dst[d] = 0.0f;
   }
   // Rows up to a whole number of score groups are zeros (their scores are
   // dropped). With more rows than lanes (8 rows on SSE4) that is several

@@ -185,23 +185,23 @@ void PackQueriesF32(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, 
   const int64_t group = p.group(), dim = p.head_dim;
   const int64_t dim_vec = dim / static_cast<int64_t>(kLanes) * static_cast<int64_t>(kLanes);
   const auto scale = hn::Set(df, q_scale);
+  // Row c of the tile (null past the last), as the kernel numbers rows.
+  const float* src_rows[kQueryTile];
+  for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
+    const int64_t r = row0 + c;
+    src_rows[c] = c < rows ? p.q.As<float>() + p.q.Offset(b, kvh * group + r % group, r / group, 0)
+                           : nullptr;
+  }
   // The tile's rows usually come from L3 or memory: ask for all of their
   // lines first, so that the misses overlap instead of stalling block by block.
   for (int64_t c = 0; c < rows; ++c) {
-    const int64_t r = row0 + c;
-    const char* row = reinterpret_cast<const char*>(
-        p.q.As<float>() + p.q.Offset(b, kvh * group + r % group, r / group, 0));
+    const char* row = reinterpret_cast<const char*>(src_rows[c]);
     for (int64_t at = 0; at < dim * static_cast<int64_t>(sizeof(float)); at += 64) {
       hwy::Prefetch(row + at);
     }
   }
   for (int64_t c0 = 0; c0 < static_cast<int64_t>(kQueryTile); c0 += kLanes) {
-    const float* src[kLanes];
-    for (size_t i = 0; i < kLanes; ++i) {
-      const int64_t c = c0 + static_cast<int64_t>(i), r = row0 + c;
-      src[i] = c < rows ? p.q.As<float>() + p.q.Offset(b, kvh * group + r % group, r / group, 0)
-                        : nullptr;
-    }
+    const float* const* src = src_rows + c0;
     for (int64_t d0 = 0; d0 < dim_vec; d0 += kLanes) {
       hn::Vec<DF> block[kLanes];
       HWY_UNROLL(16)

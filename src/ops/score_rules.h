@@ -3,7 +3,8 @@
 // The scalar rules every attention kernel shares: scores live in log2 units
 // (the query is pre-multiplied by scale * log2(e), so exp(x) becomes 2^x),
 // how an additive mask value enters a score, and the polynomial behind 2^x
-// (used by the vector Exp2 in softmax-inl.h and by Exp2Scalar here).
+// (used by the vector Exp2 in softmax-inl.h and by Exp2Scalar here); and the
+// scaled query row that the row-wise kernels (decode, small) start from.
 #ifndef HWYATTN_SRC_OPS_SCORE_RULES_H_
 #define HWYATTN_SRC_OPS_SCORE_RULES_H_
 
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 
+#include "src/attention.h"
 #include "src/ops/convert.h"
 
 namespace hwyattn {
@@ -29,6 +31,24 @@ inline float MaskedScore(float score, float bias) {
   return (bias == -INFINITY || score == -INFINITY)
              ? -INFINITY
              : score + std::min(std::max(bias * kLog2e, -FLT_MAX), FLT_MAX);
+}
+
+// Query row (b, head, pos) of p as floats times `scale` (scale * log2(e)
+// puts its scores in log2 units), into dst[0, head_dim).
+inline void ScaledQueryRow(const SdpaProblem& p, int64_t b, int64_t head, int64_t pos, float scale,
+                           float* __restrict__ dst) {
+  const int64_t q0 = p.q.Offset(b, head, pos, 0), sd = p.q.stride[3];
+  switch (p.q.dtype) {
+    case HWYATTN_F16:
+      for (int64_t d = 0; d < p.head_dim; ++d) dst[d] = ToFloat(p.q.As<F16>()[q0 + d * sd]) * scale;
+      break;
+    case HWYATTN_BF16:
+      for (int64_t d = 0; d < p.head_dim; ++d) dst[d] = ToFloat(p.q.As<BF16>()[q0 + d * sd]) * scale;
+      break;
+    default:
+      for (int64_t d = 0; d < p.head_dim; ++d) dst[d] = p.q.As<float>()[q0 + d * sd] * scale;
+      break;
+  }
 }
 
 // 2^f for f in [-0.5, 0.5]: degree-5 relative-error fit with p(0) = 1,

@@ -21,23 +21,6 @@
 namespace hwyattn {
 namespace {
 
-// Query row (b, h, i) times `scale` into q[0, dim).
-inline void LoadQuery(const SdpaProblem& p, int64_t b, int64_t h, int64_t i, float scale,
-                      float* __restrict__ q) {
-  const int64_t q0 = p.q.Offset(b, h, i, 0), qd = p.q.stride[3];
-  switch (p.q.dtype) {
-    case HWYATTN_F16:
-      for (int64_t d = 0; d < p.head_dim; ++d) q[d] = ToFloat(p.q.As<F16>()[q0 + d * qd]) * scale;
-      break;
-    case HWYATTN_BF16:
-      for (int64_t d = 0; d < p.head_dim; ++d) q[d] = ToFloat(p.q.As<BF16>()[q0 + d * qd]) * scale;
-      break;
-    default:
-      for (int64_t d = 0; d < p.head_dim; ++d) q[d] = p.q.As<float>()[q0 + d * qd] * scale;
-      break;
-  }
-}
-
 // K elements of type TK, V elements of type TV. Two passes over all rows
 // (scores and their max; then probabilities, sum and outputs) rather than
 // one row start to end: the rows' dependency chains (dot, max, 2^x, 1 / l)
@@ -69,7 +52,7 @@ void Attend(const SdpaProblem& p) {
             causal ? std::max<int64_t>(0, std::min(key_end, i + offset + 1)) : key_end;
         n[r] = static_cast<int32_t>(keys);
         float q[kSmallMaxDim];
-        LoadQuery(p, b, h, i, q_scale, q);
+        ScaledQueryRow(p, b, h, i, q_scale, q);
         // m starts finite so that a row whose keys are all blocked gets
         // p = 2^(-inf) = 0 and l = 0, not NaN.
         float mr = -FLT_MAX;

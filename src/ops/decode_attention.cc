@@ -6,17 +6,17 @@
 // Packing K/V would cost more than the attention itself here (each element is
 // used by a few rows only), so K and V are read in place and keys are the
 // lanes:
-//   scores: N keys x one row at a time, vectors along the head dim (q in
-//     registers, each key row read start to end: one sequential stream),
-//     then a log2(N)-level ConcatEven/ConcatOdd pairwise reduction turns the
-//     N accumulators into one vector holding the N keys' scores;
+//   scores: the rows in groups of R (a power of two), N / R keys at a time,
+//     vectors along the head dim: one accumulator per (row, key), so each K
+//     vector loaded feeds all R rows; then a log2(N)-level ConcatEven /
+//     ConcatOdd pairwise reduction turns the N accumulators into one vector
+//     of (row, key) scores;
 //   softmax: per row over the chunk (max, Exp2, sum);
 //   P.V: value dims are the lanes, up to 4 rows x 4 vectors of accumulators,
 //     each V vector loaded once per row group feeds 4 FMAs.
-// The rows of a GQA group share every K and V load (the block of N keys is
-// reused from L1 for each row). Long caches are cut into kDecodeChunk-key
-// chunks, which are independent work items merged by log-sum-exp, so a
-// single (batch, kv head) still feeds every thread.
+// K and V lines are prefetched kPrefetchKeys keys ahead. Long caches are cut
+// into kDecodeChunk-key chunks, which are independent work items merged by
+// log-sum-exp, so a single (batch, kv head) still feeds every thread.
 
 #include <float.h>
 #include <math.h>

@@ -83,6 +83,7 @@ void TestSoftmaxTileUpdate() {
     auto m = hwy::AllocateAligned<float>(ld);
     auto l = hwy::AllocateAligned<float>(ld);
     auto alpha = hwy::AllocateAligned<float>(ld);
+    auto m_new = hwy::AllocateAligned<float>(ld);
     auto p1 = hwy::AllocateAligned<float>(rows * ld);
     auto p2 = hwy::AllocateAligned<float>(rows * ld);
     for (size_t c = 0; c < ld; ++c) {
@@ -93,8 +94,10 @@ void TestSoftmaxTileUpdate() {
       p1[i] = s1[i];
       p2[i] = s2[i];
     }
-    SoftmaxTileUpdate(df, p1.get(), rows, ld, ld, m.get(), l.get(), alpha.get());
-    SoftmaxTileUpdate(df, p2.get(), rows, ld, ld, m.get(), l.get(), alpha.get());
+    for (float* p : {p1.get(), p2.get()}) {
+      TileMax(df, p, rows, ld, ld, m.get(), m_new.get());
+      SoftmaxTileUpdate(df, p, rows, ld, ld, m_new.get(), m.get(), l.get(), alpha.get());
+    }
     for (size_t c = 0; c < ld; ++c) {
       double mx = -INFINITY;
       for (size_t r = 0; r < rows; ++r) mx = fmax(mx, fmax(s1[r * ld + c], s2[r * ld + c]));

@@ -358,20 +358,18 @@ struct PanelMask {
 // One register tile of S^T: MR keys (from `a`) x the first `vectors` (<=
 // kVectors) vectors of queries; a partial query tile computes only the
 // vectors that hold rows. With a mask, blocked scores are stored as -inf.
+// While the scores are in registers, each query lane's tile_max takes their
+// max (the online softmax's new running max, without another pass).
 template <size_t kVectors, class AOperand>
 void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t, float* s_rows,
-                const PanelMask* mask) {
+                const PanelMask* mask, float* tile_max) {
   if constexpr (kVectors > 1) {
     if (vectors < kVectors) {
-      ScorePanel<kVectors - 1>(vectors, dim, a, q_t, s_rows, mask);
+      ScorePanel<kVectors - 1>(vectors, dim, a, q_t, s_rows, mask, tile_max);
       return;
     }
   }
   const DF df;
-  if (mask == nullptr) {
-    TileMul<kMR, kVectors>(df, dim, a, q_t, kQueryTile, s_rows, kQueryTile);
-    return;
-  }
   using VF = hn::Vec<DF>;
   const hn::RebindToSigned<DF> di;
   VF acc[kMR][kVectors];
@@ -382,14 +380,18 @@ void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t,
   }
   TileMulAdd<kMR, kVectors>(df, dim, a, q_t, kQueryTile, acc);
   const VF blocked_value = hn::Set(df, -INFINITY);
+  VF mx[kVectors];
+  HWY_UNROLL(8)
+  for (size_t c = 0; c < kVectors; ++c) mx[c] = hn::Load(df, tile_max + c * kLanes);
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
-    const int64_t key = mask->key0 + static_cast<int64_t>(r);
+    const int64_t key = mask == nullptr ? 0 : mask->key0 + static_cast<int64_t>(r);
     float* row = s_rows + r * kQueryTile;
     HWY_UNROLL(8)
     for (size_t c = 0; c < kVectors; ++c) {
       VF score = acc[r][c];
-      if (key >= mask->key_end) {
+      if (mask == nullptr) {
+      } else if (key >= mask->key_end) {
         score = blocked_value;
       } else if (mask->key_limit != nullptr) {
         // Keys fit in int32: lengths are validated to be < 2^31.
@@ -399,8 +401,11 @@ void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t,
         score = hn::IfThenElse(blocked, blocked_value, score);
       }
       hn::StoreU(score, df, row + c * kLanes);
+      mx[c] = hn::Max(mx[c], score);
     }
   }
+  HWY_UNROLL(8)
+  for (size_t c = 0; c < kVectors; ++c) hn::Store(mx[c], df, tile_max + c * kLanes);
 }
 
 // ---------------------------------------------------------------- attend
@@ -414,6 +419,7 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
   float* HWY_RESTRICT s_t = scratch + layout.s_t;
   float* HWY_RESTRICT o = scratch + layout.o;
   float* HWY_RESTRICT row_max = scratch + layout.row_max;
+  float* HWY_RESTRICT tile_max = scratch + layout.tile_max;
   float* HWY_RESTRICT row_sum = scratch + layout.row_sum;
   float* HWY_RESTRICT rescale = scratch + layout.rescale;
   float* HWY_RESTRICT k_edge = scratch + layout.k_edge;
@@ -475,6 +481,9 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
     const int64_t jt1 = std::min<int64_t>(jt0 + kKeyTile, key_end);
     const size_t panels = static_cast<size_t>(jt1 - jt0 + kMR - 1) / kMR;
     const size_t tile_keys = panels * kMR;
+    for (size_t c = 0; c < q_vectors * kLanes; c += kLanes) {
+      hn::Store(hn::Load(df, row_max + c), df, tile_max + c);
+    }
     // S^T = K_tile . Q^T, one register tile (MR keys x Bq queries) at a time,
     // keys from their packed panels or read in place (except a panel that
     // would run past the tensor's last key: copied, zero padded).
@@ -490,20 +499,24 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
       const size_t udim = static_cast<size_t>(dim);
       if (!plan.keys_in_place) {
         ScorePanel<kTileVectors>(q_vectors, udim, PackedA{k_packed + j * dim, kMR}, q_t, s_rows,
-                                 panel_mask);
+                                 panel_mask, tile_max);
       } else if (j + static_cast<int64_t>(kMR) <= p.kv_len) {
         ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_rows + j * ldk, static_cast<size_t>(ldk)},
-                                 q_t, s_rows, panel_mask);
+                                 q_t, s_rows, panel_mask, tile_max);
       } else {
         for (int64_t r = 0; r < static_cast<int64_t>(kMR); ++r) {
           for (int64_t d = 0; d < dim; ++d) {
             k_edge[r * dim + d] = j + r < p.kv_len ? k_rows[(j + r) * ldk + d] : 0.0f;
           }
         }
-        ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_edge, udim}, q_t, s_rows, panel_mask);
+        ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_edge, udim}, q_t, s_rows, panel_mask,
+                                 tile_max);
       }
     }
-    if (p.has_mask) ApplyMask(p, mask_row, rows, jt0, jt1, s_t);
+    if (p.has_mask) {
+      ApplyMask(p, mask_row, rows, jt0, jt1, s_t);
+      TileMax(df, s_t, tile_keys, kQueryTile, q_vectors * kLanes, row_max, tile_max);
+    }
     if (p.has_weights) {
       // Masked scores in log2 units for now; normalised once m and l are final.
       for (int64_t c = 0; c < rows; ++c) {
@@ -515,8 +528,8 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
       }
     }
 
-    SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, q_vectors * kLanes, row_max, row_sum,
-                      rescale);
+    SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, q_vectors * kLanes, tile_max, row_max,
+                      row_sum, rescale);
 
     // O = O * alpha + P . V over the tile's real keys (not the padding).
     const bool masked_tile = p.has_mask || jt1 > causal_free_end;

@@ -93,6 +93,7 @@ struct FlashScratchLayout {
   size_t s_t;      // [Bk][Bq]: scores, then probabilities, transposed
   size_t o;        // [Bq][value_dim_pad]: unnormalised output rows
   size_t row_max;  // [Bq]: running max m (log2 units)
+  size_t tile_max;  // [Bq]: the max once the current key tile's scores count
   size_t row_sum;  // [Bq]: running denominator l
   size_t rescale;  // [Bq]: 2^(m_old - m_new) of the last step
   size_t k_edge;   // [MR][D]: the last, partial panel of in-place keys
@@ -112,6 +113,7 @@ struct FlashScratchLayout {
     s_t = take(g.key_tile * bq);
     o = take(static_cast<size_t>(value_dim_pad) * bq);
     row_max = take(bq);
+    tile_max = take(bq);
     row_sum = take(bq);
     rescale = take(bq);
     k_edge = take(g.tile_rows * static_cast<size_t>(p.head_dim));

@@ -64,46 +64,62 @@ HWY_INLINE VF Exp2(DF df, VF x) {
 #endif
 }
 
-// Online-softmax update for a tile of `rows` keys (rows of S^T, `ld` floats
-// apart) and the first `cols` queries (lanes; a multiple of the vector). Per query column: m' = max(m, max_rows s),
-// alpha = 2^(m - m'), s <- 2^(s - m') in place (the tile becomes P^T),
-// l <- l * alpha + sum_rows s, m <- m'. Writes alpha for rescaling the output
-// accumulator. m must start finite (e.g. -FLT_MAX): blocked scores are -inf,
-// and -inf - (-inf) would be NaN.
+// The new running max of each query column: m_new = max(m, max_rows s) over
+// a tile of `rows` keys (rows of S^T, `ld` floats apart) and the first `cols`
+// queries (a multiple of the vector). The fused kernel gets it for free while
+// the scores are still in registers; this pass is for scores that changed
+// after that (an additive or boolean mask).
 template <class DF>
-HWY_INLINE void SoftmaxTileUpdate(DF df, float* HWY_RESTRICT s, size_t rows, size_t ld,
-                                  size_t cols, float* HWY_RESTRICT m, float* HWY_RESTRICT l,
-                                  float* HWY_RESTRICT alpha) {
+HWY_INLINE void TileMax(DF df, const float* HWY_RESTRICT s, size_t rows, size_t ld, size_t cols,
+                        const float* HWY_RESTRICT m, float* HWY_RESTRICT m_new) {
   using VF = hn::Vec<DF>;
   const size_t N = hn::Lanes(df);
   for (size_t c = 0; c < cols; c += N) {
     VF mx0 = hn::Load(df, m + c);
-    VF mx1 = hn::Load(df, s + c);
-    size_t r = 1;
+    VF mx1 = mx0;
+    size_t r = 0;
     for (; r + 2 <= rows; r += 2) {
       mx0 = hn::Max(mx0, hn::Load(df, s + r * ld + c));
       mx1 = hn::Max(mx1, hn::Load(df, s + (r + 1) * ld + c));
     }
     if (r < rows) mx0 = hn::Max(mx0, hn::Load(df, s + r * ld + c));
-    const VF m_old = hn::Load(df, m + c);
-    const VF m_new = hn::Max(mx0, mx1);
-    const VF a = Exp2(df, hn::Sub(m_old, m_new));
+    hn::Store(hn::Max(mx0, mx1), df, m_new + c);
+  }
+}
+
+// Online-softmax update for a tile of `rows` keys (rows of S^T, `ld` floats
+// apart) and the first `cols` queries (lanes; a multiple of the vector), given
+// m_new = max(m, max_rows s) per query column (see TileMax): alpha =
+// 2^(m - m_new), s <- 2^(s - m_new) in place (the tile becomes P^T),
+// l <- l * alpha + sum_rows s, m <- m_new. Writes alpha for rescaling the
+// output accumulator. m must start finite (e.g. -FLT_MAX): blocked scores are
+// -inf, and -inf - (-inf) would be NaN.
+template <class DF>
+HWY_INLINE void SoftmaxTileUpdate(DF df, float* HWY_RESTRICT s, size_t rows, size_t ld,
+                                  size_t cols, const float* HWY_RESTRICT m_new,
+                                  float* HWY_RESTRICT m, float* HWY_RESTRICT l,
+                                  float* HWY_RESTRICT alpha) {
+  using VF = hn::Vec<DF>;
+  const size_t N = hn::Lanes(df);
+  for (size_t c = 0; c < cols; c += N) {
+    const VF mn = hn::Load(df, m_new + c);
+    const VF a = Exp2(df, hn::Sub(hn::Load(df, m + c), mn));
     VF sum0 = hn::Zero(df), sum1 = hn::Zero(df);
-    r = 0;
+    size_t r = 0;
     for (; r + 2 <= rows; r += 2) {
-      const VF p0 = Exp2(df, hn::Sub(hn::Load(df, s + r * ld + c), m_new));
-      const VF p1 = Exp2(df, hn::Sub(hn::Load(df, s + (r + 1) * ld + c), m_new));
+      const VF p0 = Exp2(df, hn::Sub(hn::Load(df, s + r * ld + c), mn));
+      const VF p1 = Exp2(df, hn::Sub(hn::Load(df, s + (r + 1) * ld + c), mn));
       hn::Store(p0, df, s + r * ld + c);
       hn::Store(p1, df, s + (r + 1) * ld + c);
       sum0 = hn::Add(sum0, p0);
       sum1 = hn::Add(sum1, p1);
     }
     if (r < rows) {
-      const VF p0 = Exp2(df, hn::Sub(hn::Load(df, s + r * ld + c), m_new));
+      const VF p0 = Exp2(df, hn::Sub(hn::Load(df, s + r * ld + c), mn));
       hn::Store(p0, df, s + r * ld + c);
       sum0 = hn::Add(sum0, p0);
     }
-    hn::Store(m_new, df, m + c);
+    hn::Store(mn, df, m + c);
     hn::Store(a, df, alpha + c);
     hn::Store(hn::MulAdd(hn::Load(df, l + c), a, hn::Add(sum0, sum1)), df, l + c);
   }

@@ -175,8 +175,7 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
   plan.keys_in_place = p.k.dtype == HWYATTN_F32 && (p.k.stride[3] == 1 || p.head_dim == 1);
   const int64_t lanes = static_cast<int64_t>(g.lanes);
   plan.value_dim_pad = (p.value_dim + lanes - 1) / lanes * lanes;
-  plan.values_in_place = p.v.dtype == HWYATTN_F32 && p.v.stride[3] == 1 &&
-                         p.value_dim % lanes == 0;
+  plan.values_in_place = p.v.dtype == HWYATTN_F32 && (p.v.stride[3] == 1 || p.value_dim == 1);
   plan.q_scale = p.scale * kLog2e;
 
   // Sizes: every product is checked, a failure is reported as out of memory
@@ -186,7 +185,7 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
   const size_t lk_pad = static_cast<size_t>(plan.key_panels) * g.tile_rows;
   if ((!plan.keys_in_place && !MulSize(lk_pad, static_cast<size_t>(p.head_dim), &k_floats)) ||
       (!plan.values_in_place &&
-       !MulSize(static_cast<size_t>(p.kv_len), static_cast<size_t>(plan.value_dim_pad), &v_floats))) {
+       !MulSize(static_cast<size_t>(p.kv_len), static_cast<size_t>(p.value_dim), &v_floats))) {
     return HWYATTN_OUT_OF_MEMORY;
   }
   plan.packed_k_floats = PadFloats(k_floats);

@@ -35,10 +35,10 @@ void TestTileProducts() {
     auto a = hwy::AllocateAligned<float>(kc * kMR);
     auto b = hwy::AllocateAligned<float>(kc * ldb);
     auto c = hwy::AllocateAligned<float>(kMR * ldc);
-    auto scale = hwy::AllocateAligned<float>(kMR);
+    auto scale = hwy::AllocateAligned<float>(kNQ * N);
     for (size_t i = 0; i < kc * kMR; ++i) a[i] = uniform(rng);
     for (size_t i = 0; i < kc * ldb; ++i) b[i] = uniform(rng);
-    for (size_t i = 0; i < kMR; ++i) scale[i] = uniform(rng);
+    for (size_t i = 0; i < kNQ * N; ++i) scale[i] = uniform(rng);
     for (size_t i = 0; i < kMR * ldc; ++i) c[i] = 1e9f;  // sentinel outside the tile
 
     TileMul<kMR, kNQ>(df, kc, PackedA{a.get(), kMR}, b.get(), ldb, c.get(), ldc);
@@ -54,9 +54,9 @@ void TestTileProducts() {
     for (size_t i = 0; i < kMR * ldc; ++i) c_rows[i] = 1e9f;
     TileMul<kMR, kNQ>(df, kc, RowMajorA{a_rows.data(), lda}, b.get(), ldb, c_rows.get(), ldc);
     for (size_t i = 0; i < kMR * ldc; ++i) ASSERT_EQ(c_rows[i], c0[i]) << "RowMajorA at " << i;
-    // The same A read with a step stride of kMR, each row scaled by scale[r].
-    TileRowScaleMulAdd<kMR, kNQ>(df, kc, PackedA{a.get(), kMR}, b.get(), ldb, scale.get(), c.get(),
-                                 ldc);
+    // C = C * scale[column] + A x B, starting from C = A x B.
+    TileColumnScaleMulAdd<kMR, kNQ>(df, kc, PackedA{a.get(), kMR}, b.get(), ldb, scale.get(),
+                                    c.get(), ldc);
     for (size_t r = 0; r < kMR; ++r) {
       for (size_t j = 0; j < ldc; ++j) {
         if (j >= kNQ * N) {  // untouched
@@ -68,10 +68,10 @@ void TestTileProducts() {
           dot += static_cast<double>(a[k * kMR + r]) * b[k * ldb + j];
           mag += fabs(static_cast<double>(a[k * kMR + r]) * b[k * ldb + j]);
         }
-        const double tol = 4 * 6e-8 * (mag + 1e-30) * (1 + fabs(scale[r]));
+        const double tol = 4 * 6e-8 * (mag + 1e-30) * (1 + fabs(scale[j]));
         EXPECT_NEAR(c0[r * ldc + j], dot, tol) << "TileMul r=" << r << " j=" << j << " kc=" << kc;
-        EXPECT_NEAR(c[r * ldc + j], dot * (1 + scale[r]), tol)
-            << "TileRowScaleMulAdd r=" << r << " j=" << j << " kc=" << kc;
+        EXPECT_NEAR(c[r * ldc + j], dot * (1 + scale[j]), tol)
+            << "TileColumnScaleMulAdd r=" << r << " j=" << j << " kc=" << kc;
       }
     }
   }

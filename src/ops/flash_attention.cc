@@ -58,16 +58,6 @@ using DF = hn::ScalableTag<float>;
 constexpr size_t kLanes = HWY_LANES(float);
 constexpr size_t kMR = kTileRows;
 constexpr size_t kQueryTile = kTileVectors * kLanes;
-// Register tile of P . V: kPvRows queries x kPvVectors vectors of value dims.
-// 6 x 4 = 24 accumulators + 4 V vectors + 1 broadcast of 32 zmm on AVX-512;
-// 4 x 2 + 2 + 1 of 16 registers elsewhere; smaller tiles for the remainders.
-#if HWY_MAX_BYTES >= 64
-constexpr size_t kPvRows = 6;
-constexpr size_t kPvVectors = 4;
-#else
-constexpr size_t kPvRows = 4;
-constexpr size_t kPvVectors = 2;
-#endif
 // Keys per online-softmax step: 8 panels (64 keys on AVX-512, 48 on AVX2).
 // On AVX-512 with D = Dv = 64 a step touches S^T (12 KiB), O (12 KiB), the K
 // panels and the V rows (16 KiB each): about L1's 48 KiB. 128 keys measured
@@ -98,19 +88,16 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
   }
 }
 
-// V of (b, kvh) as [Lk][value_dim_pad] rows, zero past Dv (the B operand of
-// P . V reads whole vectors), for keys below the batch's key end.
+// V of (b, kvh) as [Lk][Dv] rows, for keys below the batch's key end.
 template <typename T>
-void PackValues(const SdpaProblem& p, int64_t value_dim_pad, int64_t b, int64_t kvh,
-                float* HWY_RESTRICT dst) {
+void PackValues(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
   const T* base = p.v.As<T>() + p.v.Offset(b, kvh, 0, 0);
   const int64_t sj = p.v.stride[2], sd = p.v.stride[3];
   const int64_t value_dim = p.value_dim, key_end = p.KeyEnd(b);
   for (int64_t j = 0; j < key_end; ++j) {
     const T* row = base + j * sj;
-    float* HWY_RESTRICT out = dst + j * value_dim_pad;
+    float* HWY_RESTRICT out = dst + j * value_dim;
     for (int64_t dv = 0; dv < value_dim; ++dv) out[dv] = ToFloat(row[dv * sd]);
-    for (int64_t dv = value_dim; dv < value_dim_pad; ++dv) out[dv] = 0.0f;
   }
 }
 
@@ -127,9 +114,9 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   if (!plan.values_in_place) {
     float* v_dst = k_dst + plan.packed_k_floats;
     switch (p.v.dtype) {
-      case HWYATTN_F16: PackValues<F16>(p, plan.value_dim_pad, b, kvh, v_dst); break;
-      case HWYATTN_BF16: PackValues<BF16>(p, plan.value_dim_pad, b, kvh, v_dst); break;
-      default: PackValues<float>(p, plan.value_dim_pad, b, kvh, v_dst); break;
+      case HWYATTN_F16: PackValues<F16>(p, b, kvh, v_dst); break;
+      case HWYATTN_BF16: PackValues<BF16>(p, b, kvh, v_dst); break;
+      default: PackValues<float>(p, b, kvh, v_dst); break;
     }
   }
   if (plan.nonfinite_values == nullptr) return;
@@ -138,16 +125,19 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   int64_t ldv;
   const float* v = plan.ValueRows(b, kvh, &ldv);
   uint8_t* flags = plan.nonfinite_values + (b * p.kv_heads + kvh) * plan.key_tiles;
-  const int64_t key_end = p.KeyEnd(b);
+  const int64_t key_end = p.KeyEnd(b), value_dim = p.value_dim;
   for (int64_t t = 0; t < plan.key_tiles; ++t) {
     auto acc = hn::Zero(df);
+    float tail = 0.0f;
     const int64_t j1 = std::min<int64_t>((t + 1) * kKeyTile, key_end);
     for (int64_t j = t * static_cast<int64_t>(kKeyTile); j < j1; ++j) {
-      for (int64_t dv = 0; dv < plan.value_dim_pad; dv += kLanes) {
+      int64_t dv = 0;
+      for (; dv + static_cast<int64_t>(kLanes) <= value_dim; dv += kLanes) {
         acc = hn::MulAdd(hn::LoadU(df, v + j * ldv + dv), hn::Zero(df), acc);
       }
+      for (; dv < value_dim; ++dv) tail += v[j * ldv + dv] * 0.0f;
     }
-    flags[t] = !hn::AllFalse(df, hn::IsNaN(acc));
+    flags[t] = tail != tail || !hn::AllFalse(df, hn::IsNaN(acc));
   }
 }
 
@@ -262,83 +252,75 @@ void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64
 
 // ---------------------------------------------------------------- P . V
 
-// O = O * alpha + P . V for kRows rows and kVectors vectors of value dims
-// from the tile's start, or for `vectors` < kVectors of them (the remainder).
+// O^T = O^T * alpha + V_tile^T . P^T is the S^T = K . Q^T register tile again:
+// MR value dims (broadcast from V's rows, where the MR dims of a key are
+// contiguous) x the query vectors (P^T's rows as the softmax left them), with
+// alpha, a per-query factor, a vector multiply. V is broadcast once per tile,
+// P^T re-read from L1 for each block of MR dims.
+
+// kRows value dims x the first `vectors` (<= kVectors) query vectors.
 template <size_t kRows, size_t kVectors>
-void WeightedValuesTile(size_t vectors, size_t keys, const float* p_t, const float* v,
-                        size_t ldv, const float* alpha, float* o, size_t ldo) {
-  if constexpr (kVectors > 0) {
-    if (vectors == kVectors) {
-      TileRowScaleMulAdd<kRows, kVectors>(DF(), keys, PackedA{p_t, kQueryTile}, v, ldv, alpha,
-                                          o, ldo);
+void WeightedValuesBlock(size_t vectors, size_t keys, const float* p_t, const float* v,
+                         size_t ldv, const float* alpha, float* o_t) {
+  if constexpr (kVectors > 1) {
+    if (vectors < kVectors) {
+      WeightedValuesBlock<kRows, kVectors - 1>(vectors, keys, p_t, v, ldv, alpha, o_t);
       return;
     }
-    WeightedValuesTile<kRows, kVectors - 1>(vectors, keys, p_t, v, ldv, alpha, o, ldo);
   }
+  TileColumnScaleMulAdd<kRows, kVectors>(DF(), keys, PackedA{v, ldv}, p_t, kQueryTile, alpha, o_t,
+                                         kQueryTile);
 }
 
-// O = O * alpha + P . V for kRows rows, all value dims.
+// The last `dims` < MR value dims.
 template <size_t kRows>
-void WeightedValueRows(size_t keys, const float* p_t, const float* v, size_t ldv, size_t vectors,
-                       const float* alpha, float* o, size_t ldo) {
-  size_t vec = 0;
-  for (; vec + kPvVectors <= vectors; vec += kPvVectors) {
-    TileRowScaleMulAdd<kRows, kPvVectors>(DF(), keys, PackedA{p_t, kQueryTile}, v + vec * kLanes,
-                                          ldv, alpha, o + vec * kLanes, ldo);
-  }
-  WeightedValuesTile<kRows, kPvVectors - 1>(vectors - vec, keys, p_t, v + vec * kLanes, ldv,
-                                             alpha, o + vec * kLanes, ldo);
-}
-
-// The last `rows` < kPvRows rows.
-template <size_t kRows>
-void WeightedValueRowsRemainder(size_t rows, size_t keys, const float* p_t, const float* v,
-                                size_t ldv, size_t vectors, const float* alpha, float* o,
-                                size_t ldo) {
+void WeightedValuesRemainder(size_t dims, size_t vectors, size_t keys, const float* p_t,
+                             const float* v, size_t ldv, const float* alpha, float* o_t) {
   if constexpr (kRows > 0) {
-    if (rows == kRows) {
-      WeightedValueRows<kRows>(keys, p_t, v, ldv, vectors, alpha, o, ldo);
+    if (dims == kRows) {
+      WeightedValuesBlock<kRows, kTileVectors>(vectors, keys, p_t, v, ldv, alpha, o_t);
       return;
     }
-    WeightedValueRowsRemainder<kRows - 1>(rows, keys, p_t, v, ldv, vectors, alpha, o, ldo);
+    WeightedValuesRemainder<kRows - 1>(dims, vectors, keys, p_t, v, ldv, alpha, o_t);
   }
 }
 
-// O = O * alpha + P . V_tile for the first `rows` rows of the tile: P^T is
-// [keys][Bq] in scratch, V rows ldv apart, O rows value_dim_pad apart.
-void WeightedValues(size_t rows, size_t keys, const float* HWY_RESTRICT p_t,
-                    const float* HWY_RESTRICT v, size_t ldv, size_t value_dim_pad,
-                    const float* HWY_RESTRICT alpha, float* HWY_RESTRICT o) {
-  const size_t vectors = value_dim_pad / kLanes;
-  size_t r0 = 0;
-  for (; r0 + kPvRows <= rows; r0 += kPvRows) {
-    WeightedValueRows<kPvRows>(keys, p_t + r0, v, ldv, vectors, alpha + r0,
-                               o + r0 * value_dim_pad, value_dim_pad);
+// O^T = O^T * alpha + V^T . P^T for `dims` value dims and the first `vectors`
+// query vectors: P^T is [keys][Bq] in scratch, V rows ldv apart, O^T
+// [dims][Bq].
+void WeightedValues(size_t dims, size_t vectors, size_t keys, const float* HWY_RESTRICT p_t,
+                    const float* HWY_RESTRICT v, size_t ldv, const float* HWY_RESTRICT alpha,
+                    float* HWY_RESTRICT o_t) {
+  size_t d0 = 0;
+  for (; d0 + kMR <= dims; d0 += kMR) {
+    WeightedValuesBlock<kMR, kTileVectors>(vectors, keys, p_t, v + d0, ldv, alpha,
+                                           o_t + d0 * kQueryTile);
   }
-  WeightedValueRowsRemainder<kPvRows - 1>(rows - r0, keys, p_t + r0, v, ldv, vectors, alpha + r0,
-                                          o + r0 * value_dim_pad, value_dim_pad);
+  WeightedValuesRemainder<kMR - 1>(dims - d0, vectors, keys, p_t, v + d0, ldv, alpha,
+                                   o_t + d0 * kQueryTile);
 }
 
-// P . V for a key tile whose V holds a NaN or an infinity while some rows
-// block some of its keys: a blocked key's probability is exactly 0 and must
-// not turn 0 * NaN into NaN in a row that never attends to it. Row by row,
-// the same operations in the same order as TileRowScaleMulAdd, skipping the
-// zero probabilities, so the rows untouched by the non-finite value come out
-// bit-identical to a run without it.
-void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_RESTRICT p_t,
-                                 const float* HWY_RESTRICT v, size_t ldv, size_t value_dim_pad,
-                                 const float* HWY_RESTRICT alpha, float* HWY_RESTRICT o) {
+// WeightedValues for a key tile whose V holds a NaN or an infinity while
+// some rows block some of its keys: a blocked key's probability is exactly 0
+// and must not turn 0 * NaN into NaN in a row that never attends to it. The
+// same operations in the same order as the register tile, a lane keeping its
+// accumulator where its probability is 0, so the rows untouched by the
+// non-finite value come out bit-identical to a run without it.
+void WeightedValuesSkippingZeros(size_t dims, size_t vectors, size_t keys,
+                                 const float* HWY_RESTRICT p_t, const float* HWY_RESTRICT v,
+                                 size_t ldv, const float* HWY_RESTRICT alpha,
+                                 float* HWY_RESTRICT o_t) {
   const DF df;
-  for (size_t r = 0; r < rows; ++r) {
-    float* o_row = o + r * value_dim_pad;
-    const auto scale = hn::Set(df, alpha[r]);
-    for (size_t dv = 0; dv < value_dim_pad; dv += kLanes) {
-      auto acc = hn::Mul(hn::Load(df, o_row + dv), scale);
+  for (size_t d = 0; d < dims; ++d) {
+    for (size_t c = 0; c < vectors * kLanes; c += kLanes) {
+      float* o = o_t + d * kQueryTile + c;
+      auto acc = hn::Mul(hn::Load(df, o), hn::Load(df, alpha + c));
       for (size_t j = 0; j < keys; ++j) {
-        const float prob = p_t[j * kQueryTile + r];
-        if (prob != 0.0f) acc = hn::MulAdd(hn::Set(df, prob), hn::LoadU(df, v + j * ldv + dv), acc);
+        const auto prob = hn::Load(df, p_t + j * kQueryTile + c);
+        const auto sum = hn::MulAdd(hn::Set(df, v[j * ldv + d]), prob, acc);
+        acc = hn::IfThenElse(hn::Eq(prob, hn::Zero(df)), acc, sum);
       }
-      hn::Store(acc, df, o_row + dv);
+      hn::Store(acc, df, o);
     }
   }
 }
@@ -408,6 +390,45 @@ void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t,
   for (size_t c = 0; c < kVectors; ++c) hn::Store(mx[c], df, tile_max + c * kLanes);
 }
 
+// ---------------------------------------------------------------- outputs
+
+// out = O * inv for the tile's `rows` rows, from O^T [value_dim_pad][Bq]:
+// kLanes dims x kLanes queries at a time, scaled (inv is per query, i.e. per
+// lane), transposed in registers and stored as output rows.
+void StoreOutputs(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int64_t rows,
+                  const float* HWY_RESTRICT o_t, const float* HWY_RESTRICT inv,
+                  int64_t value_dim_pad) {
+  const DF df;
+  const int64_t group = p.group(), value_dim = p.value_dim, so = p.out.stride[3];
+  HWY_ALIGN float spill[kLanes];
+  for (int64_t c0 = 0; c0 < rows; c0 += kLanes) {
+    const int64_t block_rows = std::min<int64_t>(kLanes, rows - c0);
+    float* out_rows[kLanes];
+    for (int64_t i = 0; i < block_rows; ++i) {
+      const int64_t r = row0 + c0 + i;
+      out_rows[i] = p.out.AsMutable<float>() + p.out.Offset(b, kvh * group + r % group, r / group, 0);
+    }
+    const auto scale = hn::Load(df, inv + c0);
+    for (int64_t d0 = 0; d0 < value_dim_pad; d0 += kLanes) {
+      hn::Vec<DF> block[kLanes];
+      HWY_UNROLL(16)
+      for (size_t i = 0; i < kLanes; ++i) {
+        block[i] = hn::Mul(hn::Load(df, o_t + (d0 + static_cast<int64_t>(i)) * kQueryTile + c0), scale);
+      }
+      TransposeBlock(block);
+      const int64_t dims = std::min<int64_t>(kLanes, value_dim - d0);
+      for (int64_t i = 0; i < block_rows; ++i) {
+        if (so == 1 && dims == static_cast<int64_t>(kLanes)) {
+          hn::StoreU(block[i], df, out_rows[i] + d0);
+          continue;
+        }
+        hn::Store(block[i], df, spill);
+        for (int64_t d = 0; d < dims; ++d) out_rows[i][(d0 + d) * so] = spill[d];
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- attend
 
 void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
@@ -417,7 +438,7 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
   const FlashScratchLayout layout(p, plan.geometry, plan.value_dim_pad);
   float* HWY_RESTRICT q_t = scratch + layout.q_t;
   float* HWY_RESTRICT s_t = scratch + layout.s_t;
-  float* HWY_RESTRICT o = scratch + layout.o;
+  float* HWY_RESTRICT o_t = scratch + layout.o_t;
   float* HWY_RESTRICT row_max = scratch + layout.row_max;
   float* HWY_RESTRICT tile_max = scratch + layout.tile_max;
   float* HWY_RESTRICT row_sum = scratch + layout.row_sum;
@@ -464,13 +485,12 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
     row_max[c] = -FLT_MAX;
     row_sum[c] = 0.0f;
   }
-  const size_t value_dim_pad = static_cast<size_t>(plan.value_dim_pad);
-  // Rows the products compute: the valid ones, in whole P . V row blocks.
-  // Only the tile's real rows are computed: P . V by exact row blocks, Q . K
-  // and the softmax by the query vectors that hold rows.
-  const size_t pv_rows = static_cast<size_t>(rows);
-  const size_t q_vectors = (pv_rows + kLanes - 1) / kLanes;
-  for (size_t i = 0; i < pv_rows * value_dim_pad; i += kLanes) hn::Store(hn::Zero(df), df, o + i);
+  // Only the query vectors that hold rows are computed.
+  const size_t q_vectors = (static_cast<size_t>(rows) + kLanes - 1) / kLanes;
+  const size_t value_dims = static_cast<size_t>(value_dim);
+  for (size_t i = 0; i < static_cast<size_t>(plan.value_dim_pad) * kQueryTile; i += kLanes) {
+    hn::Store(hn::Zero(df), df, o_t + i);
+  }
 
   const float* k_packed = plan.PackedK(b, kvh);
   int64_t ldk = 0;
@@ -531,36 +551,27 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
     SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, q_vectors * kLanes, tile_max, row_max,
                       row_sum, rescale);
 
-    // O = O * alpha + P . V over the tile's real keys (not the padding).
+    // O^T = O^T * alpha + V^T . P^T over the tile's real keys (not the padding).
     const bool masked_tile = p.has_mask || jt1 > causal_free_end;
+    const size_t keys = static_cast<size_t>(jt1 - jt0);
     if (masked_tile && plan.nonfinite_values != nullptr &&
         plan.nonfinite_values[(b * p.kv_heads + kvh) * plan.key_tiles + jt0 / kKeyTile]) {
-      WeightedValuesSkippingZeros(pv_rows, static_cast<size_t>(jt1 - jt0), s_t,
-                                  v_rows + jt0 * ldv, static_cast<size_t>(ldv), value_dim_pad,
-                                  rescale, o);
+      WeightedValuesSkippingZeros(value_dims, q_vectors, keys, s_t, v_rows + jt0 * ldv,
+                                  static_cast<size_t>(ldv), rescale, o_t);
     } else {
-      WeightedValues(pv_rows, static_cast<size_t>(jt1 - jt0), s_t, v_rows + jt0 * ldv,
-                     static_cast<size_t>(ldv), value_dim_pad, rescale, o);
+      WeightedValues(value_dims, q_vectors, keys, s_t, v_rows + jt0 * ldv,
+                     static_cast<size_t>(ldv), rescale, o_t);
     }
   }
 
   // out = O / l. A row with no visible key has l == 0 and gets zeros; a NaN l
   // (NaN input) stays NaN rather than being hidden.
-  for (int64_t c = 0; c < rows; ++c) {
-    const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;
+  float* HWY_RESTRICT inv = rescale;
+  for (int64_t c = 0; c < static_cast<int64_t>(q_vectors * kLanes); ++c) {
     const float l = row_sum[c], m = row_max[c];
-    const float inv = (l == 0.0f) ? 0.0f : 1.0f / l;
-    float* out = p.out.AsMutable<float>() + p.out.Offset(b, head, pos, 0);
-    const int64_t so = p.out.stride[3];
-    const float* o_row = o + c * static_cast<int64_t>(value_dim_pad);
-    int64_t dv = 0;
-    if (so == 1) {
-      const auto scale = hn::Set(df, inv);
-      for (; dv + static_cast<int64_t>(kLanes) <= value_dim; dv += kLanes) {
-        hn::StoreU(hn::Mul(hn::Load(df, o_row + dv), scale), df, out + dv);
-      }
-    }
-    for (; dv < value_dim; ++dv) out[dv * so] = o_row[dv] * inv;
+    inv[c] = (c >= rows || l == 0.0f) ? 0.0f : 1.0f / l;
+    if (c >= rows) continue;
+    const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;
     if (p.has_lse) {
       p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] =
           (l == 0.0f) ? -INFINITY : (m + log2f(l)) * kLn2;
@@ -569,11 +580,12 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
       float* w = p.weights.AsMutable<float>() + p.weights.Offset(b, head, pos, 0);
       const int64_t sw = p.weights.stride[3];
       for (int64_t j = 0; j < key_end; ++j) {
-        w[j * sw] = (l == 0.0f) ? 0.0f : exp2f(w[j * sw] - m) * inv;
+        w[j * sw] = (l == 0.0f) ? 0.0f : exp2f(w[j * sw] - m) * inv[c];
       }
       for (int64_t j = key_end; j < p.kv_len; ++j) w[j * sw] = 0.0f;
     }
   }
+  StoreOutputs(p, b, kvh, row0, rows, o_t, inv, plan.value_dim_pad);
 }
 
 // Constant-initialised so that reading an unsupported target's table (to learn

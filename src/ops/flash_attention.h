@@ -35,11 +35,11 @@ struct FlashPlan {
   int64_t key_panels;      // ceil(Lk / MR): K panels per kv head
   bool keys_in_place;      // K rows are read where the caller put them (F32,
                            // contiguous head dim); else packed as panels
-  int64_t value_dim_pad;   // Dv rounded up to whole vectors
+  int64_t value_dim_pad;   // Dv rounded up to whole vectors (rows of O^T)
   bool values_in_place;    // V is read where the caller put it (F32, contiguous
-                           // rows, Dv a multiple of the vector length)
+                           // value dims)
   size_t packed_k_floats;  // per (b, kv head): key_panels * MR * D, or 0 in place
-  size_t packed_v_floats;  // per (b, kv head): Lk * value_dim_pad, or 0 in place
+  size_t packed_v_floats;  // per (b, kv head): Lk * Dv, or 0 in place
   float* packed;           // [B][Hkv] x (K then V), each head's block aligned
   // With masking (causal or a mask tensor), [B][Hkv][key tiles] flags set by
   // pack_kv: the key tile's V rows hold a NaN or an infinity. Null without
@@ -64,7 +64,7 @@ struct FlashPlan {
       *row_stride = problem->v.stride[2];
       return problem->v.As<float>() + problem->v.Offset(b, kvh, 0, 0);
     }
-    *row_stride = value_dim_pad;
+    *row_stride = problem->value_dim;
     return PackedK(b, kvh) + packed_k_floats;
   }
 };
@@ -74,7 +74,7 @@ struct FlashKernels {
   int64_t target;
   FlashGeometry geometry;
   // Packs, unless they are read in place, K as [panel][D][MR] (zero padded)
-  // and V as [Lk][value_dim_pad], for keys below the batch's key end,
+  // and V as [Lk][Dv], for keys below the batch's key end,
   // converting F16/BF16 to float; then flags the key tiles whose V is not
   // finite (when nonfinite_values is set).
   void (*pack_kv)(const FlashPlan& plan, int64_t b, int64_t kvh);
@@ -91,7 +91,7 @@ const FlashKernels& GetFlashKernels();
 struct FlashScratchLayout {
   size_t q_t;      // [D][Bq]: scaled queries, transposed (lanes = queries)
   size_t s_t;      // [Bk][Bq]: scores, then probabilities, transposed
-  size_t o;        // [Bq][value_dim_pad]: unnormalised output rows
+  size_t o_t;      // [value_dim_pad][Bq]: unnormalised outputs, transposed
   size_t row_max;  // [Bq]: running max m (log2 units)
   size_t tile_max;  // [Bq]: the max once the current key tile's scores count
   size_t row_sum;  // [Bq]: running denominator l
@@ -111,7 +111,7 @@ struct FlashScratchLayout {
     };
     q_t = take(static_cast<size_t>(p.head_dim) * bq);
     s_t = take(g.key_tile * bq);
-    o = take(static_cast<size_t>(value_dim_pad) * bq);
+    o_t = take(static_cast<size_t>(value_dim_pad) * bq);
     row_max = take(bq);
     tile_max = take(bq);
     row_sum = take(bq);

@@ -12,9 +12,9 @@
 // vectors (+1 broadcast without embedded broadcasts) must fit the register
 // file: 8x3 -> 27 of 32 zmm on AVX-512; 6x2 -> 15 of 16 on AVX2/SSE4.
 //
-// The attention kernels use it for both products: S^T = K_panel x Q^T (A =
-// packed keys, B = transposed queries, k = head dim) and O = O * alpha + P x V
-// (A = P^T read in place, B = value rows, k = keys).
+// The attention kernels use it for both products, with queries in the lanes:
+// S^T = K_panel x Q^T (A = keys, B = transposed queries, k = head dim) and
+// O^T = O^T * alpha + V^T x P^T (A = value rows, B = P^T, k = keys).
 
 #if defined(HWYATTN_SRC_OPS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef HWYATTN_SRC_OPS_MATMUL_INL_H_
@@ -104,21 +104,24 @@ HWY_INLINE void TileMul(DF df, size_t kc, const AOperand& a, const float* HWY_RE
   }
 }
 
-// C = C * row_scale + A x B for a kMR x (kNQ vectors) tile, where row_scale
-// holds one factor per row (the online-softmax rescale of the output rows).
+// C = C * col_scale + A x B for a kMR x (kNQ vectors) tile, where col_scale
+// holds one factor per column (the online-softmax rescale of the output, whose
+// columns are queries).
 template <size_t kMR, size_t kNQ, class DF, class AOperand>
-HWY_INLINE void TileRowScaleMulAdd(DF df, size_t kc, const AOperand& a,
-                                   const float* HWY_RESTRICT b, size_t ldb,
-                                   const float* HWY_RESTRICT row_scale, float* HWY_RESTRICT c,
-                                   size_t ldc) {
+HWY_INLINE void TileColumnScaleMulAdd(DF df, size_t kc, const AOperand& a,
+                                      const float* HWY_RESTRICT b, size_t ldb,
+                                      const float* HWY_RESTRICT col_scale, float* HWY_RESTRICT c,
+                                      size_t ldc) {
   using VF = hn::Vec<DF>;
   const size_t N = hn::Lanes(df);
+  VF scale[kNQ];
+  HWY_UNROLL(8)
+  for (size_t q = 0; q < kNQ; ++q) scale[q] = hn::LoadU(df, col_scale + q * N);
   VF acc[kMR][kNQ];
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
-    const VF scale = hn::Set(df, row_scale[r]);
     HWY_UNROLL(8)
-    for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::Mul(hn::LoadU(df, c + r * ldc + q * N), scale);
+    for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::Mul(hn::LoadU(df, c + r * ldc + q * N), scale[q]);
   }
   TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc);
   HWY_UNROLL(16)

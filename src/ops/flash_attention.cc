@@ -7,18 +7,21 @@
 // denominator l and an unnormalised output accumulator O; nothing of size
 // Lq x Lk exists unless the caller asked for the weights.
 //
-// Scores are transposed so that queries are the vector lanes:
-//   S^T[Bk][Bq] = K_tile[Bk][D] . Q^T[D][Bq]     (TileMul, A = K rows)
-//   P^T = 2^(S^T - m), m, l updated per lane    (SoftmaxTileUpdate)
-//   O[Bq][Dv] = O * alpha + P . V_tile          (TileRowScaleMulAdd)
-// so the per-query max and sum are element-wise vector operations. In P . V,
-// P^T as it lies in scratch is already a packed A operand (the MR queries of
-// step j are contiguous) and V's rows are the B operand, read in place when
-// they are F32 with contiguous, vector-multiple rows; O has value dims in
-// lanes, so the final O / l is a contiguous vector store.
+// Scores are transposed so that queries are the vector lanes, in both
+// products, which run on the same register tile (TileMulAdd, MR rows broadcast
+// from A x kTileVectors query vectors):
+//   S^T[Bk][Bq] = K_tile[Bk][D] . Q^T[D][Bq]     (A = K rows)
+//   m' = max(m, max_k S^T), in registers         (ScorePanel)
+//   P^T = 2^(S^T - m'), l = l * alpha + sum P^T  (SoftmaxTileUpdate)
+//   O^T[Dv][Bq] = O^T * alpha + V_tile^T . P^T   (A = V rows)
+// so the per-query max, sum and rescale are element-wise vector operations.
+// V's rows are the broadcast operand (the MR value dims of a key are
+// contiguous), read in place when they are F32 with contiguous dims; P^T is
+// the vector operand as the softmax left it. O^T is transposed back to rows
+// once per work item (StoreOutputs).
 //
 // Traffic per work item: Q tile once (D x Bq), then per key tile a K panel
-// stream (Bk x D) and a V stream (Bk x Dv) from L2, S^T and O in L1. With
+// stream (Bk x D) and a V stream (Bk x Dv) from L2, S^T and O^T in L1. With
 // Bq = 48, D = 64 that is 4 * 48 FLOPs per float read: compute-bound.
 //
 // K rows are the broadcast operand, read in place when they are F32 with a
@@ -59,7 +62,7 @@ constexpr size_t kLanes = HWY_LANES(float);
 constexpr size_t kMR = kTileRows;
 constexpr size_t kQueryTile = kTileVectors * kLanes;
 // Keys per online-softmax step: 8 panels (64 keys on AVX-512, 48 on AVX2).
-// On AVX-512 with D = Dv = 64 a step touches S^T (12 KiB), O (12 KiB), the K
+// On AVX-512 with D = Dv = 64 a step touches S^T (12 KiB), O^T (12 KiB), the K
 // panels and the V rows (16 KiB each): about L1's 48 KiB. 128 keys measured
 // 1-2% slower on P1, P3 and X1 (Zen 5).
 constexpr size_t kKeyTile = 8 * kMR;
@@ -367,20 +370,21 @@ void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t,
   for (size_t c = 0; c < kVectors; ++c) mx[c] = hn::Load(df, tile_max + c * kLanes);
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
-    const int64_t key = mask == nullptr ? 0 : mask->key0 + static_cast<int64_t>(r);
     float* row = s_rows + r * kQueryTile;
     HWY_UNROLL(8)
     for (size_t c = 0; c < kVectors; ++c) {
       VF score = acc[r][c];
-      if (mask == nullptr) {
-      } else if (key >= mask->key_end) {
-        score = blocked_value;
-      } else if (mask->key_limit != nullptr) {
-        // Keys fit in int32: lengths are validated to be < 2^31.
-        const auto blocked = hn::RebindMask(
-            df, hn::Gt(hn::Set(di, static_cast<int32_t>(key)),
-                       hn::Load(di, mask->key_limit + c * kLanes)));
-        score = hn::IfThenElse(blocked, blocked_value, score);
+      if (mask != nullptr) {
+        const int64_t key = mask->key0 + static_cast<int64_t>(r);
+        if (key >= mask->key_end) {
+          score = blocked_value;
+        } else if (mask->key_limit != nullptr) {
+          // Keys fit in int32: lengths are validated to be < 2^31.
+          const auto blocked = hn::RebindMask(
+              df, hn::Gt(hn::Set(di, static_cast<int32_t>(key)),
+                         hn::Load(di, mask->key_limit + c * kLanes)));
+          score = hn::IfThenElse(blocked, blocked_value, score);
+        }
       }
       hn::StoreU(score, df, row + c * kLanes);
       mx[c] = hn::Max(mx[c], score);

@@ -32,6 +32,13 @@ struct SdpaProblem {
   TensorView lse;  // [1, B, Hq, Lq], F32
 
   int64_t group() const { return q_heads / kv_heads; }
+  // Element offset, in a [B, Hq, Lq, *] tensor (q, out, weights), of row r of
+  // kv head kvh's G * Lq query rows, which are position-major: position r / G
+  // of query head kvh * G + r % G.
+  int64_t RowOffset(const TensorView& t, int64_t b, int64_t kvh, int64_t r) const {
+    const int64_t g = group();
+    return t.Offset(b, kvh * g + r % g, r / g, 0);
+  }
   // Keys that batch b may attend to at all (kv_len, or Lk).
   int64_t KeyEnd(int64_t b) const { return key_lengths ? key_lengths[b] : kv_len; }
   // Query position i may see keys j <= i + CausalOffset() under a causal mask.

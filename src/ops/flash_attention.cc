@@ -175,15 +175,13 @@ HWY_INLINE void TransposeBlock(hn::Vec<DF> (&rows)[kLanes]) {
 void PackQueriesF32(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int64_t rows,
                     float q_scale, float* HWY_RESTRICT dst) {
   const DF df;
-  const int64_t group = p.group(), dim = p.head_dim;
+  const int64_t dim = p.head_dim;
   const int64_t dim_vec = dim / static_cast<int64_t>(kLanes) * static_cast<int64_t>(kLanes);
   const auto scale = hn::Set(df, q_scale);
   // Row c of the tile (null past the last), as the kernel numbers rows.
   const float* src_rows[kQueryTile];
   for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
-    const int64_t r = row0 + c;
-    src_rows[c] = c < rows ? p.q.As<float>() + p.q.Offset(b, kvh * group + r % group, r / group, 0)
-                           : nullptr;
+    src_rows[c] = c < rows ? p.q.As<float>() + p.RowOffset(p.q, b, kvh, row0 + c) : nullptr;
   }
   // The tile's rows usually come from L3 or memory: ask for all of their
   // lines first, so that the misses overlap instead of stalling block by block.
@@ -217,11 +215,10 @@ void PackQueriesF32(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, 
 template <typename T>
 void PackQueries(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int64_t rows,
                  float q_scale, float* HWY_RESTRICT dst) {
-  const int64_t group = p.group(), dim = p.head_dim, sd = p.q.stride[3];
+  const int64_t dim = p.head_dim, sd = p.q.stride[3];
   for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
     if (c < rows) {
-      const int64_t r = row0 + c;
-      const T* row = p.q.As<T>() + p.q.Offset(b, kvh * group + r % group, r / group, 0);
+      const T* row = p.q.As<T>() + p.RowOffset(p.q, b, kvh, row0 + c);
       for (int64_t d = 0; d < dim; ++d) dst[d * kQueryTile + c] = ToFloat(row[d * sd]) * q_scale;
     } else {
       for (int64_t d = 0; d < dim; ++d) dst[d * kQueryTile + c] = 0.0f;
@@ -403,14 +400,13 @@ void StoreOutputs(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, in
                   const float* HWY_RESTRICT o_t, const float* HWY_RESTRICT inv,
                   int64_t value_dim_pad) {
   const DF df;
-  const int64_t group = p.group(), value_dim = p.value_dim, so = p.out.stride[3];
+  const int64_t value_dim = p.value_dim, so = p.out.stride[3];
   HWY_ALIGN float spill[kLanes];
   for (int64_t c0 = 0; c0 < rows; c0 += kLanes) {
     const int64_t block_rows = std::min<int64_t>(kLanes, rows - c0);
     float* out_rows[kLanes];
     for (int64_t i = 0; i < block_rows; ++i) {
-      const int64_t r = row0 + c0 + i;
-      out_rows[i] = p.out.AsMutable<float>() + p.out.Offset(b, kvh * group + r % group, r / group, 0);
+      out_rows[i] = p.out.AsMutable<float>() + p.RowOffset(p.out, b, kvh, row0 + c0 + i);
     }
     const auto scale = hn::Load(df, inv + c0);
     for (int64_t d0 = 0; d0 < value_dim_pad; d0 += kLanes) {
@@ -544,9 +540,7 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
     if (p.has_weights) {
       // Masked scores in log2 units for now; normalised once m and l are final.
       for (int64_t c = 0; c < rows; ++c) {
-        const int64_t r = row0 + c;
-        float* w = p.weights.AsMutable<float>() +
-                   p.weights.Offset(b, kvh * group + r % group, r / group, 0);
+        float* w = p.weights.AsMutable<float>() + p.RowOffset(p.weights, b, kvh, row0 + c);
         const int64_t sw = p.weights.stride[3];
         for (int64_t j = jt0; j < jt1; ++j) w[j * sw] = s_t[(j - jt0) * kQueryTile + c];
       }

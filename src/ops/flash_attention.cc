@@ -67,6 +67,38 @@ constexpr size_t kQueryTile = kTileVectors * kLanes;
 // 1-2% slower on P1, P3 and X1 (Zen 5).
 constexpr size_t kKeyTile = 8 * kMR;
 
+constexpr size_t kLineFloats = 64 / sizeof(float);
+
+// ---------------------------------------------------------------- prefetch
+
+// K and V reach a work item from L2 or L3 (and from L3 under other processes'
+// cache pressure). A broadcast that misses stalls the register tile: the FMAs
+// of later k steps fill the scheduler behind it, so the out-of-order window
+// hides an L2 hit but not an L3 one. Each tile therefore prefetches what the
+// next one reads first, one line per k step of its loop, ~800 cycles ahead.
+
+// The next key panel: MR rows `ld` floats apart, line by line, `lines` =
+// MR * ceil(D / 16) of them over the current panel's D steps.
+struct NextPanelPrefetch {
+  const float* rows;
+  size_t ld;
+  size_t lines;
+  HWY_INLINE void operator()(size_t k) const {
+    if (k < lines) hwy::Prefetch(rows + (k % kMR) * ld + (k / kMR) * kLineFloats);
+  }
+};
+
+// P . V's blocks of MR value dims run over the keys; the block before one
+// that starts a new cache line of the value rows prefetches that line, key k
+// at step k. (The first line of each row is prefetched during Q . K.)
+struct ValueLinePrefetch {
+  const float* line;  // key 0's line, or null
+  size_t ldv;
+  HWY_INLINE void operator()(size_t k) const {
+    if (line != nullptr) hwy::Prefetch(line + k * ldv);
+  }
+};
+
 // ---------------------------------------------------------------- packing
 
 // K of (b, kvh) as [panel][D][MR]: step d of a panel holds keys panel*MR + r,
@@ -261,15 +293,16 @@ void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64
 // kRows value dims x the first `vectors` (<= kVectors) query vectors.
 template <size_t kRows, size_t kVectors>
 void WeightedValuesBlock(size_t vectors, size_t keys, const float* p_t, const float* v,
-                         size_t ldv, const float* alpha, float* o_t) {
+                         size_t ldv, const float* alpha, float* o_t,
+                         const ValueLinePrefetch& prefetch) {
   if constexpr (kVectors > 1) {
     if (vectors < kVectors) {
-      WeightedValuesBlock<kRows, kVectors - 1>(vectors, keys, p_t, v, ldv, alpha, o_t);
+      WeightedValuesBlock<kRows, kVectors - 1>(vectors, keys, p_t, v, ldv, alpha, o_t, prefetch);
       return;
     }
   }
   TileColumnScaleMulAdd<kRows, kVectors>(DF(), keys, PackedA{v, ldv}, p_t, kQueryTile, alpha, o_t,
-                                         kQueryTile);
+                                         kQueryTile, prefetch);
 }
 
 // The last `dims` < MR value dims.
@@ -278,7 +311,8 @@ void WeightedValuesRemainder(size_t dims, size_t vectors, size_t keys, const flo
                              const float* v, size_t ldv, const float* alpha, float* o_t) {
   if constexpr (kRows > 0) {
     if (dims == kRows) {
-      WeightedValuesBlock<kRows, kTileVectors>(vectors, keys, p_t, v, ldv, alpha, o_t);
+      WeightedValuesBlock<kRows, kTileVectors>(vectors, keys, p_t, v, ldv, alpha, o_t,
+                                               ValueLinePrefetch{nullptr, ldv});
       return;
     }
     WeightedValuesRemainder<kRows - 1>(dims, vectors, keys, p_t, v, ldv, alpha, o_t);
@@ -293,8 +327,14 @@ void WeightedValues(size_t dims, size_t vectors, size_t keys, const float* HWY_R
                     float* HWY_RESTRICT o_t) {
   size_t d0 = 0;
   for (; d0 + kMR <= dims; d0 += kMR) {
-    WeightedValuesBlock<kMR, kTileVectors>(vectors, keys, p_t, v + d0, ldv, alpha,
-                                           o_t + d0 * kQueryTile);
+    // The next block's last dim: prefetch its line if this block's last dim
+    // is on another line.
+    const size_t next_last = std::min(d0 + 2 * kMR, dims) - 1;
+    const bool new_line =
+        d0 + kMR < dims && next_last / kLineFloats != (d0 + kMR - 1) / kLineFloats;
+    WeightedValuesBlock<kMR, kTileVectors>(
+        vectors, keys, p_t, v + d0, ldv, alpha, o_t + d0 * kQueryTile,
+        ValueLinePrefetch{new_line ? v + next_last : nullptr, ldv});
   }
   WeightedValuesRemainder<kMR - 1>(dims - d0, vectors, keys, p_t, v + d0, ldv, alpha,
                                    o_t + d0 * kQueryTile);
@@ -344,10 +384,10 @@ struct PanelMask {
 // max (the online softmax's new running max, without another pass).
 template <size_t kVectors, class AOperand>
 void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t, float* s_rows,
-                const PanelMask* mask, float* tile_max) {
+                const PanelMask* mask, float* tile_max, const NextPanelPrefetch& prefetch) {
   if constexpr (kVectors > 1) {
     if (vectors < kVectors) {
-      ScorePanel<kVectors - 1>(vectors, dim, a, q_t, s_rows, mask, tile_max);
+      ScorePanel<kVectors - 1>(vectors, dim, a, q_t, s_rows, mask, tile_max, prefetch);
       return;
     }
   }
@@ -360,7 +400,7 @@ void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t,
     HWY_UNROLL(8)
     for (size_t c = 0; c < kVectors; ++c) acc[r][c] = hn::Zero(df);
   }
-  TileMulAdd<kMR, kVectors>(df, dim, a, q_t, kQueryTile, acc);
+  TileMulAdd<kMR, kVectors>(df, dim, a, q_t, kQueryTile, acc, prefetch);
   const VF blocked_value = hn::Set(df, -INFINITY);
   VF mx[kVectors];
   HWY_UNROLL(8)
@@ -497,6 +537,7 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
   const float* k_rows = plan.keys_in_place ? plan.KeyRows(b, kvh, &ldk) : nullptr;
   int64_t ldv;
   const float* v_rows = plan.ValueRows(b, kvh, &ldv);
+  const size_t panel_lines = kMR * ((static_cast<size_t>(dim) + kLineFloats - 1) / kLineFloats);
   for (int64_t jt0 = 0; jt0 < key_end; jt0 += kKeyTile) {
     const int64_t jt1 = std::min<int64_t>(jt0 + kKeyTile, key_end);
     const size_t panels = static_cast<size_t>(jt1 - jt0 + kMR - 1) / kMR;
@@ -517,12 +558,21 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
       const PanelMask* panel_mask = (diagonal || j_last >= jt1) ? &mask : nullptr;
       float* s_rows = s_t + panel * kMR * kQueryTile;
       const size_t udim = static_cast<size_t>(dim);
+      // The first line of the panel's value rows, for P . V; the whole next
+      // panel of keys (if it is within key_end), over this one's steps.
+      for (int64_t r = j; r < std::min<int64_t>(j + static_cast<int64_t>(kMR), jt1); ++r) {
+        hwy::Prefetch(v_rows + r * ldv);
+      }
+      const int64_t next = j + static_cast<int64_t>(kMR);
+      const size_t next_lines = next + static_cast<int64_t>(kMR) <= key_end ? panel_lines : 0;
       if (!plan.keys_in_place) {
         ScorePanel<kTileVectors>(q_vectors, udim, PackedA{k_packed + j * dim, kMR}, q_t, s_rows,
-                                 panel_mask, tile_max);
+                                 panel_mask, tile_max,
+                                 NextPanelPrefetch{k_packed + next * dim, udim, next_lines});
       } else if (j + static_cast<int64_t>(kMR) <= p.kv_len) {
         ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_rows + j * ldk, static_cast<size_t>(ldk)},
-                                 q_t, s_rows, panel_mask, tile_max);
+                                 q_t, s_rows, panel_mask, tile_max,
+                                 NextPanelPrefetch{k_rows + next * ldk, static_cast<size_t>(ldk), next_lines});
       } else {
         for (int64_t r = 0; r < static_cast<int64_t>(kMR); ++r) {
           for (int64_t d = 0; d < dim; ++d) {
@@ -530,7 +580,7 @@ void Attend(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0,
           }
         }
         ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_edge, udim}, q_t, s_rows, panel_mask,
-                                 tile_max);
+                                 tile_max, NextPanelPrefetch{nullptr, 0, 0});
       }
     }
     if (p.has_mask) {

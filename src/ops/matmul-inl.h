@@ -59,12 +59,22 @@ struct RowMajorA {
   float operator()(size_t k, size_t r) const { return a[r * lda + k]; }
 };
 
+// What a tile prefetches at each k step (called with k): nothing by default.
+// The attention kernels pass functors that pull the operands of their next
+// tile toward L1 while this one computes (the memory latency then hides
+// behind the FMAs instead of stalling the next tile's first steps).
+struct NoPrefetch {
+  HWY_INLINE void operator()(size_t /*k*/) const {}
+};
+
 // acc += A * B[kc][ldb] (the first kNQ vectors of each B row).
-template <size_t kMR, size_t kNQ, class DF, class AOperand, class VF = hn::Vec<DF>>
+template <size_t kMR, size_t kNQ, class DF, class AOperand, class Prefetch = NoPrefetch,
+          class VF = hn::Vec<DF>>
 HWY_INLINE void TileMulAdd(DF df, size_t kc, const AOperand& a, const float* HWY_RESTRICT b,
-                           size_t ldb, VF (&acc)[kMR][kNQ]) {
+                           size_t ldb, VF (&acc)[kMR][kNQ], const Prefetch& prefetch = Prefetch()) {
   const size_t N = hn::Lanes(df);
   for (size_t k = 0; k < kc; ++k) {
+    prefetch(k);
     VF bv[kNQ];
     HWY_UNROLL(8)
     for (size_t c = 0; c < kNQ; ++c) bv[c] = hn::LoadU(df, b + k * ldb + c * N);
@@ -107,11 +117,11 @@ HWY_INLINE void TileMul(DF df, size_t kc, const AOperand& a, const float* HWY_RE
 // C = C * col_scale + A x B for a kMR x (kNQ vectors) tile, where col_scale
 // holds one factor per column (the online-softmax rescale of the output, whose
 // columns are queries).
-template <size_t kMR, size_t kNQ, class DF, class AOperand>
+template <size_t kMR, size_t kNQ, class DF, class AOperand, class Prefetch = NoPrefetch>
 HWY_INLINE void TileColumnScaleMulAdd(DF df, size_t kc, const AOperand& a,
                                       const float* HWY_RESTRICT b, size_t ldb,
                                       const float* HWY_RESTRICT col_scale, float* HWY_RESTRICT c,
-                                      size_t ldc) {
+                                      size_t ldc, const Prefetch& prefetch = Prefetch()) {
   using VF = hn::Vec<DF>;
   const size_t N = hn::Lanes(df);
   VF scale[kNQ];
@@ -123,7 +133,7 @@ HWY_INLINE void TileColumnScaleMulAdd(DF df, size_t kc, const AOperand& a,
     HWY_UNROLL(8)
     for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::Mul(hn::LoadU(df, c + r * ldc + q * N), scale[q]);
   }
-  TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc);
+  TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc, prefetch);
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
     HWY_UNROLL(8)

@@ -41,12 +41,14 @@ struct Work {
   void Pack(int64_t i) const {
     kernels->pack_kv(*plan, i / plan->problem->kv_heads, i % plan->problem->kv_heads);
   }
-  // Items are numbered so that the last query tiles of every head come first:
-  // under a causal mask they see the most keys, and a dynamic schedule that
-  // starts with the largest items ends balanced.
+  // Items are numbered head by head, so that consecutive items (on one
+  // thread, or on two threads taking turns) read the same K/V, still in L2;
+  // within a head the last query tiles come first: under a causal mask they
+  // see the most keys, and the schedule ends on the smallest items (the first
+  // tiles of the last head), balanced.
   void Attend(int64_t item, float* scratch) const {
-    const int64_t tile = tiles_per_head - 1 - item / heads;
-    const int64_t head = item % heads;
+    const int64_t tile = tiles_per_head - 1 - item % tiles_per_head;
+    const int64_t head = item / tiles_per_head;
     kernels->attend(*plan, head / plan->problem->kv_heads, head % plan->problem->kv_heads,
                     tile * static_cast<int64_t>(plan->geometry.query_tile), scratch);
   }

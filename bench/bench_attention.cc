@@ -472,6 +472,7 @@ int main(int argc, char** argv) {
 
   benchmark::AddCustomContext("hwyattn_version", hwyattn_version());
   benchmark::AddCustomContext("simd_target", hwyattn_simd_target());
+  benchmark::AddCustomContext("random_interleaving", flags.interleaved ? "true" : "false");
   if (!flags.skip_peaks && !flags.listing) {
     size_t bw_bytes = static_cast<size_t>(flags.bw_mib * 1024 * 1024);
     const size_t avail = MemAvailableBytes();

@@ -22,6 +22,8 @@ struct BenchFlags {
   double bw_mib = 1024;       // --bw_mib=M (or HWYATTN_BENCH_BW_MIB): bandwidth buffer
   bool skip_peaks = false;    // --skip_peaks: no machine-limit measurements
   bool listing = false;       // --benchmark_list_tests given: nothing will run
+  bool interleaved = false;   // --benchmark_enable_random_interleaving given (it is
+                              // left in argv for Google Benchmark)
 };
 
 inline BenchFlags ParseBenchFlags(int& argc, char** argv) {
@@ -45,6 +47,10 @@ inline BenchFlags ParseBenchFlags(int& argc, char** argv) {
       if (strncmp(argv[i], "--benchmark_list_tests", 22) == 0 &&
           strcmp(argv[i], "--benchmark_list_tests=false") != 0) {
         flags.listing = true;
+      }
+      if (strncmp(argv[i], "--benchmark_enable_random_interleaving", 38) == 0 &&
+          strcmp(argv[i], "--benchmark_enable_random_interleaving=false") != 0) {
+        flags.interleaved = true;
       }
       ++i;
     }

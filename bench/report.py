@@ -192,6 +192,11 @@ def write_table(path, context, results, source, extra_sections=()):
     }
     lines.append("")
     how = ("Median of %s repetitions" % "/".join(str(r) for r in sorted(reps))) if reps else "Single run"
+    if reps and context.get("random_interleaving") == "true":
+        how += (
+            " (Google Benchmark's random interleaving: the repetitions of all rows run in random order, "
+            "so each row's median samples the whole run rather than one stretch of it)"
+        )
     lines.append(
         "%s, wall time per call; GFLOP/s by the BENCH.md formulas "
         "(causal rows count only the unmasked half). Source: `%s`." % (how, source)

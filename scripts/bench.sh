@@ -10,9 +10,12 @@
 #   bench/results/table.md          the Markdown tables (bench/report.py)
 #   bench/results/attention.svg     the attention chart
 #   bench/results/matmul.svg        the matmul chart
-# Each benchmark: median of 5 repetitions; bench_matmul and bench_composition
-# interleave their repetitions at random, so the two sides of each comparison
-# alternate in time. About 4-5 minutes on the 2-core reference machine once built.
+# Each benchmark: median of 5 repetitions, interleaved at random (Google
+# Benchmark's --benchmark_enable_random_interleaving): a row's repetitions
+# are spread over the whole run, so a minute of load from other processes
+# moves every row's median a little instead of a few rows' a lot, and the
+# two sides of each comparison (hwyattn and oneDNN, fused and composed)
+# alternate in time. About 3-4 minutes on the 2-core reference machine once built.
 #
 # Usage (from anywhere; as root on a fresh Debian 12 it installs what is missing,
 # plus libdnnl-dev, the oneDNN that bench_matmul compares with):
@@ -82,7 +85,7 @@ run() {
   mv "$out.tmp" "$out"
 }
 
-run attention bench_attention bench/results/latest.json "$@"
+run attention bench_attention bench/results/latest.json --benchmark_enable_random_interleaving=true "$@"
 run matmul bench_matmul bench/results/matmul.json --benchmark_enable_random_interleaving=true
 run composition bench_composition bench/results/composition.json --benchmark_enable_random_interleaving=true
 echo "bench.sh: done ($(date +%T))" >&2

@@ -22,7 +22,9 @@
 //
 // Traffic per work item: Q tile once (D x Bq), then per key tile a K panel
 // stream (Bk x D) and a V stream (Bk x Dv) from L2, S^T and O^T in L1. With
-// Bq = 48, D = 64 that is 4 * 48 FLOPs per float read: compute-bound.
+// Bq = 48, D = 64 that is 4 * 48 FLOPs per float read: compute-bound, as
+// long as the streams do not stall the register tiles: each tile prefetches
+// the K and V lines that the tile two ahead reads first (see "prefetch").
 //
 // K rows are the broadcast operand, read in place when they are F32 with a
 // contiguous head dim (one pointer per row of the register tile); otherwise

@@ -6,7 +6,7 @@
 // how many threads a call deserves, and runs the phases over OpenMP:
 // decode = key chunks (a fixed split), then their merge per kv head;
 // prefill = packing or scanning K/V per kv head where needed, then the query
-// tiles (dynamic).
+// tiles (a contiguous share per worker, then helping the others: ItemShare).
 #include "src/attention.h"
 
 #include <math.h>
@@ -14,6 +14,8 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <atomic>
+#include <new>
 
 #include "src/ops/decode_attention.h"
 #include "src/ops/flash_attention.h"
@@ -41,11 +43,11 @@ struct Work {
   void Pack(int64_t i) const {
     kernels->pack_kv(*plan, i / plan->problem->kv_heads, i % plan->problem->kv_heads);
   }
-  // Items are numbered head by head, so that consecutive items (on one
-  // thread, or on two threads taking turns) read the same K/V, still in L2;
-  // within a head the last query tiles come first: under a causal mask they
-  // see the most keys, and the schedule ends on the smallest items (the first
-  // tiles of the last head), balanced.
+  // Items are numbered head by head, so that consecutive items (a worker
+  // takes its share in order) read the same K/V, still in L2; within a head
+  // the last query tiles come first: under a causal mask they see the most
+  // keys, and each share ends on small items (the first tiles of its last
+  // head), so the workers finish together.
   void Attend(int64_t item, float* scratch) const {
     const int64_t tile = tiles_per_head - 1 - item % tiles_per_head;
     const int64_t head = item / tiles_per_head;
@@ -53,6 +55,29 @@ struct Work {
                     tile * static_cast<int64_t>(plan->geometry.query_tile), scratch);
   }
 };
+
+// Prefill work sharing: worker w owns a contiguous share of the items (its
+// own heads, whose K/V then go to its L2 only: with items handed out one by
+// one from a common counter, both cores read every head's K/V), takes them in
+// order through an atomic cursor and, once its share is done, helps the
+// other workers with the rest of theirs. Any item gives the same result on
+// any worker, so the outputs stay bit-identical.
+struct alignas(kScratchAlign) ItemShare {
+  std::atomic<int64_t> next;
+  int64_t end;
+};
+
+// Runs the items of all `count` shares, starting with worker `me`'s own.
+template <typename Run>
+void RunShares(ItemShare* shares, int64_t count, int64_t me, const Run& run) {
+  for (int64_t k = 0; k < count; ++k) {
+    ItemShare& share = shares[(me + k) % count];
+    for (int64_t i = share.next.fetch_add(1, std::memory_order_relaxed); i < share.end;
+         i = share.next.fetch_add(1, std::memory_order_relaxed)) {
+      run(i);
+    }
+  }
+}
 
 // Threads worth waking for `flops` of work split into `items` pieces.
 int64_t ThreadsFor(double flops, int64_t items) {
@@ -217,12 +242,16 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
   work.tiles_per_head = (rows_per_head + query_tile - 1) / query_tile;
   const int64_t items = work.heads * work.tiles_per_head;
   const int64_t threads = ThreadsFor(flops, items);
-  float* memory = AttentionScratch(packed_floats, plan.scratch_floats, threads);
+  // The workers' shares follow the packed K/V (bounded by the thread count).
+  const size_t share_floats = static_cast<size_t>(threads) * sizeof(ItemShare) / sizeof(float);
+  size_t shared_floats;
+  if (__builtin_add_overflow(packed_floats, share_floats, &shared_floats)) return HWYATTN_OUT_OF_MEMORY;
+  float* memory = AttentionScratch(shared_floats, plan.scratch_floats, threads);
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
   plan.packed = memory;
   plan.nonfinite_values =
       masked ? reinterpret_cast<uint8_t*>(memory + packed_floats - flag_floats) : nullptr;
-  float* scratch = memory + packed_floats;
+  float* scratch = memory + packed_floats + share_floats;
 
   const int64_t pack_items =
       plan.keys_in_place && plan.values_in_place && !masked ? 0 : work.heads;
@@ -231,13 +260,20 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
     for (int64_t i = 0; i < items; ++i) work.Attend(i, scratch);
     return HWYATTN_OK;
   }
+  ItemShare* shares = reinterpret_cast<ItemShare*>(memory + packed_floats);
+  for (int64_t w = 0; w < threads; ++w) {
+    new (&shares[w].next) std::atomic<int64_t>(items * w / threads);
+    shares[w].end = items * (w + 1) / threads;
+  }
 #pragma omp parallel num_threads(static_cast<int>(threads))
   {
-    float* mine = scratch + static_cast<size_t>(WorkerIndex()) * plan.scratch_floats;
+    const int64_t me = WorkerIndex();
+    float* mine = scratch + static_cast<size_t>(me) * plan.scratch_floats;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < pack_items; ++i) work.Pack(i);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < items; ++i) work.Attend(i, mine);
+    // Every worker walks all `threads` shares: if OpenMP gave the region
+    // fewer threads, the missing workers' shares are still done.
+    RunShares(shares, threads, me, [&](int64_t i) { work.Attend(i, mine); });
   }
   return HWYATTN_OK;
 }

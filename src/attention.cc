@@ -262,8 +262,7 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
   }
   ItemShare* shares = reinterpret_cast<ItemShare*>(memory + packed_floats);
   for (int64_t w = 0; w < threads; ++w) {
-    new (&shares[w].next) std::atomic<int64_t>(items * w / threads);
-    shares[w].end = items * (w + 1) / threads;
+    new (&shares[w]) ItemShare{{items * w / threads}, items * (w + 1) / threads};
   }
 #pragma omp parallel num_threads(static_cast<int>(threads))
   {

@@ -19,9 +19,11 @@
 //   pct_bw    decode rows: GBps as % of the streaming read bandwidth, measured
 //             again right before the row (read_bw_GBps; the start-up figure is
 //             in the context)
-//   pct_warm_bw  decode rows: GBps as % of the best of 20 repeated reads of a
-//             buffer the size of the row's K/V (the ceiling when K/V are left
-//             in cache by the previous call, as far as they fit)
+//   same_size_read_GBps  decode rows: re-reading a buffer the size of the
+//             row's K/V, measured right before the row (median of 10 passes:
+//             what stays in cache between passes is what other processes
+//             leave of the L3 at that moment, as for the K/V between calls)
+//   pct_warm_bw  decode rows: GBps as % of same_size_read_GBps
 // The context block (console header, JSON "context") carries the SIMD target,
 // the measured peaks and the bandwidth buffer size.
 //
@@ -45,7 +47,6 @@
 #include <string.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -114,9 +115,6 @@ std::string Shape(const Row& r) {
 struct Peaks {
   double fma_gflops[3] = {0, 0, 0};
   double read_gbps[3] = {0, 0, 0};
-  // Decode rows: repeated reads of a buffer the size of the row's K/V (what
-  // stays in cache between calls stays in cache here too), by row id.
-  std::map<std::string, std::array<double, 3>> warm_read_gbps;
   // Bytes of the streaming-read buffer (0: no measurements).
   size_t bw_bytes = 0;
 };
@@ -226,13 +224,17 @@ void BM_Attention(benchmark::State& state, const Row* row) {
   opts.causal = r.causal ? HWYATTN_CAUSAL_TOP_LEFT : HWYATTN_CAUSAL_NONE;
 
   // Decode rows are memory-bound, and on a shared machine the memory bandwidth
-  // left to this VM changes within minutes (46 to 84 GB/s on 2 threads in
-  // one afternoon): their reference is measured again right here, just
-  // before the row runs (and before the warm-up call, so that the K/V are
-  // in cache again for the timed loop).
+  // and the share of the L3 left to this VM change within minutes (46 to 84
+  // GB/s on 2 threads in one afternoon; re-reading D1's 32 MiB at 33 to 94
+  // GB/s): their references are measured again right here, just before the
+  // row runs (and before the warm-up call, so that the K/V are in cache
+  // again for the timed loop).
   double read_bw = g_peaks.read_gbps[threads];
+  double same_size_bw = 0;
   if (r.decode && g_peaks.bw_bytes > 0) {
     read_bw = hwyattn_bench::MeasureReadBandwidthGBps(threads, g_peaks.bw_bytes, 10);
+    same_size_bw = hwyattn_bench::MeasureReadBandwidthGBps(
+        threads, static_cast<size_t>(KvBytes(r)), 10, hwyattn_bench::ReadStat::kMedian);
   }
 
   // Untimed call: warms K/V and the library's scratch, and checks the status.
@@ -276,10 +278,9 @@ void BM_Attention(benchmark::State& state, const Row* row) {
     state.counters["GBps"] = Counter(gb, Counter::kIsRate);
     state.counters["read_bw_GBps"] = Counter(read_bw);
     state.counters["pct_bw"] = Counter(read_bw > 0 ? gb / read_bw * 100.0 : 0.0, Counter::kIsRate);
-    const auto warm = g_peaks.warm_read_gbps.find(r.id);
-    const double warm_bw = warm == g_peaks.warm_read_gbps.end() ? 0.0 : warm->second[threads];
+    state.counters["same_size_read_GBps"] = Counter(same_size_bw);
     state.counters["pct_warm_bw"] =
-        Counter(warm_bw > 0 ? gb / warm_bw * 100.0 : 0.0, Counter::kIsRate);
+        Counter(same_size_bw > 0 ? gb / same_size_bw * 100.0 : 0.0, Counter::kIsRate);
   }
   state.SetLabel(Shape(r));
 }
@@ -488,13 +489,6 @@ int main(int argc, char** argv) {
     for (int n : kThreadCounts) {
       g_peaks.read_gbps[n] = hwyattn_bench::MeasureReadBandwidthGBps(n, bw_bytes, 10);
     }
-    for (const Row& r : kRows) {
-      if (!r.decode) continue;
-      for (int n : kThreadCounts) {
-        g_peaks.warm_read_gbps[r.id][n] =
-            hwyattn_bench::MeasureReadBandwidthGBps(n, static_cast<size_t>(KvBytes(r)), 20);
-      }
-    }
     if (g_peaks.fma_gflops[2] < 1.6 * g_peaks.fma_gflops[1]) {
       fprintf(stderr,
               "WARNING: 2 threads reach only %.2fx the FMA rate of 1: another process is using the "
@@ -509,12 +503,6 @@ int main(int argc, char** argv) {
     }
     benchmark::AddCustomContext("bw_buffer_mib", hwyattn_bench::Format("%.0f", bw_bytes / 1048576.0));
     g_peaks.bw_bytes = bw_bytes;
-    for (const auto& [id, gbps] : g_peaks.warm_read_gbps) {
-      for (int n : kThreadCounts) {
-        benchmark::AddCustomContext("warm_read_bw_gbps_" + id + "_" + std::to_string(n) + "t",
-                                    hwyattn_bench::Format("%.1f", gbps[n]));
-      }
-    }
   }
 
   benchmark::RunSpecifiedBenchmarks();

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include <omp.h>
 
@@ -168,7 +169,7 @@ double MeasureFmaPeakGflops(int threads, double seconds, int repeats) {
   return best;
 }
 
-double MeasureReadBandwidthGBps(int threads, size_t bytes, int passes) {
+double MeasureReadBandwidthGBps(int threads, size_t bytes, int passes, ReadStat stat) {
   threads = std::max(threads, 1);
   const size_t vec_bytes = HWY_DYNAMIC_DISPATCH(VectorBytes)();
   // Each thread's slice is a multiple of 8 vectors (and of 4 KiB pages).
@@ -180,7 +181,7 @@ double MeasureReadBandwidthGBps(int threads, size_t bytes, int passes) {
   if (!buf) return 0.0;
   float* data = buf.get();
 
-  double best = 0;
+  std::vector<double> rates;
 #pragma omp parallel num_threads(threads)
   {
     const int tid = omp_get_thread_num();
@@ -204,9 +205,10 @@ double MeasureReadBandwidthGBps(int threads, size_t bytes, int passes) {
       end = Now();
     }
     g_sink = total;
-    if (pass >= 0) best = std::max(best, static_cast<double>(total_floats * sizeof(float)) / (end - start) * 1e-9);
+    if (pass >= 0) rates.push_back(static_cast<double>(total_floats * sizeof(float)) / (end - start) * 1e-9);
   }
-  return best;
+  std::sort(rates.begin(), rates.end());
+  return stat == ReadStat::kBest ? rates.back() : rates[rates.size() / 2];
 }
 
 }  // namespace hwyattn_bench

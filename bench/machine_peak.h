@@ -30,8 +30,13 @@ double MeasureFmaPeakGflops(int threads, double seconds, int repeats);
 // summing disjoint slices of one `bytes`-long buffer (first touched by the
 // thread that reads it) with full-vector aligned loads into 8 accumulators.
 // The buffer is allocated and filled once per call, one untimed pass warms the
-// TLB, then the best of `passes` timed passes is returned.
-double MeasureReadBandwidthGBps(int threads, size_t bytes, int passes);
+// TLB (and the caches, as far as the buffer fits), then the best or the
+// median of `passes` timed passes is returned: the best for the machine's
+// limit, the median for what re-reading `bytes` typically costs right now
+// (on a shared machine, how much of the L3 other processes leave).
+enum class ReadStat { kBest, kMedian };
+double MeasureReadBandwidthGBps(int threads, size_t bytes, int passes,
+                                ReadStat stat = ReadStat::kBest);
 
 }  // namespace hwyattn_bench
 

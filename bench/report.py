@@ -219,11 +219,6 @@ def write_table(path, context, results, source, extra_sections=()):
             "(Google Benchmark warns that its own library was built as debug: Debian's "
             "libbenchmark; it does not affect the timed code.)"
         )
-    warm = {}
-    for k, v in context.items():
-        if k.startswith("warm_read_bw_gbps_") and as_float(v):
-            rid, t = k[len("warm_read_bw_gbps_"):-3], int(k[-2])
-            warm.setdefault(rid, {})[t] = as_float(v)
     if any(counter(e, "read_bw_GBps") for e in results.values()):
         lines.append("")
         lines.append(
@@ -236,18 +231,23 @@ def write_table(path, context, results, source, extra_sections=()):
                 if counter(results.get((rid, t)), "read_bw_GBps")
             )
         )
-    if warm:
+    if any(counter(e, "same_size_read_GBps") for e in results.values()):
         lines.append("")
         lines.append(
-            "Decode rows are also compared with the same machine reading a buffer of the row's K/V size "
-            "over and over (best of 20 passes, so as much as fits stays in cache): %s GB/s at 1 / 2 threads."
-            % ", ".join("%s %s / %s" % (rid, fmt_num(warm[rid].get(1)), fmt_num(warm[rid].get(2)))
-                        for rid in sorted(warm))
+            "They are also compared with re-reading a buffer of the row's K/V size, measured right before "
+            "each repetition of the row (median of 10 passes: as much stays in cache between passes as "
+            "other processes leave of the L3 at that moment, as for the K/V between decode calls): %s GB/s."
+            % ", ".join(
+                "%s %dt %s" % (rid, t, fmt_num(counter(results.get((rid, t)), "same_size_read_GBps")))
+                for rid in ordered_ids(results)
+                for t in (1, 2)
+                if counter(results.get((rid, t)), "same_size_read_GBps")
+            )
         )
     lines.append("")
     lines.append(
         "| id | shape | time 1t | GFLOP/s 1t | % peak 1t | time 2t | GFLOP/s 2t | % peak 2t "
-        "| 2t/1t | K/V GB/s 1t / 2t (% read bw, % same-size warm read) | BENCH.md target |"
+        "| 2t/1t | K/V GB/s 1t / 2t (% read bw, % same-size re-read) | BENCH.md target |"
     )
     lines.append("|----|-------|--------:|-----------:|----------:|--------:|-----------:|----------:"
                  "|------:|------|------|")
@@ -291,9 +291,6 @@ def write_table(path, context, results, source, extra_sections=()):
             if e is not None and e.get("error_occurred"):
                 lines.append("")
                 lines.append("%s: error: %s" % (rid, e.get("error_message", "")))
-    if "M1" not in {k[0] for k in results}:
-        lines.append("")
-        lines.append("M1 (whole multi-head layer) is not benchmarked yet: the C ABI has no MHA module.")
     lines.append("")
     for section in extra_sections:
         lines.extend(section)

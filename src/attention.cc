@@ -138,25 +138,33 @@ hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
   plan.q_scale = p.scale * kLog2e;
   plan.scratch_floats = DecodeScratchFloats(p, plan.rows, kernels.lanes);
   const int64_t heads = p.batch * p.kv_heads;
-  const int64_t items = heads * plan.chunks;
   // Partials: [heads][chunks][rows] of Dv outputs and 2 stats; the sizes
   // are bounded by the K/V tensors' (rows <= kDecodeMaxRows), no overflow.
-  const size_t partial_rows = static_cast<size_t>(items * plan.rows);
+  const size_t partial_rows = static_cast<size_t>(heads * plan.chunks * plan.rows);
   const size_t out_floats = PadFloats(partial_rows * static_cast<size_t>(p.value_dim));
   const size_t stat_floats = PadFloats(partial_rows * 2);
-  const int64_t threads = ThreadsFor(flops, items);
+  // Work items: runs of consecutive chunks when that still leaves 4 items
+  // per thread (a contiguous split of fewer is uneven), else single chunks.
+  // The run length never changes a result, only which thread does what.
+  const int64_t threads = ThreadsFor(flops, heads * plan.chunks);
+  const int64_t runs = (plan.chunks + kDecodeRun - 1) / kDecodeRun;
+  plan.run = heads * runs >= 4 * threads ? kDecodeRun : 1;
+  const int64_t runs_per_head = (plan.chunks + plan.run - 1) / plan.run;
+  const int64_t items = heads * runs_per_head;
   float* memory = AttentionScratch(out_floats + stat_floats, plan.scratch_floats, threads);
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
   plan.partial_out = memory;
   plan.partial_stats = memory + out_floats;
   float* scratch = memory + out_floats + stat_floats;
 
-  // Item i is chunk i % chunks of kv head i / chunks. A lone chunk is merged
-  // (normalised) right away; several wait for all of their head's chunks.
-  const int64_t kv_heads = p.kv_heads, chunks = plan.chunks;
+  // Item i is run i % runs_per_head of kv head i / runs_per_head. A lone
+  // chunk is merged (normalised) right away; several wait for all of their
+  // head's chunks.
+  const int64_t kv_heads = p.kv_heads, chunks = plan.chunks, run = plan.run;
   const auto attend = [&](int64_t i, float* mine) {
-    const int64_t head = i / chunks, b = head / kv_heads, kvh = head % kv_heads;
-    kernels.attend_chunk(plan, b, kvh, i % chunks, mine);
+    const int64_t head = i / runs_per_head, b = head / kv_heads, kvh = head % kv_heads;
+    const int64_t chunk0 = i % runs_per_head * run;
+    kernels.attend_chunks(plan, b, kvh, chunk0, std::min(run, chunks - chunk0), mine);
     if (chunks == 1) kernels.merge(plan, b, kvh);
   };
   if (threads == 1) {
@@ -166,12 +174,16 @@ hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
     }
     return HWYATTN_OK;
   }
-  // Work of an item: its visible keys plus a fixed cost (set-up, softmax and
-  // output passes) worth about 32 keys.
+  // Work of an item: its chunks' visible keys plus a fixed cost per chunk
+  // (set-up, softmax and output passes) worth about 32 keys.
   const auto weight = [&](int64_t i) {
-    int64_t first;
-    const int64_t head = i / chunks;
-    return 32.0 + static_cast<double>(plan.ChunkKeys(head / kv_heads, i % chunks, &first));
+    const int64_t head = i / runs_per_head, chunk0 = i % runs_per_head * run;
+    double w = 0.0;
+    for (int64_t c = chunk0; c < std::min(chunk0 + run, chunks); ++c) {
+      int64_t first;
+      w += 32.0 + static_cast<double>(plan.ChunkKeys(head / kv_heads, c, &first));
+    }
+    return w;
   };
   double total_weight = 0.0;
   for (int64_t i = 0; i < items; ++i) total_weight += weight(i);

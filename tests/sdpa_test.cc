@@ -565,7 +565,8 @@ INSTANTIATE_TEST_SUITE_P(
 // Decode: few query rows per kv head (Lq * Hq / Hkv small) against long
 // caches, no weights output. The keys are processed in fixed chunks whose
 // partial results are merged, so the lengths straddle chunk-sized boundaries
-// (multiples of 512 and 256 keys, +-1) and kv_len cuts inside and at them.
+// (multiples of 512 and 256 keys, +-1) and kv_len cuts inside and at them;
+// with enough heads a work item takes a run of consecutive chunks.
 // ---------------------------------------------------------------------------
 
 enum class DecodeForm {
@@ -712,7 +713,10 @@ INSTANTIATE_TEST_SUITE_P(
                           DecodeForm::kEverything),
         ::testing::Values(DecodeShape{1, 8, 1, 511}, DecodeShape{1, 4, 2, 513},
                           DecodeShape{2, 4, 1, 1025}, DecodeShape{8, 2, 2, 1024},
-                          DecodeShape{3, 3, 3, 257}, DecodeShape{1, 2, 2, 2000})),
+                          DecodeShape{3, 3, 3, 257}, DecodeShape{1, 2, 2, 2000},
+                          // 36 heads x 3 chunks: items are runs of two
+                          // chunks, the last one alone.
+                          DecodeShape{1, 12, 12, 1300})),
     [](const ::testing::TestParamInfo<std::tuple<DecodeForm, DecodeShape>>& info) {
       const DecodeShape& ds = std::get<1>(info.param);
       std::ostringstream os;

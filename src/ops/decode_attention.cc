@@ -15,8 +15,10 @@
 //   P.V: value dims are the lanes, up to 4 rows x 4 vectors of accumulators,
 //     each V vector loaded once per row group feeds 4 FMAs.
 // K and V lines are prefetched kPrefetchKeys keys ahead. Long caches are cut
-// into kDecodeChunk-key chunks, which are independent work items merged by
-// log-sum-exp, so a single (batch, kv head) still feeds every thread.
+// into kDecodeChunk-key chunks merged by log-sum-exp (a vector pass per row),
+// so a single (batch, kv head) still feeds every thread; a work item is one
+// chunk or, when there are items enough, a run of kDecodeRun consecutive
+// chunks done phase by phase (AttendChunksOf).
 
 #include <float.h>
 #include <math.h>
@@ -250,59 +252,46 @@ void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_REST
   }
 }
 
-// K and V elements of type T (both the same dtype).
-template <typename T>
-void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
-                   float* HWY_RESTRICT scratch) {
-  const DF df;
+// The scaled query rows of (b, kvh) into q [kDecodeMaxRows][dim_pad]: rows
+// up to a whole number of score groups are zeros (their scores are dropped);
+// with more rows than lanes (8 rows on SSE4) that is several groups, the last
+// one partly filled.
+void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t kvh, size_t dim_pad,
+                    float* HWY_RESTRICT q) {
   const SdpaProblem& p = *plan.problem;
-  const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim;
-  const int64_t rows = plan.rows;
-  const size_t dim_pad = (static_cast<size_t>(dim) + kLanes - 1) / kLanes * kLanes;
-  const size_t dim_vec = static_cast<size_t>(dim) / kLanes * kLanes;
-  // [kDecodeMaxRows][dim_pad], zero padded; then [rows][ld] scores.
-  float* HWY_RESTRICT q = scratch;
-  float* HWY_RESTRICT s = scratch + PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim_pad);
-  const size_t ld = DecodeScoreStride(kLanes);
-  const auto lane = hn::Iota(df, 0.0f);
-
-  const size_t first = plan.PartialIndex(b, kvh, chunk);
-  float* HWY_RESTRICT out = plan.partial_out + first * static_cast<size_t>(value_dim);
-  float* HWY_RESTRICT stats = plan.partial_stats + first * 2;
-
-  // Keys of this chunk that any row may see; each row may see fewer.
-  int64_t c0;
-  const int64_t keys = plan.ChunkKeys(b, chunk, &c0);
-  const int64_t offset = p.CausalOffset();
-  if (keys == 0) {
-    memset(out, 0, static_cast<size_t>(rows * value_dim) * sizeof(float));
-    for (int64_t r = 0; r < rows; ++r) {
-      stats[2 * r] = -FLT_MAX;
-      stats[2 * r + 1] = 0.0f;
-    }
-    return;
-  }
-
+  const int64_t group = p.group(), dim = p.head_dim, rows = plan.rows;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t pos = r / group, head = kvh * group + r % group;
     float* dst = q + static_cast<size_t>(r) * dim_pad;
     ScaledQueryRow(p, b, head, pos, plan.q_scale, dst);
     for (size_t d = static_cast<size_t>(dim); d < dim_pad; ++d) dst[d] = 0.0f;
   }
-  // Rows up to a whole number of score groups are zeros (their scores are
-  // dropped). With more rows than lanes (8 rows on SSE4) that is several
-  // groups, the last one partly filled.
   const size_t group_rows = GroupRows(static_cast<size_t>(rows));
   const size_t rows_pad = (static_cast<size_t>(rows) + group_rows - 1) / group_rows * group_rows;
   for (size_t r = static_cast<size_t>(rows); r < rows_pad; ++r) {
     memset(q + r * dim_pad, 0, dim_pad * sizeof(float));
   }
+}
 
-  // Scores: the rows in groups of a power of two, kLanes / group keys at a
-  // time; the keys past the last whole group one by one.
+// Scores of the chunk's `keys` keys from c0 for every row into s [rows][ld]
+// (log2 units, lanes past the last key up to a whole vector -inf), masked.
+template <typename T>
+void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
+                const float* HWY_RESTRICT q, size_t dim_pad, float* HWY_RESTRICT s) {
+  const DF df;
+  const SdpaProblem& p = *plan.problem;
+  const int64_t group = p.group(), dim = p.head_dim, rows = plan.rows;
+  const size_t dim_vec = static_cast<size_t>(dim) / kLanes * kLanes;
+  const size_t ld = DecodeScoreStride(kLanes);
+  const auto lane = hn::Iota(df, 0.0f);
+  const int64_t offset = p.CausalOffset();
+
+  // The rows in groups of a power of two, kLanes / group keys at a time; the
+  // keys past the last whole group one by one.
   const T* k = p.k.As<T>() + p.k.Offset(b, kvh, c0, 0);
   const int64_t ldk = p.k.stride[2];
   const size_t urows = static_cast<size_t>(rows);
+  const size_t group_rows = GroupRows(urows);
   const int64_t group_keys = static_cast<int64_t>(kLanes / group_rows);
   const int64_t full = keys / group_keys * group_keys;
   switch (group_rows) {
@@ -364,10 +353,16 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
       }
     }
   }
+}
 
-  // Softmax of the chunk per row: P = 2^(S - m), unnormalised.
+// Softmax of the chunk per row: P = 2^(S - m), unnormalised, in place; (m,
+// sum) per row into stats.
+void SoftmaxChunk(int64_t rows, int64_t keys, float* HWY_RESTRICT s, float* HWY_RESTRICT stats) {
+  const DF df;
+  const size_t ld = DecodeScoreStride(kLanes);
+  const size_t keys_pad = (static_cast<size_t>(keys) + kLanes - 1) / kLanes * kLanes;
   for (int64_t r = 0; r < rows; ++r) {
-    float* sr = s + r * ld;  // lanes past the last key hold -inf (above)
+    float* sr = s + r * ld;  // lanes past the last key hold -inf (ScoreChunk)
     VF mx = hn::Set(df, -FLT_MAX);
     for (size_t j = 0; j < keys_pad; j += kLanes) mx = hn::Max(mx, hn::LoadU(df, sr + j));
     const float m = hn::GetLane(hn::MaxOfLanes(df, mx));
@@ -381,8 +376,16 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
     stats[2 * r] = m;
     stats[2 * r + 1] = hn::GetLane(hn::SumOfLanes(df, sum));
   }
+}
 
-  // Unnormalised outputs: 4 rows x 4 vectors of value dims per pass.
+// Unnormalised outputs of the chunk's `keys` keys from c0 into out [rows][Dv]:
+// 4 rows x 4 vectors of value dims per pass.
+template <typename T>
+void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
+                 const float* HWY_RESTRICT s, float* HWY_RESTRICT out) {
+  const SdpaProblem& p = *plan.problem;
+  const int64_t value_dim = p.value_dim, rows = plan.rows;
+  const size_t ld = DecodeScoreStride(kLanes);
   const T* v = p.v.As<T>() + p.v.Offset(b, kvh, c0, 0);
   const int64_t ldv = p.v.stride[2];
   const size_t ukeys = static_cast<size_t>(keys);
@@ -418,12 +421,55 @@ void AttendChunkOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk
   }
 }
 
-void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
-                 float* HWY_RESTRICT scratch) {
+// Chunks [chunk0, chunk0 + count) of (b, kvh), each with its own softmax and
+// partial result exactly as if alone, but phase by phase over all of them:
+// the scores of every chunk (one stream over their K), then the softmaxes,
+// then the outputs (one stream over their V). K and V elements of type T.
+template <typename T>
+void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0, int64_t count,
+                    float* HWY_RESTRICT scratch) {
+  const SdpaProblem& p = *plan.problem;
+  const int64_t value_dim = p.value_dim, rows = plan.rows;
+  const size_t dim_pad = (static_cast<size_t>(p.head_dim) + kLanes - 1) / kLanes * kLanes;
+  // [kDecodeMaxRows][dim_pad] queries; then [count][rows][ld] scores.
+  float* HWY_RESTRICT q = scratch;
+  float* HWY_RESTRICT s0 = scratch + PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim_pad);
+  const size_t chunk_scores = static_cast<size_t>(rows) * DecodeScoreStride(kLanes);
+  PrepareQueries(plan, b, kvh, dim_pad, q);
+
+  int64_t c0[kDecodeRun], keys[kDecodeRun];
+  float* out[kDecodeRun];
+  float* stats[kDecodeRun];
+  for (int64_t g = 0; g < count; ++g) {
+    const size_t first = plan.PartialIndex(b, kvh, chunk0 + g);
+    out[g] = plan.partial_out + first * static_cast<size_t>(value_dim);
+    stats[g] = plan.partial_stats + first * 2;
+    // Keys of this chunk that any row may see; each row may see fewer.
+    keys[g] = plan.ChunkKeys(b, chunk0 + g, &c0[g]);
+    if (keys[g] == 0) {
+      memset(out[g], 0, static_cast<size_t>(rows * value_dim) * sizeof(float));
+      for (int64_t r = 0; r < rows; ++r) {
+        stats[g][2 * r] = -FLT_MAX;
+        stats[g][2 * r + 1] = 0.0f;
+      }
+    } else {
+      ScoreChunk<T>(plan, b, kvh, c0[g], keys[g], q, dim_pad, s0 + g * chunk_scores);
+    }
+  }
+  for (int64_t g = 0; g < count; ++g) {
+    if (keys[g] != 0) SoftmaxChunk(rows, keys[g], s0 + g * chunk_scores, stats[g]);
+  }
+  for (int64_t g = 0; g < count; ++g) {
+    if (keys[g] != 0) ValuesChunk<T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g]);
+  }
+}
+
+void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0, int64_t count,
+                  float* HWY_RESTRICT scratch) {
   switch (plan.problem->k.dtype) {
-    case HWYATTN_F16: AttendChunkOf<hwy::float16_t>(plan, b, kvh, chunk, scratch); break;
-    case HWYATTN_BF16: AttendChunkOf<hwy::bfloat16_t>(plan, b, kvh, chunk, scratch); break;
-    default: AttendChunkOf<float>(plan, b, kvh, chunk, scratch); break;
+    case HWYATTN_F16: AttendChunksOf<hwy::float16_t>(plan, b, kvh, chunk0, count, scratch); break;
+    case HWYATTN_BF16: AttendChunksOf<hwy::bfloat16_t>(plan, b, kvh, chunk0, count, scratch); break;
+    default: AttendChunksOf<float>(plan, b, kvh, chunk0, count, scratch); break;
   }
 }
 
@@ -431,6 +477,7 @@ void AttendChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
 // sum_c 2^(m_c - M) l_c, lse = (M + log2 l) ln 2. The order is fixed, so the
 // result does not depend on which thread computed which chunk.
 void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
+  const DF df;
   const SdpaProblem& p = *plan.problem;
   const int64_t group = p.group(), value_dim = p.value_dim, rows = plan.rows;
   const size_t first = plan.PartialIndex(b, kvh, 0);
@@ -455,10 +502,21 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
       const float w =
           (plan.chunks == 1 ? 1.0f : exp2f(plan.partial_stats[at * 2] - m)) * inv;
       const float* oc = plan.partial_out + at * value_dim;
-      if (c == 0) {
-        for (int64_t dv = 0; dv < value_dim; ++dv) o[dv * so] = w * oc[dv];
-      } else {
-        for (int64_t dv = 0; dv < value_dim; ++dv) o[dv * so] += w * oc[dv];
+      // Contiguous outputs a vector at a time (the same multiply-adds).
+      int64_t dv = 0;
+      if (so == 1) {
+        const VF wv = hn::Set(df, w);
+        for (; dv + static_cast<int64_t>(kLanes) <= value_dim; dv += kLanes) {
+          const VF x = hn::LoadU(df, oc + dv);
+          hn::StoreU(c == 0 ? hn::Mul(wv, x) : hn::MulAdd(wv, x, hn::LoadU(df, o + dv)), df, o + dv);
+        }
+      }
+      // The rest one lane at a time, with the same operation (fused or not,
+      // as the target's MulAdd is).
+      const hn::CappedTag<float, 1> d1;
+      for (; dv < value_dim; ++dv) {
+        const auto x = hn::Set(d1, oc[dv]), wx = hn::Set(d1, w);
+        o[dv * so] = hn::GetLane(c == 0 ? hn::Mul(wx, x) : hn::MulAdd(wx, x, hn::Set(d1, o[dv * so])));
       }
     }
     if (p.has_lse) {
@@ -468,7 +526,7 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
   }
 }
 
-constexpr DecodeKernels kDecodeKernels = {HWY_TARGET, kLanes, &AttendChunk, &Merge};
+constexpr DecodeKernels kDecodeKernels = {HWY_TARGET, kLanes, &AttendChunks, &Merge};
 
 const DecodeKernels* GetDecodeKernelTable() { return &kDecodeKernels; }
 

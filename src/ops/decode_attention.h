@@ -19,6 +19,15 @@ namespace hwyattn {
 // the second pass over a chunk's V (one per block of value dims) hits L2.
 constexpr int64_t kDecodeChunk = 512;
 
+// Consecutive chunks of one kv head that a work item may take as a run (when
+// there are enough items to keep every thread busy): phase by phase, so that
+// their K and then their V are read as one stream each. The arithmetic of
+// every chunk is the same as alone, so the result does not change. On D1
+// (32 MiB of K/V, 2 threads) runs of 2 gain 3.5% over single chunks (4:
+// within 0.6% of 2); 1024-key chunks gained ~2% more, but a single kv head
+// with 1024 keys would then be one work item and leave a thread idle (-42%).
+constexpr int64_t kDecodeRun = 2;
+
 // Rows per kv head (Lq * Hq / Hkv) up to which the decode kernel is used.
 constexpr int64_t kDecodeMaxRows = 8;
 
@@ -32,13 +41,14 @@ inline bool DecodeApplies(const SdpaProblem& p) {
 }
 
 // Everything a decode work item needs, fixed for the whole call. Work items
-// are (batch b, kv head, key chunk); each writes the chunk's unnormalised
-// output and its (max, sum) per row, and a merge per (b, kv head) combines
-// the chunks in order.
+// are (batch b, kv head, run of `run` key chunks); each chunk's unnormalised
+// output and its (max, sum) per row are written apart, and a merge per (b,
+// kv head) combines the chunks in order.
 struct DecodePlan {
   const SdpaProblem* problem;
   int64_t rows;            // query rows per kv head: Lq * G, position-major
   int64_t chunks;          // ceil(Lk / kDecodeChunk)
+  int64_t run;             // chunks per work item: 1 .. kDecodeRun
   float q_scale;           // scale * log2(e)
   float* partial_out;      // [B * Hkv][chunks][rows][Dv]
   float* partial_stats;    // [B * Hkv][chunks][rows][2]: running max (log2), sum
@@ -67,8 +77,9 @@ struct DecodePlan {
 struct DecodeKernels {
   int64_t target;
   size_t lanes;
-  void (*attend_chunk)(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk,
-                       float* scratch);
+  // Chunks [chunk0, chunk0 + count) of (b, kvh), count <= kDecodeRun.
+  void (*attend_chunks)(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0,
+                        int64_t count, float* scratch);
   void (*merge)(const DecodePlan& plan, int64_t b, int64_t kvh);
 };
 
@@ -80,11 +91,12 @@ inline size_t DecodeScoreStride(size_t lanes) { return static_cast<size_t>(kDeco
 
 // Scratch floats per worker: the scaled queries [kDecodeMaxRows][D padded to
 // lanes] (rows past the last are zeros: the score kernels work on groups of
-// a power of two rows) and the scores of one chunk [rows][score stride].
+// a power of two rows) and the scores of a run of chunks [run][rows][score
+// stride].
 inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lanes) {
   const size_t dim = (static_cast<size_t>(p.head_dim) + lanes - 1) / lanes * lanes;
   return PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim) +
-         PadFloats(static_cast<size_t>(rows) * DecodeScoreStride(lanes));
+         PadFloats(static_cast<size_t>(kDecodeRun * rows) * DecodeScoreStride(lanes));
 }
 
 }  // namespace hwyattn

@@ -161,6 +161,16 @@ def ordered_ids(results):
     return known + sorted(ids - set(known))
 
 
+def per_row_counter(results, name):
+    """'D1 1t 41.8, D1 2t 43.9, ...': a counter of every row and thread count that has it."""
+    return ", ".join(
+        "%s %dt %s" % (rid, t, fmt_num(counter(results.get((rid, t)), name)))
+        for rid in ordered_ids(results)
+        for t in (1, 2)
+        if counter(results.get((rid, t)), name)
+    )
+
+
 def write_table(path, context, results, source, extra_sections=()):
     peaks = {t: as_float(context.get("fma_peak_gflops_%dt" % t)) for t in (1, 2)}
     bws = {t: as_float(context.get("read_bw_gbps_%dt" % t)) for t in (1, 2)}
@@ -224,12 +234,7 @@ def write_table(path, context, results, source, extra_sections=()):
         lines.append(
             "Decode rows' %% read bw is against the streaming read measured again right before each row "
             "(the machine's memory bandwidth drifts within minutes): %s GB/s."
-            % ", ".join(
-                "%s %dt %s" % (rid, t, fmt_num(counter(results.get((rid, t)), "read_bw_GBps")))
-                for rid in ordered_ids(results)
-                for t in (1, 2)
-                if counter(results.get((rid, t)), "read_bw_GBps")
-            )
+            % per_row_counter(results, "read_bw_GBps")
         )
     if any(counter(e, "same_size_read_GBps") for e in results.values()):
         lines.append("")
@@ -237,12 +242,7 @@ def write_table(path, context, results, source, extra_sections=()):
             "They are also compared with re-reading a buffer of the row's K/V size, measured right before "
             "each repetition of the row (median of 10 passes: as much stays in cache between passes as "
             "other processes leave of the L3 at that moment, as for the K/V between decode calls): %s GB/s."
-            % ", ".join(
-                "%s %dt %s" % (rid, t, fmt_num(counter(results.get((rid, t)), "same_size_read_GBps")))
-                for rid in ordered_ids(results)
-                for t in (1, 2)
-                if counter(results.get((rid, t)), "same_size_read_GBps")
-            )
+            % per_row_counter(results, "same_size_read_GBps")
         )
     lines.append("")
     lines.append(

@@ -4,7 +4,8 @@
 // decode for a few query rows per kv head, the fused prefill kernel
 // otherwise), sizes the packed operands and the per-thread scratch, decides
 // how many threads a call deserves, and runs the phases over OpenMP:
-// decode = key chunks (a fixed split), then their merge per kv head;
+// decode = key chunks (a fixed split; an item may take two in a row), then
+// their merge per kv head;
 // prefill = packing or scanning K/V per kv head where needed, then the query
 // tiles (a contiguous share per worker, then helping the others: ItemShare).
 #include "src/attention.h"

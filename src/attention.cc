@@ -49,11 +49,16 @@ struct Work {
   // the last query tiles come first: under a causal mask they see the most
   // keys, and each share ends on small items (the first tiles of its last
   // head), so the workers finish together.
-  void Attend(int64_t item, float* scratch) const {
-    const int64_t tile = tiles_per_head - 1 - item % tiles_per_head;
-    const int64_t head = item / tiles_per_head;
-    kernels->attend(*plan, head / plan->problem->kv_heads, head % plan->problem->kv_heads,
-                    tile * static_cast<int64_t>(plan->geometry.query_tile), scratch);
+  FlashItem Item(int64_t i) const {
+    const int64_t tile = tiles_per_head - 1 - i % tiles_per_head;
+    const int64_t head = i / tiles_per_head;
+    return {head / plan->problem->kv_heads, head % plan->problem->kv_heads,
+            tile * static_cast<int64_t>(plan->geometry.query_tile)};
+  }
+  // Runs item i; the worker's next item is `next` (-1: none or unknown).
+  void Attend(int64_t i, int64_t next, float* scratch) const {
+    const FlashItem next_item = next >= 0 ? Item(next) : FlashItem{};
+    kernels->attend(*plan, Item(i), next >= 0 ? &next_item : nullptr, scratch);
   }
 };
 
@@ -68,14 +73,16 @@ struct alignas(kScratchAlign) ItemShare {
   int64_t end;
 };
 
-// Runs the items of all `count` shares, starting with worker `me`'s own.
+// Runs the items of all `count` shares, starting with worker `me`'s own:
+// run(i, next), where next is the item that follows i in its share (-1 at
+// the share's end), the one this worker takes next unless another took it.
 template <typename Run>
 void RunShares(ItemShare* shares, int64_t count, int64_t me, const Run& run) {
   for (int64_t k = 0; k < count; ++k) {
     ItemShare& share = shares[(me + k) % count];
     for (int64_t i = share.next.fetch_add(1, std::memory_order_relaxed); i < share.end;
          i = share.next.fetch_add(1, std::memory_order_relaxed)) {
-      run(i);
+      run(i, i + 1 < share.end ? i + 1 : -1);
     }
   }
 }
@@ -270,7 +277,7 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
       plan.keys_in_place && plan.values_in_place && !masked ? 0 : work.heads;
   if (threads == 1) {
     for (int64_t i = 0; i < pack_items; ++i) work.Pack(i);
-    for (int64_t i = 0; i < items; ++i) work.Attend(i, scratch);
+    for (int64_t i = 0; i < items; ++i) work.Attend(i, i + 1 < items ? i + 1 : -1, scratch);
     return HWYATTN_OK;
   }
   ItemShare* shares = reinterpret_cast<ItemShare*>(memory + packed_floats);
@@ -285,7 +292,7 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
     for (int64_t i = 0; i < pack_items; ++i) work.Pack(i);
     // Every worker walks all `threads` shares: if OpenMP gave the region
     // fewer threads, the missing workers' shares are still done.
-    RunShares(shares, threads, me, [&](int64_t i) { work.Attend(i, mine); });
+    RunShares(shares, threads, me, [&](int64_t i, int64_t next) { work.Attend(i, next, mine); });
   }
   return HWYATTN_OK;
 }

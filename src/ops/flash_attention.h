@@ -69,6 +69,13 @@ struct FlashPlan {
   }
 };
 
+// A work item: query rows [row0, row0 + query_tile) of (batch b, kv head kvh).
+struct FlashItem {
+  int64_t b;
+  int64_t kvh;
+  int64_t row0;
+};
+
 // One target's kernels. `target` comes first (see PickKernels).
 struct FlashKernels {
   int64_t target;
@@ -78,9 +85,11 @@ struct FlashKernels {
   // converting F16/BF16 to float; then flags the key tiles whose V is not
   // finite (when nonfinite_values is set).
   void (*pack_kv)(const FlashPlan& plan, int64_t b, int64_t kvh);
-  // Computes the outputs (and lse, weights) of query rows
-  // [row0, row0 + query_tile) of (b, kvh), using `scratch_floats` of scratch.
-  void (*attend)(const FlashPlan& plan, int64_t b, int64_t kvh, int64_t row0, float* scratch);
+  // Computes the outputs (and lse, weights) of `item`'s query rows, using
+  // `scratch_floats` of scratch. `next` (or null) is the item the worker
+  // expects to run next: its query rows are prefetched along the way.
+  void (*attend)(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
+                 float* scratch);
 };
 
 // The kernels of the best allowed target (see targets.h). Thread-safe.

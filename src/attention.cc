@@ -15,8 +15,6 @@
 #include <stdint.h>
 
 #include <algorithm>
-#include <atomic>
-#include <new>
 
 #include "src/ops/decode_attention.h"
 #include "src/ops/flash_attention.h"
@@ -61,31 +59,6 @@ struct Work {
     kernels->attend(*plan, Item(i), next >= 0 ? &next_item : nullptr, scratch);
   }
 };
-
-// Prefill work sharing: worker w owns a contiguous share of the items (its
-// own heads, whose K/V then go to its L2 only: with items handed out one by
-// one from a common counter, both cores read every head's K/V), takes them in
-// order through an atomic cursor and, once its share is done, helps the
-// other workers with the rest of theirs. Any item gives the same result on
-// any worker, so the outputs stay bit-identical.
-struct alignas(kScratchAlign) ItemShare {
-  std::atomic<int64_t> next;
-  int64_t end;
-};
-
-// Runs the items of all `count` shares, starting with worker `me`'s own:
-// run(i, next), where next is the item that follows i in its share (-1 at
-// the share's end), the one this worker takes next unless another took it.
-template <typename Run>
-void RunShares(ItemShare* shares, int64_t count, int64_t me, const Run& run) {
-  for (int64_t k = 0; k < count; ++k) {
-    ItemShare& share = shares[(me + k) % count];
-    for (int64_t i = share.next.fetch_add(1, std::memory_order_relaxed); i < share.end;
-         i = share.next.fetch_add(1, std::memory_order_relaxed)) {
-      run(i, i + 1 < share.end ? i + 1 : -1);
-    }
-  }
-}
 
 // Threads worth waking for `flops` of work split into `items` pieces.
 int64_t ThreadsFor(double flops, int64_t items) {
@@ -280,18 +253,13 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
     for (int64_t i = 0; i < items; ++i) work.Attend(i, i + 1 < items ? i + 1 : -1, scratch);
     return HWYATTN_OK;
   }
-  ItemShare* shares = reinterpret_cast<ItemShare*>(memory + packed_floats);
-  for (int64_t w = 0; w < threads; ++w) {
-    new (&shares[w]) ItemShare{{items * w / threads}, items * (w + 1) / threads};
-  }
+  ItemShare* shares = InitShares(memory + packed_floats, threads, items);
 #pragma omp parallel num_threads(static_cast<int>(threads))
   {
     const int64_t me = WorkerIndex();
     float* mine = scratch + static_cast<size_t>(me) * plan.scratch_floats;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < pack_items; ++i) work.Pack(i);
-    // Every worker walks all `threads` shares: if OpenMP gave the region
-    // fewer threads, the missing workers' shares are still done.
     RunShares(shares, threads, me, [&](int64_t i, int64_t next) { work.Attend(i, next, mine); });
   }
   return HWYATTN_OK;

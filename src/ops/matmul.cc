@@ -202,24 +202,32 @@ hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num
   }
   int64_t threads = std::min<int64_t>(NumThreads(), static_cast<int64_t>(flops / kMinFlopsPerThread) + 1);
   threads = std::max<int64_t>(1, std::min(threads, items));
+  // Per worker: its A panels; before them, the workers' item shares.
   const size_t item_floats =
       PadFloats(static_cast<size_t>(x.cols) * kernels.tile_rows) * kernels.row_panels;
-  float* scratch = static_cast<float*>(
-      ThreadScratch(ScratchSlot::kMatmul, item_floats * static_cast<size_t>(threads) * sizeof(float)));
+  const size_t share_floats = static_cast<size_t>(threads) * sizeof(ItemShare) / sizeof(float);
+  float* scratch = static_cast<float*>(ThreadScratch(
+      ScratchSlot::kMatmul, (share_floats + item_floats * static_cast<size_t>(threads)) * sizeof(float)));
   if (scratch == nullptr) return HWYATTN_OUT_OF_MEMORY;
+  float* panels = scratch + share_floats;
   if (threads == 1) {
-    for (int64_t i = 0; i < items; ++i) {
-      kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, scratch);
-    }
-    return HWYATTN_OK;
-  }
-#pragma omp parallel num_threads(static_cast<int>(threads))
-  {
-    float* panels = scratch + static_cast<size_t>(WorkerIndex()) * item_floats;
-#pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < items; ++i) {
       kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, panels);
     }
+    return HWYATTN_OK;
+  }
+  // Contiguous shares of rows: in a layer, the rows a worker projects are
+  // then those of the batches whose attention heads it owns (see
+  // RunFlash), still in its L2 (M1 on 2 threads: +1.7-2.2% over handing out
+  // items one by one).
+  ItemShare* shares = InitShares(scratch, threads, items);
+#pragma omp parallel num_threads(static_cast<int>(threads))
+  {
+    const int64_t me = WorkerIndex();
+    float* mine = panels + static_cast<size_t>(me) * item_floats;
+    RunShares(shares, threads, me, [&](int64_t i, int64_t /*next*/) {
+      kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, mine);
+    });
   }
   return HWYATTN_OK;
 }

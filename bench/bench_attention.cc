@@ -13,8 +13,10 @@
 //   GFLOPS    attention FLOPs per second (BENCH.md: non-causal 4*B*Hq*Lq*Lk*D,
 //             causal with Lq = Lk = L 2*B*Hq*L*(L+1)*D; M1 adds the projections,
 //             8*B*L*d_model^2)
-//   pct_peak  GFLOPS as % of the fp32 FMA peak measured by this process at
-//             start-up for the same thread count (bench/machine_peak.cc)
+//   fma_peak_GFLOPS  the fp32 FMA peak at the row's thread count, measured
+//             right before each repetition (bench/machine_peak.cc; RowFmaPeak)
+//   pct_peak  GFLOPS as % of fma_peak_GFLOPS
+//   pct_startup_peak  GFLOPS as % of the peak measured at start-up (context)
 //   GBps      decode rows: bytes of K+V read per call / time (1e9 bytes/s)
 //   pct_bw    decode rows: GBps as % of the streaming read bandwidth, measured
 //             again right before the row (read_bw_GBps; the start-up figure is
@@ -119,6 +121,28 @@ struct Peaks {
   size_t bw_bytes = 0;
 };
 Peaks g_peaks;
+
+// The FMA peak right before one repetition of a row (best of 3 runs of 50 ms
+// after a 50 ms warm-up; 0 without measurements). The clock and the share of
+// the core that co-tenants leave drift within minutes (the start-up peak was
+// 267-280 GFLOP/s on 1 thread from run to run, the same spread as the rows'
+// own GFLOP/s), so pct_peak compares each repetition with the peak measured
+// next to it, and Google Benchmark's median over the repetitions does the
+// rest; pct_startup_peak keeps the comparison with the start-up figure.
+double RowFmaPeak(int threads) {
+  return g_peaks.bw_bytes > 0 ? hwyattn_bench::MeasureFmaPeakGflops(threads, 0.05, 3) : 0.0;
+}
+
+// GFLOPS, fma_peak_GFLOPS (this repetition's), pct_peak and pct_startup_peak.
+void SetFlopCounters(benchmark::State& state, double gflop, double row_peak, int threads) {
+  using benchmark::Counter;
+  state.counters["GFLOPS"] = Counter(gflop, Counter::kIsRate);
+  state.counters["fma_peak_GFLOPS"] = Counter(row_peak);
+  state.counters["pct_peak"] = Counter(row_peak > 0 ? gflop / row_peak * 100.0 : 0.0, Counter::kIsRate);
+  const double startup = g_peaks.fma_gflops[threads];
+  state.counters["pct_startup_peak"] =
+      Counter(startup > 0 ? gflop / startup * 100.0 : 0.0, Counter::kIsRate);
+}
 
 // 64-byte aligned float buffer.
 struct FloatBuffer {
@@ -229,6 +253,7 @@ void BM_Attention(benchmark::State& state, const Row* row) {
   // GB/s): their references are measured again right here, just before the
   // row runs (and before the warm-up call, so that the K/V are in cache
   // again for the timed loop).
+  const double row_peak = RowFmaPeak(threads);
   double read_bw = g_peaks.read_gbps[threads];
   double same_size_bw = 0;
   if (r.decode && g_peaks.bw_bytes > 0) {
@@ -269,10 +294,7 @@ void BM_Attention(benchmark::State& state, const Row* row) {
 
   using benchmark::Counter;
   const double calls = static_cast<double>(state.iterations());
-  const double gflop = Flops(r) * calls * 1e-9;
-  state.counters["GFLOPS"] = Counter(gflop, Counter::kIsRate);
-  const double peak = g_peaks.fma_gflops[threads];
-  state.counters["pct_peak"] = Counter(peak > 0 ? gflop / peak * 100.0 : 0.0, Counter::kIsRate);
+  SetFlopCounters(state, Flops(r) * calls * 1e-9, row_peak, threads);
   if (r.decode) {
     const double gb = KvBytes(r) * calls * 1e-9;
     state.counters["GBps"] = Counter(gb, Counter::kIsRate);
@@ -403,6 +425,7 @@ void BM_Mha(benchmark::State& state, const Row* row) {
     state.SkipWithError(layer->error.c_str());
     return;
   }
+  const double row_peak = RowFmaPeak(threads);
   const int previous_threads = hwyattn_get_num_threads();
   hwyattn_set_num_threads(threads);
   hwyattn_status st = hwyattn_mha_forward(layer->module, &layer->tx, nullptr, nullptr, &layer->tout, nullptr);
@@ -432,11 +455,8 @@ void BM_Mha(benchmark::State& state, const Row* row) {
     state.SkipWithError(error.c_str());
     return;
   }
-  using benchmark::Counter;
-  const double gflop = Flops(r) * static_cast<double>(state.iterations()) * 1e-9;
-  state.counters["GFLOPS"] = Counter(gflop, Counter::kIsRate);
-  const double peak = g_peaks.fma_gflops[threads];
-  state.counters["pct_peak"] = Counter(peak > 0 ? gflop / peak * 100.0 : 0.0, Counter::kIsRate);
+  SetFlopCounters(state, Flops(r) * static_cast<double>(state.iterations()) * 1e-9, row_peak,
+                  threads);
   state.SetLabel(Shape(r));
 }
 

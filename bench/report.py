@@ -229,6 +229,15 @@ def write_table(path, context, results, source, extra_sections=()):
             "(Google Benchmark warns that its own library was built as debug: Debian's "
             "libbenchmark; it does not affect the timed code.)"
         )
+    if any(counter(e, "fma_peak_GFLOPS") for e in results.values()):
+        lines.append("")
+        lines.append(
+            "%% peak is against the FMA peak measured right before each repetition of the row (best of "
+            "3 x 50 ms; the clock and the co-tenants' share of the core drift within minutes), median "
+            "over the repetitions: %s GFLOP/s. Against the start-up peak above the rows are at %s%%."
+            % (per_row_counter(results, "fma_peak_GFLOPS"),
+               per_row_counter(results, "pct_startup_peak"))
+        )
     if any(counter(e, "read_bw_GBps") for e in results.values()):
         lines.append("")
         lines.append(

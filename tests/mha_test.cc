@@ -253,6 +253,31 @@ TEST_P(MhaTest, SharedHandleAcrossThreads) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
 }
 
+// The same bits for any thread count (the projections' rows and the heads are
+// split between workers, never a sum), and the 1-thread run matches the
+// reference. Three threads on a 2-core machine oversubscribe on purpose.
+TEST_P(MhaTest, SameBitsForAnyThreadCount) {
+  Layer layer(GetParam());
+  ASSERT_NE(layer.m, nullptr);
+  const int saved = hwyattn_get_num_threads();
+  std::vector<float> outs[3], weights[3];
+  hwyattn_status status[3];
+  for (int t = 0; t < 3; ++t) {
+    hwyattn_set_num_threads(t + 1);
+    status[t] = layer.Forward(&outs[t], &weights[t]);
+  }
+  hwyattn_set_num_threads(saved);
+  for (int t = 0; t < 3; ++t) ASSERT_EQ(status[t], HWYATTN_OK) << t + 1 << " threads";
+  std::vector<double> want_out, want_weights;
+  layer.Reference(&want_out, &want_weights);
+  ExpectClose(outs[0], want_out, "out, 1 thread");
+  for (int t = 1; t < 3; ++t) {
+    // The outputs are finite, so == means the same bits.
+    EXPECT_TRUE(outs[t] == outs[0]) << t + 1 << " threads: out differs from 1 thread";
+    EXPECT_TRUE(weights[t] == weights[0]) << t + 1 << " threads: weights differ from 1 thread";
+  }
+}
+
 const MhaCase kCases[] = {
     // name, B, Lq, Lk, E, H, hd, Hkv, kdim, vdim, bias, self, causal, mask, kv_len, weights
     {"self_bias", 2, 7, 0, 16, 4, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, false, true},
@@ -267,6 +292,9 @@ const MhaCase kCases[] = {
     {"cross_decode", 3, 2, 600, 32, 4, 8, 2, 24, 40, false, false, HWYATTN_CAUSAL_BOTTOM_RIGHT, false, true, false},
     {"cross_everything", 2, 17, 29, 48, 6, 10, 3, 20, 36, true, false, HWYATTN_CAUSAL_BOTTOM_RIGHT, true, true, true},
     {"larger", 1, 200, 0, 128, 4, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false, false, false},
+    // Projections of 19-39 MFLOP and 576 attention rows: every stage runs on
+    // several threads.
+    {"threaded", 3, 192, 0, 128, 4, 0, 2, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, false, false},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, MhaTest, testing::ValuesIn(kCases),

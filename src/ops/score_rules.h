@@ -3,8 +3,8 @@
 // The scalar rules every attention kernel shares: scores live in log2 units
 // (the query is pre-multiplied by scale * log2(e), so exp(x) becomes 2^x),
 // how an additive mask value enters a score, and the polynomial behind 2^x
-// (used by the vector Exp2 in softmax-inl.h and by Exp2Scalar here); and the
-// scaled query row that the row-wise kernels (decode, small) start from.
+// (used by the vector Exp2 in softmax-inl.h); and the scaled query row that
+// the row-wise kernels (decode, small) start from.
 #ifndef HWYATTN_SRC_OPS_SCORE_RULES_H_
 #define HWYATTN_SRC_OPS_SCORE_RULES_H_
 
@@ -56,23 +56,6 @@ inline void ScaledQueryRow(const SdpaProblem& p, int64_t b, int64_t head, int64_
 constexpr float kExp2Poly[6] = {1.326472731307149e-3f, 9.671512991189957e-3f,
                                 5.550733581185341e-2f, 2.4022242426872253e-1f,
                                 6.931470036506653e-1f, 1.0f};
-
-// 2^x for x <= 127 with the vector Exp2's polynomial: x = n + f, n the
-// nearest integer. NaN stays NaN; x < -126.5 (where 2^x is below FLT_MIN,
-// -inf included) returns exactly 0, which blocked keys rely on.
-inline float Exp2Scalar(float x) {
-  if (!(x >= -126.5f)) return x != x ? x : 0.0f;
-  // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer (ties to
-  // even, as the vector Round) for |x| < 2^22.
-  const float n = (x + 12582912.0f) - 12582912.0f;
-  const float f = x - n;
-  float p = kExp2Poly[0] * f + kExp2Poly[1];
-  p = p * f + kExp2Poly[2];
-  p = p * f + kExp2Poly[3];
-  p = p * f + kExp2Poly[4];
-  p = p * f + kExp2Poly[5];
-  return p * BitsToFloat(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
-}
 
 }  // namespace hwyattn
 

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Tiny problems (the toy call T1: 3 tokens, 2 heads of dim 2) cost more in
-// the tiled kernels' set-up than in arithmetic, so they are done in scalar
-// code, the way a textbook writes it: per query row the scores of its visible
-// keys (log2 units, masked by the rules of score_rules.h) and their max m;
-// p = 2^(s - m) and l = sum p; out = sum p v / l. Zero probabilities are
+// the tiled kernels' set-up than in arithmetic, so they are done row by row,
+// the way a textbook writes it: per query row the scores of its visible keys
+// (log2 units, masked by the rules of score_rules.h) and their max m; then
+// p = 2^(s - m) for all rows at once, in vectors (the exps are most of the
+// arithmetic: T1's 18 as scalar code took longer than the rest of the kernel);
+// then per row l = sum p and out = sum p v / l. Zero probabilities are
 // skipped, so a NaN or an infinity in V reaches only the rows that attend to
 // it, as in the other kernels. About 6 KiB of stack, no heap, no threads.
+// Compiled per SIMD target (the scalar parts too: FMA, no SSE2 fallbacks).
 #include "src/ops/small_attention.h"
 
 #include <float.h>
@@ -17,15 +20,34 @@
 
 #include "src/ops/convert.h"
 #include "src/ops/score_rules.h"
+#include "src/targets.h"
 
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/ops/small_attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// After highway.h
+#include "src/ops/softmax-inl.h"
+
+HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
-namespace {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
 // K elements of type TK, V elements of type TV. Two passes over all rows
 // (scores and their max; then probabilities, sum and outputs) rather than
 // one row start to end: the rows' dependency chains (dot, max, 2^x, 1 / l)
 // then overlap. (Three passes, with the softmax on its own, measured 150 ns
 // for T1; one pass 182 ns; two 144 ns.)
+// x[i] = 2^x[i] for i < n, in whole vectors: x holds room for n rounded up
+// to a vector, whose extra entries are set to 0 first.
+void Exp2InPlace(float* HWY_RESTRICT x, size_t n) {
+  const hn::ScalableTag<float> df;
+  const size_t lanes = hn::Lanes(df);
+  for (size_t i = n; i % lanes != 0; ++i) x[i] = 0.0f;
+  for (size_t i = 0; i < n; i += lanes) hn::Store(Exp2(df, hn::Load(df, x + i)), df, x + i);
+}
+
 template <typename TK, typename TV>
 void Attend(const SdpaProblem& p) {
   const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim, lk = p.kv_len;
@@ -36,7 +58,8 @@ void Attend(const SdpaProblem& p) {
   const int64_t vj_stride = p.v.stride[2], vd = p.v.stride[3];
   const bool causal = p.causal != HWYATTN_CAUSAL_NONE;
   const int64_t offset = p.CausalOffset();
-  float s[kSmallMaxScores];      // [row][Lk]: scores, then probabilities
+  // [row][Lk]: scores, then probabilities; room for whole vectors.
+  HWY_ALIGN float s[kSmallMaxScores + HWY_MAX_BYTES / sizeof(float)];
   float m[kSmallMaxScores];      // per row: max score (log2 units)
   int32_t n[kSmallMaxScores];    // per row: keys it may see (a prefix)
 
@@ -71,9 +94,13 @@ void Attend(const SdpaProblem& p) {
           mr = dot > mr ? dot : mr;  // a NaN score leaves m; its p is NaN below
         }
         m[r] = mr;
+        // The exponents s - m; keys the row may not see get 2^-inf = 0.
+        for (int64_t j = 0; j < keys; ++j) sr[j] -= mr;
+        for (int64_t j = keys; j < lk; ++j) sr[j] = -INFINITY;
       }
     }
   }
+  Exp2InPlace(s, static_cast<size_t>(r * lk));
 
   r = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
@@ -84,7 +111,7 @@ void Attend(const SdpaProblem& p) {
         const int64_t keys = n[r];
         const float mr = m[r];
         float l = 0.0f;
-        for (int64_t j = 0; j < keys; ++j) l += (pr[j] = Exp2Scalar(pr[j] - mr));
+        for (int64_t j = 0; j < keys; ++j) l += pr[j];
         // No visible key: l == 0 and the row is zeros; a NaN l stays NaN.
         const float inv = l == 0.0f ? 0.0f : 1.0f / l;
         float* out = p.out.AsMutable<float>() + p.out.Offset(b, h, i, 0);
@@ -120,9 +147,7 @@ void AttendWithKeys(const SdpaProblem& p) {
   }
 }
 
-}  // namespace
-
-void SmallAttention(const SdpaProblem& p) {
+void SmallAttentionHere(const SdpaProblem& p) {
   switch (p.k.dtype) {
     case HWYATTN_F16: AttendWithKeys<F16>(p); break;
     case HWYATTN_BF16: AttendWithKeys<BF16>(p); break;
@@ -130,4 +155,24 @@ void SmallAttention(const SdpaProblem& p) {
   }
 }
 
+constexpr SmallKernels kSmallKernels = {HWY_TARGET, &SmallAttentionHere};
+
+const SmallKernels* GetSmallKernelTable() { return &kSmallKernels; }
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
 }  // namespace hwyattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hwyattn {
+
+HWY_EXPORT(GetSmallKernelTable);
+
+void SmallAttention(const SdpaProblem& p) {
+  static const auto* const kernels = PickKernels(HWY_DISPATCH_TABLE(GetSmallKernelTable));
+  kernels->attend(p);
+}
+
+}  // namespace hwyattn
+#endif  // HWY_ONCE

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Attention for tiny problems (a few hundred nanoseconds of arithmetic), row
-// by row in scalar code: no tiles, no packing, no scratch, no threads.
+// by row (only the exps in vectors): no tiles, no packing, no scratch, no
+// threads.
 #ifndef HWYATTN_SRC_OPS_SMALL_ATTENTION_H_
 #define HWYATTN_SRC_OPS_SMALL_ATTENTION_H_
 
@@ -24,8 +25,15 @@ inline bool SmallApplies(const SdpaProblem& p, double flops) {
 }
 
 // Every feature of hwyattn_sdpa (masks, causal, key lengths, weights, lse,
-// any strides and dtypes), on the calling thread.
+// any strides and dtypes), on the calling thread, on the best allowed SIMD
+// target.
 void SmallAttention(const SdpaProblem& p);
+
+// One target's small kernel (`target` first, see PickKernels).
+struct SmallKernels {
+  int64_t target;
+  void (*attend)(const SdpaProblem& p);
+};
 
 }  // namespace hwyattn
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The thread count that calls may use (hwyattn_set_num_threads).
+// The thread count that calls may use (hwyattn_set_num_threads), and the
+// work sharing of the parallel phases (ItemShare).
 #ifndef HWYATTN_SRC_THREADING_H_
 #define HWYATTN_SRC_THREADING_H_
 

@@ -43,16 +43,6 @@ const char* DtypeName(hwyattn_dtype t) {
   return "unknown";
 }
 
-size_t DtypeSize(hwyattn_dtype t) {
-  switch (t) {
-    case HWYATTN_F32: return 4;
-    case HWYATTN_F16:
-    case HWYATTN_BF16: return 2;
-    case HWYATTN_BOOL: return 1;
-  }
-  return 1;
-}
-
 constexpr unsigned Bit(hwyattn_dtype t) { return 1u << static_cast<unsigned>(t); }
 constexpr unsigned kFloatTypes = Bit(HWYATTN_F32) | Bit(HWYATTN_F16) | Bit(HWYATTN_BF16);
 

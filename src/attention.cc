@@ -236,7 +236,7 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
   const int64_t items = work.heads * work.tiles_per_head;
   const int64_t threads = ThreadsFor(flops, items);
   // The workers' shares follow the packed K/V (bounded by the thread count).
-  const size_t share_floats = static_cast<size_t>(threads) * sizeof(ItemShare) / sizeof(float);
+  const size_t share_floats = ShareFloats(threads);
   size_t shared_floats;
   if (__builtin_add_overflow(packed_floats, share_floats, &shared_floats)) return HWYATTN_OUT_OF_MEMORY;
   float* memory = AttentionScratch(shared_floats, plan.scratch_floats, threads);

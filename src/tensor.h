@@ -4,11 +4,23 @@
 #ifndef HWYATTN_SRC_TENSOR_H_
 #define HWYATTN_SRC_TENSOR_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "include/hwyattn.h"
 
 namespace hwyattn {
+
+// Bytes of one element of `t`.
+inline size_t DtypeSize(hwyattn_dtype t) {
+  switch (t) {
+    case HWYATTN_F32: return 4;
+    case HWYATTN_F16:
+    case HWYATTN_BF16: return 2;
+    case HWYATTN_BOOL: return 1;
+  }
+  return 1;
+}
 
 // Rank-4 view over caller memory. Shapes are right-aligned (a rank-r tensor
 // fills the last r dimensions; the leading ones have size 1) and every size-1

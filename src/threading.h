@@ -5,6 +5,7 @@
 #ifndef HWYATTN_SRC_THREADING_H_
 #define HWYATTN_SRC_THREADING_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <atomic>
@@ -37,8 +38,13 @@ struct alignas(64) ItemShare {
   int64_t end;
 };
 
-// Constructs `count` shares of items [0, n) in `shares` (raw memory for
-// `count` ItemShare).
+// Floats of scratch that `count` shares take (a whole number of lines).
+inline size_t ShareFloats(int64_t count) {
+  return static_cast<size_t>(count) * sizeof(ItemShare) / sizeof(float);
+}
+
+// Constructs `count` shares of items [0, n) in `memory` (ShareFloats(count)
+// floats, 64-byte aligned).
 inline ItemShare* InitShares(void* memory, int64_t count, int64_t n) {
   ItemShare* shares = static_cast<ItemShare*>(memory);
   for (int64_t w = 0; w < count; ++w) {

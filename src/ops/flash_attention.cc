@@ -522,8 +522,6 @@ void StoreOutputs(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, in
 
 // ---------------------------------------------------------------- attend
 
-size_t ElementBytes(hwyattn_dtype dtype) { return dtype == HWYATTN_F32 ? 4 : 2; }
-
 void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
             float* HWY_RESTRICT scratch) {
   const DF df;
@@ -592,7 +590,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   if (next != nullptr && p.q.stride[3] == 1) {
     const int64_t next_rows = std::min<int64_t>(kQueryTile, p.q_len * group - next->row0);
     const char* q_base = static_cast<const char*>(p.q.data);
-    const int64_t q_bytes = static_cast<int64_t>(ElementBytes(p.q.dtype));
+    const int64_t q_bytes = static_cast<int64_t>(DtypeSize(p.q.dtype));
     ahead.AddRows(next_rows, dim * q_bytes, [&](int64_t c) {
       return q_base + p.RowOffset(p.q, next->b, next->kvh, next->row0 + c) * q_bytes;
     });

@@ -205,7 +205,7 @@ hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num
   // Per worker: its A panels; before them, the workers' item shares.
   const size_t item_floats =
       PadFloats(static_cast<size_t>(x.cols) * kernels.tile_rows) * kernels.row_panels;
-  const size_t share_floats = static_cast<size_t>(threads) * sizeof(ItemShare) / sizeof(float);
+  const size_t share_floats = ShareFloats(threads);
   float* scratch = static_cast<float*>(ThreadScratch(
       ScratchSlot::kMatmul, (share_floats + item_floats * static_cast<size_t>(threads)) * sizeof(float)));
   if (scratch == nullptr) return HWYATTN_OUT_OF_MEMORY;

@@ -89,10 +89,11 @@ HWY_INLINE void TileMulAdd(DF df, size_t kc, const AOperand& a, const float* HWY
 
 // C = A x B (+ init_row broadcast to every row, if not null): a kMR x (kNQ
 // vectors) tile written to C (row stride ldc floats, any alignment).
-template <size_t kMR, size_t kNQ, class DF, class AOperand>
+template <size_t kMR, size_t kNQ, class DF, class AOperand, class Prefetch = NoPrefetch>
 HWY_INLINE void TileMul(DF df, size_t kc, const AOperand& a, const float* HWY_RESTRICT b,
                         size_t ldb, float* HWY_RESTRICT c, size_t ldc,
-                        const float* HWY_RESTRICT init_row = nullptr) {
+                        const float* HWY_RESTRICT init_row = nullptr,
+                        const Prefetch& prefetch = Prefetch()) {
   using VF = hn::Vec<DF>;
   const size_t N = hn::Lanes(df);
   VF init[kNQ];
@@ -106,7 +107,29 @@ HWY_INLINE void TileMul(DF df, size_t kc, const AOperand& a, const float* HWY_RE
     HWY_UNROLL(8)
     for (size_t q = 0; q < kNQ; ++q) acc[r][q] = init[q];
   }
-  TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc);
+  TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc, prefetch);
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < kMR; ++r) {
+    HWY_UNROLL(8)
+    for (size_t q = 0; q < kNQ; ++q) hn::StoreU(acc[r][q], df, c + r * ldc + q * N);
+  }
+}
+
+// C += A x B for a kMR x (kNQ vectors) tile (a later depth block of a
+// product whose earlier blocks are already in C).
+template <size_t kMR, size_t kNQ, class DF, class AOperand, class Prefetch = NoPrefetch>
+HWY_INLINE void TileMulAccumulate(DF df, size_t kc, const AOperand& a,
+                                  const float* HWY_RESTRICT b, size_t ldb, float* HWY_RESTRICT c,
+                                  size_t ldc, const Prefetch& prefetch = Prefetch()) {
+  using VF = hn::Vec<DF>;
+  const size_t N = hn::Lanes(df);
+  VF acc[kMR][kNQ];
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < kMR; ++r) {
+    HWY_UNROLL(8)
+    for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::LoadU(df, c + r * ldc + q * N);
+  }
+  TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc, prefetch);
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
     HWY_UNROLL(8)

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// bench_composition.cc: what fusion buys. The BENCH.md attention rows P1, X1,
-// P2 and the attention inside M1, each computed two ways in the same run, at
-// 1 and 2 threads:
+// bench_composition.cc: what fusion buys. Every BENCH.md attention row (P1-P3,
+// D1, D2, X1, T1) and the attention inside M1, each computed two ways in the
+// same run, at 1 and 2 threads:
 //
 //   BM_Composition/<id>/fused/threads:<n>      hwyattn_sdpa (the fused kernel)
 //   BM_Composition/<id>/composed/threads:<n>   three steps on the library's own
-//                                              matmul, per (batch, head):
+//                                              matmul, per (batch, kv head),
+//                                              the query rows of its GQA group
+//                                              together (Hq / Hkv heads x Lq):
 //     1. S = Q K^T        K [Lk][D] packed as weights on every call
 //                         (PackedWeights::Pack, part of the cost), Linear
 //     2. P = softmax(S * scale) row by row over the whole Lq x Lk matrix
@@ -18,11 +20,16 @@
 //   P1   B=1 H=8 L=1024 D=64
 //   P2   B=1 H=8 L=2048 D=64 causal: the composed path computes the full S and
 //        P V and masks in the softmax (a plain GEMM cannot skip the triangle)
+//   P3   B=1 H=4 L=4096 D=128 causal (likewise)
+//   D1   B=1 Hq=32 Hkv=8 Lq=1 Lk=4096 D=128: the composed path packs each K
+//        (and V^T) once for the 4 query rows of its group
+//   D2   B=8 H=8 Lq=1 Lk=2048 D=64
 //   X1   B=4 H=8 Lq=128 Lk=768 D=64
 //   M1a  B=4 H=8 L=512 D=64: the attention inside BENCH.md's M1 layer,
 //        without its projections
+//   T1   B=1 H=2 L=3 D=2
 //
-// Threads: the composed path splits the B*H heads over the threads (an OpenMP
+// Threads: the composed path splits the B*Hkv kv heads over the threads (an OpenMP
 // loop; each head's Linear calls then run on their thread, nested regions being
 // inactive), the coarsest and cheapest split; with 1 thread it is one loop.
 // The fused path uses hwyattn_set_num_threads.
@@ -62,16 +69,21 @@ namespace {
 
 struct Row {
   const char* id;
-  int64_t B, H, Lq, Lk, D;
-  bool causal;
+  int64_t B, H, Hkv, Lq, Lk, D;  // H: query heads
+  bool causal;                   // top-left; only with Lq == Lk and H == Hkv
   double min_time;
+  benchmark::TimeUnit unit;
 };
 
 const Row kRows[] = {
-    {"P1", 1, 8, 1024, 1024, 64, false, 0.3},
-    {"X1", 4, 8, 128, 768, 64, false, 0.3},
-    {"M1a", 4, 8, 512, 512, 64, false, 0.3},
-    {"P2", 1, 8, 2048, 2048, 64, true, 0.4},
+    {"P1", 1, 8, 8, 1024, 1024, 64, false, 0.3, benchmark::kMillisecond},
+    {"P2", 1, 8, 8, 2048, 2048, 64, true, 0.4, benchmark::kMillisecond},
+    {"P3", 1, 4, 4, 4096, 4096, 128, true, 0.5, benchmark::kMillisecond},
+    {"D1", 1, 32, 8, 1, 4096, 128, false, 0.2, benchmark::kMillisecond},
+    {"D2", 8, 8, 8, 1, 2048, 64, false, 0.2, benchmark::kMillisecond},
+    {"X1", 4, 8, 8, 128, 768, 64, false, 0.3, benchmark::kMillisecond},
+    {"M1a", 4, 8, 8, 512, 512, 64, false, 0.3, benchmark::kMillisecond},
+    {"T1", 1, 2, 2, 3, 3, 2, false, 0.2, benchmark::kMicrosecond},
 };
 constexpr int kThreadCounts[] = {1, 2};
 
@@ -84,27 +96,34 @@ double Flops(const Row& r) {
 
 std::string Shape(const Row& r) {
   char buf[128];
-  snprintf(buf, sizeof(buf), "B=%lld H=%lld Lq=%lld Lk=%lld D=%lld%s", static_cast<long long>(r.B),
-           static_cast<long long>(r.H), static_cast<long long>(r.Lq), static_cast<long long>(r.Lk),
-           static_cast<long long>(r.D), r.causal ? " causal" : "");
+  char heads[48];
+  if (r.Hkv == r.H) {
+    snprintf(heads, sizeof(heads), "H=%lld", static_cast<long long>(r.H));
+  } else {
+    snprintf(heads, sizeof(heads), "Hq=%lld Hkv=%lld", static_cast<long long>(r.H),
+             static_cast<long long>(r.Hkv));
+  }
+  snprintf(buf, sizeof(buf), "B=%lld %s Lq=%lld Lk=%lld D=%lld%s", static_cast<long long>(r.B), heads,
+           static_cast<long long>(r.Lq), static_cast<long long>(r.Lk), static_cast<long long>(r.D),
+           r.causal ? " causal" : "");
   return buf;
 }
 
 struct Tensors {
-  int64_t B, H, Lq, Lk, D;
+  int64_t B, H, Hkv, Lq, Lk, D;
   std::vector<float> q, k, v, o_fused, o_composed;
   hwyattn_tensor tq, tk, tv, to;
   bool checked = false;
   std::string error;
   explicit Tensors(const Row& r)
-      : B(r.B), H(r.H), Lq(r.Lq), Lk(r.Lk), D(r.D), q(r.B * r.H * r.Lq * r.D), k(r.B * r.H * r.Lk * r.D),
-        v(r.B * r.H * r.Lk * r.D), o_fused(q.size(), 0.0f), o_composed(q.size(), 0.0f) {
+      : B(r.B), H(r.H), Hkv(r.Hkv), Lq(r.Lq), Lk(r.Lk), D(r.D), q(r.B * r.H * r.Lq * r.D),
+        k(r.B * r.Hkv * r.Lk * r.D), v(k.size()), o_fused(q.size(), 0.0f), o_composed(q.size(), 0.0f) {
     std::mt19937 rng(12345);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (std::vector<float>* b : {&q, &k, &v}) {
       for (float& f : *b) f = uni(rng);
     }
-    const int64_t qs[4] = {B, H, Lq, D}, ks[4] = {B, H, Lk, D};
+    const int64_t qs[4] = {B, H, Lq, D}, ks[4] = {B, Hkv, Lk, D};
     hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 4, qs);
     hwyattn_tensor_contiguous(&tk, k.data(), HWYATTN_F32, 4, ks);
     hwyattn_tensor_contiguous(&tv, v.data(), HWYATTN_F32, 4, ks);
@@ -132,16 +151,19 @@ float* ThreadBuffer(int which, size_t floats) {
 
 // The composed attention of all heads into t.o_composed. 0 on success.
 int Composed(const Row& r, Tensors& t, int threads) {
-  const int64_t heads = r.B * r.H;
+  const int64_t kv_heads = r.B * r.Hkv;
+  // A kv head's group: the query heads sharing it are consecutive in
+  // [B, H, L, D], so their rows are one [group * Lq, D] block of Q and of O.
+  const int64_t rows = r.H / r.Hkv * r.Lq;
   const float scale = 1.0f / std::sqrt(static_cast<float>(r.D));
   int failures = 0;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : failures)
-  for (int64_t h = 0; h < heads; ++h) {
-    const float* q = t.q.data() + h * r.Lq * r.D;
+  for (int64_t h = 0; h < kv_heads; ++h) {
+    const float* q = t.q.data() + h * rows * r.D;
     const float* k = t.k.data() + h * r.Lk * r.D;
     const float* v = t.v.data() + h * r.Lk * r.D;
-    float* o = t.o_composed.data() + h * r.Lq * r.D;
-    float* s = ThreadBuffer(0, static_cast<size_t>(r.Lq * r.Lk));
+    float* o = t.o_composed.data() + h * rows * r.D;
+    float* s = ThreadBuffer(0, static_cast<size_t>(rows * r.Lk));
     float* vt = ThreadBuffer(1, static_cast<size_t>(r.Lk * r.D));
     hwyattn::PackedWeights kp, vp;
     if (s == nullptr || vt == nullptr || !kp.Pack(k, nullptr, r.Lk, r.D)) {
@@ -149,22 +171,22 @@ int Composed(const Row& r, Tensors& t, int threads) {
       continue;
     }
     // 1. S = Q K^T
-    const hwyattn::LinearOutput s_out = {&kp, hwyattn::RowsView::Dense(s, r.Lq, r.Lk, r.Lk)};
-    if (hwyattn::Linear(hwyattn::RowsView::Dense(const_cast<float*>(q), r.Lq, r.D, r.D), &s_out, 1) !=
+    const hwyattn::LinearOutput s_out = {&kp, hwyattn::RowsView::Dense(s, rows, r.Lk, r.Lk)};
+    if (hwyattn::Linear(hwyattn::RowsView::Dense(const_cast<float*>(q), rows, r.D, r.D), &s_out, 1) !=
         HWYATTN_OK) {
       ++failures;
       continue;
     }
     // 2. P = softmax(S * scale)
-    hwyattn_bench::SoftmaxRows(s, r.Lq, r.Lk, r.Lk, scale, r.causal);
+    hwyattn_bench::SoftmaxRows(s, rows, r.Lk, r.Lk, scale, r.causal);
     // 3. O = P V
     hwyattn_bench::Transpose(v, r.Lk, r.D, vt);
     if (!vp.Pack(vt, nullptr, r.D, r.Lk)) {
       ++failures;
       continue;
     }
-    const hwyattn::LinearOutput o_out = {&vp, hwyattn::RowsView::Dense(o, r.Lq, r.D, r.D)};
-    if (hwyattn::Linear(hwyattn::RowsView::Dense(s, r.Lq, r.Lk, r.Lk), &o_out, 1) != HWYATTN_OK) ++failures;
+    const hwyattn::LinearOutput o_out = {&vp, hwyattn::RowsView::Dense(o, rows, r.D, r.D)};
+    if (hwyattn::Linear(hwyattn::RowsView::Dense(s, rows, r.Lk, r.Lk), &o_out, 1) != HWYATTN_OK) ++failures;
   }
   return failures;
 }
@@ -268,7 +290,7 @@ int main(int argc, char** argv) {
                    : benchmark::RegisterBenchmark(name.c_str(), BM_Fused, &r);
       b->ArgName("threads");
       for (int n : kThreadCounts) b->Arg(n);
-      b->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(r.min_time);
+      b->UseRealTime()->Unit(r.unit)->MinTime(r.min_time);
     }
   }
 

@@ -62,10 +62,12 @@ MATMUL_NOTES = {
     "m1_qkv": "M1 Q/K/V projection (B*L rows)",
     "m1_out": "M1 output projection",
 }
-COMPOSITION_ORDER = ["P1", "X1", "M1a", "P2"]
+COMPOSITION_ORDER = ["P1", "P2", "P3", "D1", "D2", "X1", "M1a", "T1"]
 COMPOSITION_NOTES = {
     "M1a": "M1's attention, no projections",
     "P2": "composed: full S and P V, masked in the softmax",
+    "P3": "composed: full S and P V, masked in the softmax",
+    "D1": "composed: each K and V^T packed once for its group's 4 query rows",
 }
 
 UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -540,11 +542,13 @@ def composition_section(context, results, source):
     peaks = peaks_of(context)
     lines = ["## Fused against composed attention", ""]
     lines.append(
-        "composed = per (batch, head): S = Q K^T on the library's matmul (K packed on every call), a separate "
+        "composed = per (batch, kv head), the query rows of its GQA group together: S = Q K^T on the "
+        "library's matmul (K packed on every call), a separate "
         "row softmax over the whole Lq x Lk matrix (Highway, three passes), O = P V (V^T packed on every call); "
         "heads split over the threads. fused = `hwyattn_sdpa`. Same process and inputs, outputs checked "
         "against each other; %s, fused and composed repetitions randomly interleaved. GFLOP/s by the BENCH.md "
-        "formulas for both (the composed P2 executes the full square but is credited with the causal half), "
+        "formulas for both (the composed P2 and P3 execute the full square but are credited with the causal "
+        "half), "
         "%% of the FMA peak measured in this run (%s / %s GFLOP/s). Source: `%s`."
         % (reps_text(results), fmt_num(peaks[1]), fmt_num(peaks[2]), source)
     )

@@ -6,15 +6,47 @@
 // message and leaves its outputs untouched, for n = 0, 1, 2, ... until the
 // call needs no more allocations and succeeds. Each call runs on a fresh
 // thread, whose scratch buffers start empty, so every allocation is reached.
+//
+// And the converse: once a thread's scratch is warm, calls of the same shapes
+// allocate nothing at all (SteadyState below): no AlignedAlloc (the hook made
+// to fail) and no C++ heap allocation (this binary counts operator new).
+#include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
+#include <atomic>
 #include <functional>
+#include <new>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "hwyattn.h"
 #include "src/scratch.h"
+
+// Every C++ heap allocation of the process, counted while g_counting is set.
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<int64_t> g_allocations{0};
+
+void* CountedAllocate(size_t bytes, size_t align) {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
+  void* p = nullptr;
+  if (posix_memalign(&p, std::max(align, sizeof(void*)), bytes == 0 ? 1 : bytes) != 0) {
+    throw std::bad_alloc();
+  }
+  return p;
+}
+}  // namespace
+
+void* operator new(size_t bytes) { return CountedAllocate(bytes, alignof(std::max_align_t)); }
+void* operator new(size_t bytes, std::align_val_t align) {
+  return CountedAllocate(bytes, static_cast<size_t>(align));
+}
+void operator delete(void* p) noexcept { free(p); }
+void operator delete(void* p, size_t) noexcept { free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { free(p); }
 
 namespace {
 
@@ -93,6 +125,71 @@ TEST(OutOfMemory, MhaCreateAndForward) {
   hwyattn_tensor tx = Dense(x.data(), {2, 9, E}), to = Dense(out.data(), {2, 9, E});
   ExpectCleanOutOfMemory([&] { return hwyattn_mha_forward(m, &tx, nullptr, nullptr, &to, nullptr); },
                          out);
+  hwyattn_mha_destroy(m);
+}
+
+// Warm calls allocate nothing: the prefill kernel (with weights and lse), the
+// decode kernel over a long cache (key chunks merged by log-sum-exp), the
+// small kernel, and the MHA layer, on 1 and 2 threads. Each shape runs once to
+// warm this thread's scratch; then, with every library allocation made to
+// fail and operator new counted, the same calls must succeed and allocate
+// nothing.
+TEST(SteadyState, WarmCallsAllocateNothing) {
+  std::vector<float> pq(1 * 4 * 100 * 32, 0.25f), pk(1 * 2 * 100 * 32, 0.5f), pv(pk.size(), 0.75f),
+      pout(pq.size()), pweights(1 * 4 * 100 * 100), plse(1 * 4 * 100);
+  std::vector<float> dq(2 * 8 * 1 * 64, 0.25f), dk(2 * 2 * 4096 * 64, 0.5f), dv(dk.size(), 0.75f),
+      dout(dq.size());
+  std::vector<float> tq(1 * 2 * 3 * 2, 0.25f), tout(tq.size());
+  hwyattn_tensor p_q = Dense(pq.data(), {1, 4, 100, 32}), p_k = Dense(pk.data(), {1, 2, 100, 32}),
+                 p_v = Dense(pv.data(), {1, 2, 100, 32}), p_out = Dense(pout.data(), {1, 4, 100, 32}),
+                 p_w = Dense(pweights.data(), {1, 4, 100, 100}), p_lse = Dense(plse.data(), {1, 4, 100});
+  hwyattn_tensor d_q = Dense(dq.data(), {2, 8, 1, 64}), d_k = Dense(dk.data(), {2, 2, 4096, 64}),
+                 d_v = Dense(dv.data(), {2, 2, 4096, 64}), d_out = Dense(dout.data(), {2, 8, 1, 64});
+  hwyattn_tensor t_q = Dense(tq.data(), {1, 2, 3, 2}), t_out = Dense(tout.data(), {1, 2, 3, 2});
+  hwyattn_sdpa_options causal;
+  hwyattn_sdpa_options_init(&causal);
+  causal.causal = HWYATTN_CAUSAL_TOP_LEFT;
+  causal.weights = &p_w;
+  causal.lse = &p_lse;
+
+  const int64_t E = 64;
+  std::vector<float> w(4 * E * E, 0.01f), x(2 * 40 * E, 0.5f), y(x.size());
+  hwyattn_mha_config cfg;
+  hwyattn_mha_config_init(&cfg);
+  cfg.embed_dim = E;
+  cfg.num_heads = 4;
+  const hwyattn_mha_weights weights = {w.data(), w.data() + E * E, w.data() + 2 * E * E,
+                                       w.data() + 3 * E * E, nullptr, nullptr, nullptr, nullptr};
+  hwyattn_mha* m = nullptr;
+  ASSERT_EQ(hwyattn_mha_create(&cfg, &weights, &m), HWYATTN_OK);
+  hwyattn_tensor mx = Dense(x.data(), {2, 40, E}), my = Dense(y.data(), {2, 40, E});
+
+  const std::function<hwyattn_status()> calls[] = {
+      [&] { return hwyattn_sdpa(&p_q, &p_k, &p_v, &p_out, &causal); },
+      [&] { return hwyattn_sdpa(&d_q, &d_k, &d_v, &d_out, nullptr); },
+      [&] { return hwyattn_sdpa(&t_q, &t_q, &t_q, &t_out, nullptr); },
+      [&] { return hwyattn_mha_forward(m, &mx, nullptr, nullptr, &my, nullptr); },
+  };
+  for (int threads : {1, 2}) {
+    ASSERT_EQ(hwyattn_set_num_threads(threads), HWYATTN_OK);
+    for (const auto& call : calls) ASSERT_EQ(call(), HWYATTN_OK) << hwyattn_last_error();
+    hwyattn::FailAllocationsAfter(0);
+    g_allocations = 0;
+    g_counting = true;
+    hwyattn_status status[4][3];
+    for (int c = 0; c < 4; ++c) {
+      for (int rep = 0; rep < 3; ++rep) status[c][rep] = calls[c]();
+    }
+    g_counting = false;
+    hwyattn::FailAllocationsAfter(-1);
+    for (int c = 0; c < 4; ++c) {
+      for (int rep = 0; rep < 3; ++rep) {
+        EXPECT_EQ(status[c][rep], HWYATTN_OK) << "call " << c << " allocated on " << threads << " threads";
+      }
+    }
+    EXPECT_EQ(g_allocations.load(), 0) << "operator new during warm calls on " << threads << " threads";
+  }
+  hwyattn_set_num_threads(0);
   hwyattn_mha_destroy(m);
 }
 

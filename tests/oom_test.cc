@@ -37,16 +37,48 @@ void* CountedAllocate(size_t bytes, size_t align) {
   }
   return p;
 }
+
+void* CountedAllocateOrNull(size_t bytes, size_t align) noexcept {
+  try {
+    return CountedAllocate(bytes, align);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+
+constexpr size_t kDefaultAlign = alignof(std::max_align_t);
 }  // namespace
 
-void* operator new(size_t bytes) { return CountedAllocate(bytes, alignof(std::max_align_t)); }
-void* operator new(size_t bytes, std::align_val_t align) {
-  return CountedAllocate(bytes, static_cast<size_t>(align));
+// Every form, so that no allocation reaches another allocator's operator new
+// and comes back through this free() (sanitizers check the pairing).
+void* operator new(size_t n) { return CountedAllocate(n, kDefaultAlign); }
+void* operator new[](size_t n) { return CountedAllocate(n, kDefaultAlign); }
+void* operator new(size_t n, std::align_val_t a) { return CountedAllocate(n, static_cast<size_t>(a)); }
+void* operator new[](size_t n, std::align_val_t a) { return CountedAllocate(n, static_cast<size_t>(a)); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  return CountedAllocateOrNull(n, kDefaultAlign);
+}
+void* operator new[](size_t n, const std::nothrow_t&) noexcept {
+  return CountedAllocateOrNull(n, kDefaultAlign);
+}
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return CountedAllocateOrNull(n, static_cast<size_t>(a));
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return CountedAllocateOrNull(n, static_cast<size_t>(a));
 }
 void operator delete(void* p) noexcept { free(p); }
+void operator delete[](void* p) noexcept { free(p); }
 void operator delete(void* p, size_t) noexcept { free(p); }
+void operator delete[](void* p, size_t) noexcept { free(p); }
 void operator delete(void* p, std::align_val_t) noexcept { free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { free(p); }
 void operator delete(void* p, size_t, std::align_val_t) noexcept { free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { free(p); }
 
 namespace {
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Per-target tests of the register-blocked micro-kernel (src/ops/matmul-inl.h)
-// against a plain double-precision product.
+// against a plain double-precision product: TileMul (packed and row-major A),
+// TileMulAccumulate and TileColumnScaleMulAdd.
 #include <math.h>
 #include <stddef.h>
 
@@ -54,6 +55,9 @@ void TestTileProducts() {
     for (size_t i = 0; i < kMR * ldc; ++i) c_rows[i] = 1e9f;
     TileMul<kMR, kNQ>(df, kc, RowMajorA{a_rows.data(), lda}, b.get(), ldb, c_rows.get(), ldc);
     for (size_t i = 0; i < kMR * ldc; ++i) ASSERT_EQ(c_rows[i], c0[i]) << "RowMajorA at " << i;
+    // C += A x B, starting from C = A x B (a second depth block of the same
+    // values): twice the product.
+    TileMulAccumulate<kMR, kNQ>(df, kc, PackedA{a.get(), kMR}, b.get(), ldb, c_rows.get(), ldc);
     // C = C * scale[column] + A x B, starting from C = A x B.
     TileColumnScaleMulAdd<kMR, kNQ>(df, kc, PackedA{a.get(), kMR}, b.get(), ldb, scale.get(),
                                     c.get(), ldc);
@@ -61,6 +65,7 @@ void TestTileProducts() {
       for (size_t j = 0; j < ldc; ++j) {
         if (j >= kNQ * N) {  // untouched
           EXPECT_EQ(c[r * ldc + j], 1e9f);
+          EXPECT_EQ(c_rows[r * ldc + j], 1e9f);
           continue;
         }
         double dot = 0.0, mag = 0.0;
@@ -72,6 +77,8 @@ void TestTileProducts() {
         EXPECT_NEAR(c0[r * ldc + j], dot, tol) << "TileMul r=" << r << " j=" << j << " kc=" << kc;
         EXPECT_NEAR(c[r * ldc + j], dot * (1 + scale[j]), tol)
             << "TileColumnScaleMulAdd r=" << r << " j=" << j << " kc=" << kc;
+        EXPECT_NEAR(c_rows[r * ldc + j], 2 * dot, 2 * tol)
+            << "TileMulAccumulate r=" << r << " j=" << j << " kc=" << kc;
       }
     }
   }

@@ -117,7 +117,9 @@ TEST_P(LinearTest, MatchesDoubleProduct) {
         }
       }
       for (size_t at = 0; at < written.size(); ++at) {
-        if (!written[at]) { ASSERT_EQ(y_mem[o][at], kSentinel) << "output " << o << " wrote " << at; }
+        if (!written[at]) {
+          ASSERT_EQ(y_mem[o][at], kSentinel) << "output " << o << " wrote " << at;
+        }
       }
       for (float v : y_mem[o]) {
         uint32_t u;

@@ -141,6 +141,21 @@ hwyattn_tensor Dense(float* data, std::vector<int64_t> shape) {
   return t;
 }
 
+// A 4-head MHA configuration of width E without biases, and its weights.
+struct TestModule {
+  std::vector<float> w;
+  hwyattn_mha_config cfg;
+  hwyattn_mha_weights weights;
+  TestModule(const TestModule&) = delete;
+  explicit TestModule(int64_t E) : w(static_cast<size_t>(4 * E * E), 0.01f) {
+    hwyattn_mha_config_init(&cfg);
+    cfg.embed_dim = E;
+    cfg.num_heads = 4;
+    weights = {w.data(), w.data() + E * E, w.data() + 2 * E * E, w.data() + 3 * E * E,
+               nullptr, nullptr, nullptr, nullptr};
+  }
+};
+
 TEST(OutOfMemory, SdpaPrefillAndDecode) {
   for (int64_t q_len : {1, 100}) {  // the decode and the prefill kernel
     std::vector<float> q(2 * 4 * q_len * 32, 0.25f), k(2 * 2 * 300 * 32, 0.5f),
@@ -156,20 +171,15 @@ TEST(OutOfMemory, SdpaPrefillAndDecode) {
 
 TEST(OutOfMemory, MhaCreateAndForward) {
   const int64_t E = 32;
-  std::vector<float> w(4 * E * E, 0.01f), x(2 * 9 * E, 0.5f), out(x.size(), -7.0f);
-  hwyattn_mha_config cfg;
-  hwyattn_mha_config_init(&cfg);
-  cfg.embed_dim = E;
-  cfg.num_heads = 4;
-  const hwyattn_mha_weights weights = {w.data(), w.data() + E * E, w.data() + 2 * E * E,
-                                       w.data() + 3 * E * E, nullptr, nullptr, nullptr, nullptr};
+  const TestModule module(E);
+  std::vector<float> x(2 * 9 * E, 0.5f), out(x.size(), -7.0f);
   hwyattn_mha* m = nullptr;
   std::vector<float> none;
   ExpectCleanOutOfMemory(
       [&] {
         hwyattn_mha_destroy(m);  // a module from an earlier, successful try
         m = nullptr;
-        return hwyattn_mha_create(&cfg, &weights, &m);
+        return hwyattn_mha_create(&module.cfg, &module.weights, &m);
       },
       none);
   ASSERT_NE(m, nullptr);
@@ -204,15 +214,10 @@ TEST(SteadyState, WarmCallsAllocateNothing) {
   causal.lse = &p_lse;
 
   const int64_t E = 64;
-  std::vector<float> w(4 * E * E, 0.01f), x(2 * 40 * E, 0.5f), y(x.size());
-  hwyattn_mha_config cfg;
-  hwyattn_mha_config_init(&cfg);
-  cfg.embed_dim = E;
-  cfg.num_heads = 4;
-  const hwyattn_mha_weights weights = {w.data(), w.data() + E * E, w.data() + 2 * E * E,
-                                       w.data() + 3 * E * E, nullptr, nullptr, nullptr, nullptr};
+  const TestModule module(E);
+  std::vector<float> x(2 * 40 * E, 0.5f), y(x.size());
   hwyattn_mha* m = nullptr;
-  ASSERT_EQ(hwyattn_mha_create(&cfg, &weights, &m), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_mha_create(&module.cfg, &module.weights, &m), HWYATTN_OK);
   hwyattn_tensor mx = Dense(x.data(), {2, 40, E}), my = Dense(y.data(), {2, 40, E});
 
   const std::function<hwyattn_status()> calls[] = {

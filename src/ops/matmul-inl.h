@@ -87,6 +87,18 @@ HWY_INLINE void TileMulAdd(DF df, size_t kc, const AOperand& a, const float* HWY
   }
 }
 
+// Writes a kMR x (kNQ vectors) accumulator tile to C (row stride ldc floats,
+// any alignment).
+template <size_t kMR, size_t kNQ, class DF, class VF = hn::Vec<DF>>
+HWY_INLINE void StoreTile(DF df, const VF (&acc)[kMR][kNQ], float* HWY_RESTRICT c, size_t ldc) {
+  const size_t N = hn::Lanes(df);
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < kMR; ++r) {
+    HWY_UNROLL(8)
+    for (size_t q = 0; q < kNQ; ++q) hn::StoreU(acc[r][q], df, c + r * ldc + q * N);
+  }
+}
+
 // C = A x B (+ init_row broadcast to every row, if not null): a kMR x (kNQ
 // vectors) tile written to C (row stride ldc floats, any alignment).
 template <size_t kMR, size_t kNQ, class DF, class AOperand, class Prefetch = NoPrefetch>
@@ -108,11 +120,7 @@ HWY_INLINE void TileMul(DF df, size_t kc, const AOperand& a, const float* HWY_RE
     for (size_t q = 0; q < kNQ; ++q) acc[r][q] = init[q];
   }
   TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc, prefetch);
-  HWY_UNROLL(16)
-  for (size_t r = 0; r < kMR; ++r) {
-    HWY_UNROLL(8)
-    for (size_t q = 0; q < kNQ; ++q) hn::StoreU(acc[r][q], df, c + r * ldc + q * N);
-  }
+  StoreTile(df, acc, c, ldc);
 }
 
 // C += A x B for a kMR x (kNQ vectors) tile (a later depth block of a
@@ -130,11 +138,7 @@ HWY_INLINE void TileMulAccumulate(DF df, size_t kc, const AOperand& a,
     for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::LoadU(df, c + r * ldc + q * N);
   }
   TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc, prefetch);
-  HWY_UNROLL(16)
-  for (size_t r = 0; r < kMR; ++r) {
-    HWY_UNROLL(8)
-    for (size_t q = 0; q < kNQ; ++q) hn::StoreU(acc[r][q], df, c + r * ldc + q * N);
-  }
+  StoreTile(df, acc, c, ldc);
 }
 
 // C = C * col_scale + A x B for a kMR x (kNQ vectors) tile, where col_scale
@@ -157,11 +161,7 @@ HWY_INLINE void TileColumnScaleMulAdd(DF df, size_t kc, const AOperand& a,
     for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::Mul(hn::LoadU(df, c + r * ldc + q * N), scale[q]);
   }
   TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc, prefetch);
-  HWY_UNROLL(16)
-  for (size_t r = 0; r < kMR; ++r) {
-    HWY_UNROLL(8)
-    for (size_t q = 0; q < kNQ; ++q) hn::StoreU(acc[r][q], df, c + r * ldc + q * N);
-  }
+  StoreTile(df, acc, c, ldc);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -3,11 +3,14 @@
 // The extern "C" bodies of hwyattn.h: validate, call the engine, map errors.
 // No exception crosses this boundary.
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <new>
 
+#include "capi/abi_sizes.h"
 #include "capi/error.h"
 #include "capi/validate.h"
 #include "include/hwyattn.h"
@@ -33,6 +36,19 @@ hwyattn_status Fail(hwyattn_status status, const char* format, ...) {
 }
 
 const char* LastError() { return t_last_error; }
+
+// Zeroes the caller's `size` bytes of an extensible struct and sets its
+// struct_size to `size` (when the field fits). Nothing past `size` is
+// written: the caller's struct may be older and smaller than ours.
+template <typename T>
+void InitStruct(T* s, size_t size) {
+  if (s == nullptr) return;
+  memset(static_cast<void*>(s), 0, size);
+  if (size >= sizeof(uint32_t)) {
+    const uint32_t struct_size = static_cast<uint32_t>(size > UINT32_MAX ? UINT32_MAX : size);
+    memcpy(static_cast<void*>(s), &struct_size, sizeof(struct_size));
+  }
+}
 
 }  // namespace hwyattn
 
@@ -114,10 +130,20 @@ hwyattn_status hwyattn_tensor_contiguous(hwyattn_tensor* t, void* data, hwyattn_
   return HWYATTN_OK;
 }
 
-void hwyattn_sdpa_options_init(hwyattn_sdpa_options* opts) {
-  if (opts == nullptr) return;
-  memset(opts, 0, sizeof(*opts));
-  opts->struct_size = sizeof(*opts);
+void hwyattn_sdpa_options_init_sized(hwyattn_sdpa_options* opts, size_t size) {
+  hwyattn::InitStruct(opts, size);
+}
+
+// The 0.1 symbol (the parentheses keep the header's macro from expanding).
+void(hwyattn_sdpa_options_init)(hwyattn_sdpa_options* opts) {
+  hwyattn::InitStruct(opts, sizeof(hwyattn::SdpaOptions01));
+}
+
+void hwyattn_parallel_init_sized(hwyattn_parallel* p, size_t size) {
+  hwyattn::InitStruct(p, size);
+  if (p != nullptr && size >= offsetof(hwyattn_parallel, num_workers) + sizeof(p->num_workers)) {
+    p->num_workers = 1;
+  }
 }
 
 hwyattn_status hwyattn_sdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
@@ -142,10 +168,12 @@ hwyattn_status hwyattn_sdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
   }
 }
 
-void hwyattn_mha_config_init(hwyattn_mha_config* cfg) {
-  if (cfg == nullptr) return;
-  memset(cfg, 0, sizeof(*cfg));
-  cfg->struct_size = sizeof(*cfg);
+void hwyattn_mha_config_init_sized(hwyattn_mha_config* cfg, size_t size) {
+  hwyattn::InitStruct(cfg, size);
+}
+
+void(hwyattn_mha_config_init)(hwyattn_mha_config* cfg) {
+  hwyattn::InitStruct(cfg, sizeof(hwyattn::MhaConfig01));
 }
 
 hwyattn_status hwyattn_mha_create(const hwyattn_mha_config* cfg, const hwyattn_mha_weights* w,

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "capi/abi_sizes.h"
 #include "capi/error.h"
 #include "src/mha.h"
 #include "src/ops/matmul.h"
@@ -203,23 +204,31 @@ inline hwyattn_status CheckDim(const Checked& c, int i, int64_t want, bool broad
   return DimMismatch(c, i, want, broadcast, what);
 }
 
-// struct_size of an extensible struct (options, config). Version 1 is the
-// first release, so its size is also the smallest accepted. A larger struct
-// comes from a newer header: fine if this library would ignore nothing, i.e.
-// the fields it does not know are zero.
-hwyattn_status CheckStructSize(const char* arg, const char* type, const char* init,
-                               const void* s, uint32_t struct_size, size_t known) {
+// Reads an extensible struct (options, config, parallel) into *local, a
+// whole struct of this header's layout. struct_size must be a size that a
+// released header produced (`sizes`, oldest first, the last this header's):
+// a smaller one comes from an older header, and the fields it lacks read as
+// zero (off / the default). A larger size comes from a newer header: fine if
+// this library would ignore nothing, i.e. the fields it does not know are
+// zero. Reads only the caller's struct_size bytes.
+template <typename T, size_t N>
+hwyattn_status ReadStruct(const char* arg, const char* type, const char* init, const T* s,
+                          const size_t (&sizes)[N], T* local) {
   constexpr size_t kMaxPlausible = 4096;
-  const size_t size = struct_size;
-  if (size < known) {
+  uint32_t struct_size;
+  memcpy(&struct_size, s, sizeof(struct_size));
+  const size_t size = struct_size, known = sizeof(T);
+  bool released = size > known;
+  for (size_t i = 0; i < N; ++i) released = released || size == sizes[i];
+  if (size < sizes[0]) {
     return Fail(kInvalid, "%s: struct_size is %zu but %s has at least %zu bytes (call %s)", arg,
-                size, type, known, init);
+                size, type, sizes[0], init);
   }
-  if (size > kMaxPlausible) {
+  if (size > kMaxPlausible || !released) {
     return Fail(kInvalid, "%s: struct_size is %zu, which is not the size of any %s (call %s)",
                 arg, size, type, init);
   }
-  const unsigned char* bytes = static_cast<const unsigned char*>(s);
+  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(s);
   for (size_t i = known; i < size; ++i) {
     if (bytes[i] != 0) {
       return Fail(HWYATTN_UNSUPPORTED, "%s: struct_size is %zu and byte %zu is set: a %s "
@@ -227,12 +236,9 @@ hwyattn_status CheckStructSize(const char* arg, const char* type, const char* in
                   "know", arg, size, i, type, known);
     }
   }
+  memset(static_cast<void*>(local), 0, sizeof(T));
+  memcpy(static_cast<void*>(local), s, std::min(size, known));
   return HWYATTN_OK;
-}
-
-hwyattn_status CheckOptionsStruct(const hwyattn_sdpa_options* opts) {
-  return CheckStructSize("opts", "hwyattn_sdpa_options", "hwyattn_sdpa_options_init", opts,
-                         opts->struct_size, sizeof(hwyattn_sdpa_options));
 }
 
 // `what` points to `count` elements of `size` bytes; it must be aligned to them.
@@ -271,6 +277,83 @@ hwyattn_status ValidateShape(const char* name, int32_t rank, const int64_t* shap
 
 namespace {
 
+// The per-head array `name` of opts: Hq floats, aligned, each accepted by
+// `ok` (else `why` names the rule).
+template <typename Ok>
+hwyattn_status CheckHeadValues(const char* name, const float* values, int64_t Hq, const Ok& ok,
+                               const char* why) {
+  char what[32];
+  snprintf(what, sizeof(what), "opts: %s", name);
+  HWYATTN_RETURN_IF_ERROR(CheckAligned(what, values, sizeof(float)));
+  for (int64_t h = 0; h < Hq; ++h) {
+    if (!ok(values[h])) {
+      return Fail(kInvalid, "opts: %s[%" PRId64 "] is %g; %s", name, h,
+                  static_cast<double>(values[h]), why);
+    }
+  }
+  return HWYATTN_OK;
+}
+
+// The 0.2 fields of opts: score modifiers, the caller's pool, precision.
+hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq) {
+  if (opts->window_left < 0) {
+    return Fail(kInvalid, "opts: window_left is %" PRId64 "; must be >= 0 (0 = unbounded)",
+                opts->window_left);
+  }
+  if (opts->window_right < 0) {
+    return Fail(kInvalid, "opts: window_right is %" PRId64 "; must be >= 0 (0 = unbounded)",
+                opts->window_right);
+  }
+  if (!(opts->softcap >= 0.0f) || isinf(opts->softcap)) {
+    return Fail(kInvalid, "opts: softcap is %g; must be finite and >= 0 (0 = off)",
+                static_cast<double>(opts->softcap));
+  }
+  if (opts->alibi_slopes != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(CheckHeadValues("alibi_slopes", opts->alibi_slopes, Hq,
+                                            [](float x) { return isfinite(x) != 0; },
+                                            "slopes must be finite"));
+  }
+  if (opts->sinks != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(CheckHeadValues(
+        "sinks", opts->sinks, Hq, [](float x) { return !isnan(x) && x != INFINITY; },
+        "sinks must be finite or -INFINITY (off); NaN would make the head's rows NaN"));
+  }
+  if (opts->parallel != nullptr) {
+    hwyattn_parallel pool;
+    HWYATTN_RETURN_IF_ERROR(ReadStruct("opts: parallel", "hwyattn_parallel",
+                                       "hwyattn_parallel_init", opts->parallel, kParallelSizes,
+                                       &pool));
+    if (pool.num_workers < 1) {
+      return Fail(kInvalid, "opts: parallel: num_workers is %" PRId32 "; must be >= 1",
+                  pool.num_workers);
+    }
+    if (pool.parallel_for == nullptr) {
+      return Fail(kInvalid, "opts: parallel: parallel_for is NULL");
+    }
+  }
+  const int64_t precision = RawEnum(opts->precision);
+  if (precision < HWYATTN_PRECISION_F32 || precision > HWYATTN_PRECISION_BF16) {
+    return Fail(kInvalid, "opts: precision is %" PRId64 "; must be HWYATTN_PRECISION_F32 or "
+                "HWYATTN_PRECISION_BF16", precision);
+  }
+  // Valid requests that this build does not run yet.
+  if (precision == HWYATTN_PRECISION_BF16) {
+    return Fail(HWYATTN_UNSUPPORTED, "opts: precision is HWYATTN_PRECISION_BF16, which this "
+                "build does not implement yet");
+  }
+  const char* pending = opts->window_left != 0 || opts->window_right != 0 ? "window_left/right"
+                        : opts->softcap != 0.0f                          ? "softcap"
+                        : opts->alibi_slopes != nullptr                  ? "alibi_slopes"
+                        : opts->sinks != nullptr                         ? "sinks"
+                        : opts->parallel != nullptr                      ? "parallel"
+                                                                         : nullptr;
+  if (pending != nullptr) {
+    return Fail(HWYATTN_UNSUPPORTED, "opts: %s is set, which this build does not implement yet",
+                pending);
+  }
+  return HWYATTN_OK;
+}
+
 // Checks opts (already known to be a plausible struct) against the problem's
 // sizes, fills the option fields of *p, and checks that no output (outputs
 // come first in `outputs`, which ends at a null) aliases an input or another
@@ -288,6 +371,11 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
     return Fail(kInvalid, "opts: causal is %" PRId64 "; must be HWYATTN_CAUSAL_NONE, _TOP_LEFT or "
                 "_BOTTOM_RIGHT", causal);
   }
+  if (opts->reserved0 != 0) {
+    return Fail(HWYATTN_UNSUPPORTED, "opts: reserved0 is %" PRId32 "; must be 0 (a field of a "
+                "newer hwyattn.h that this library does not know)", opts->reserved0);
+  }
+  HWYATTN_RETURN_IF_ERROR(CheckModifiers(opts, Hq));
   const Checked* all_inputs[8];
   const Checked* all_outputs[8];
   size_t n_in = 0, n_out = 0;
@@ -368,17 +456,18 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
   return HWYATTN_OK;
 }
 
-// opts, or the defaults when it is NULL, after checking its struct_size.
-hwyattn_status ResolveOptions(const hwyattn_sdpa_options* opts, hwyattn_sdpa_options* defaults,
+// opts read into *local (the defaults when it is NULL), then *resolved =
+// local: later checks see a whole struct of this header's layout.
+hwyattn_status ResolveOptions(const hwyattn_sdpa_options* opts, hwyattn_sdpa_options* local,
                               const hwyattn_sdpa_options** resolved) {
+  *resolved = local;
   if (opts == nullptr) {
-    memset(defaults, 0, sizeof(*defaults));
-    defaults->struct_size = sizeof(*defaults);
-    *resolved = defaults;
+    memset(static_cast<void*>(local), 0, sizeof(*local));
+    local->struct_size = sizeof(*local);
     return HWYATTN_OK;
   }
-  *resolved = opts;
-  return CheckOptionsStruct(opts);
+  return ReadStruct("opts", "hwyattn_sdpa_options", "hwyattn_sdpa_options_init", opts,
+                    kSdpaOptionsSizes, local);
 }
 
 // A [B, L, width] activation as matmul rows: the view is [1, B, L, width].
@@ -453,8 +542,14 @@ hwyattn_status ValidateSdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
 hwyattn_status ValidateMhaConfig(const hwyattn_mha_config* cfg, const hwyattn_mha_weights* w,
                                  MhaConfig* config) {
   if (cfg == nullptr) return Fail(kInvalid, "cfg is NULL");
-  HWYATTN_RETURN_IF_ERROR(CheckStructSize("cfg", "hwyattn_mha_config", "hwyattn_mha_config_init",
-                                          cfg, cfg->struct_size, sizeof(hwyattn_mha_config)));
+  hwyattn_mha_config local;
+  HWYATTN_RETURN_IF_ERROR(ReadStruct("cfg", "hwyattn_mha_config", "hwyattn_mha_config_init", cfg,
+                                     kMhaConfigSizes, &local));
+  cfg = &local;
+  if (cfg->reserved0 != 0) {
+    return Fail(HWYATTN_UNSUPPORTED, "cfg: reserved0 is %" PRId32 "; must be 0 (a field of a "
+                "newer hwyattn.h that this library does not know)", cfg->reserved0);
+  }
   if (w == nullptr) return Fail(kInvalid, "w is NULL");
   const int64_t E = cfg->embed_dim, H = cfg->num_heads;
   if (E < 1) return Fail(kInvalid, "cfg: embed_dim is %" PRId64 "; must be >= 1", E);

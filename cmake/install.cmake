@@ -6,8 +6,8 @@
 # Installed tree (paths from GNUInstallDirs, all relative to the prefix, so the
 # tree can be moved after installation):
 #
-#   <libdir>/libhwyattn.so.0.1.0                shared library, SONAME libhwyattn.so.1
-#   <libdir>/libhwyattn.so.1 -> .so.0.1.0       (runtime link)
+#   <libdir>/libhwyattn.so.0.2.0                shared library, SONAME libhwyattn.so.1
+#   <libdir>/libhwyattn.so.1 -> .so.0.2.0       (runtime link)
 #   <libdir>/libhwyattn.so   -> .so.1           (development link)
 #   <libdir>/libhwyattn.a                       static library (C++ and OpenMP inside)
 #   <includedir>/hwyattn.h                      the C ABI (hwyattn.hpp too if it exists)

@@ -19,9 +19,19 @@
  *   the leading ones having size 1 (numpy broadcasting). `data` must be
  *   aligned to its element size (4 bytes for F32); no other alignment is
  *   needed. Outputs must not overlap themselves, each other, or any input.
- * - Options structs start with struct_size. A struct from an older header is
- *   rejected (HWYATTN_INVALID_ARGUMENT); one from a newer header is accepted if
- *   the fields this library does not know are zero, else HWYATTN_UNSUPPORTED.
+ * - Extensible structs (hwyattn_sdpa_options, hwyattn_mha_config) start with
+ *   struct_size, the size the caller compiled. Initialise them with their
+ *   *_init macro, which zeroes exactly the caller's sizeof and sets
+ *   struct_size. Every field appended in a later version means "off" or "the
+ *   default" when it is zero, so:
+ *     - a struct from an older header (a smaller struct_size, one of the sizes
+ *       a released header had) is accepted: the fields it lacks count as 0;
+ *     - a struct from a newer header is accepted if the fields this library
+ *       does not know are zero, else HWYATTN_UNSUPPORTED;
+ *     - any other struct_size is HWYATTN_INVALID_ARGUMENT.
+ *   Structs end on an 8-byte boundary with explicit reservedN fields, never
+ *   tail padding; a reserved field must be 0 (else HWYATTN_UNSUPPORTED) and
+ *   becomes a real field in a later version.
  * - HWYATTN_UNSUPPORTED means a meaningful request this version cannot do
  *   (e.g. an F16 output); HWYATTN_INVALID_ARGUMENT a request that is wrong.
  * - The library keeps no pointer to caller memory after a call returns.
@@ -67,7 +77,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define HWYATTN_VERSION_MAJOR 0
-#define HWYATTN_VERSION_MINOR 1
+#define HWYATTN_VERSION_MINOR 2
 #define HWYATTN_VERSION_PATCH 0
 /** Bumped on any incompatible change to this header (struct layouts, enum
  *  values, function signatures). Compare with hwyattn_abi_version() at start-up
@@ -76,7 +86,7 @@ extern "C" {
 
 /** The library's HWYATTN_ABI_VERSION. */
 HWYATTN_API uint32_t hwyattn_abi_version(void);
-/** The library's version as "MAJOR.MINOR.PATCH", e.g. "0.1.0". Static storage. */
+/** The library's version as "MAJOR.MINOR.PATCH", e.g. "0.2.0". Static storage. */
 HWYATTN_API const char* hwyattn_version(void);
 
 /** Status codes. The values are stable forever; new ones are only appended. */
@@ -130,6 +140,33 @@ HWYATTN_API hwyattn_status hwyattn_set_num_threads(int n);
 /** The number of threads later calls may use (0 resolved to the core count). */
 HWYATTN_API int hwyattn_get_num_threads(void);
 
+/** A task of a parallel phase: runs work item `index` of the phase. */
+typedef void (*hwyattn_task_fn)(void* task_ctx, int64_t index);
+
+/** The caller's thread pool, for embedders that must not start a second set
+ *  of threads (opts->parallel). The library cuts each parallel phase into
+ *  work items fixed by the problem alone, never by num_workers, so results
+ *  are bit-identical whatever pool runs them and whatever num_workers says
+ *  (the same promise as for thread counts). */
+typedef struct hwyattn_parallel {
+  uint32_t struct_size;  /* sizeof(hwyattn_parallel); hwyattn_parallel_init sets it */
+  /** >= 1: how many tasks the pool runs at once; the library sizes its
+   *  per-worker scratch and the number of tasks of a phase by it. */
+  int32_t num_workers;
+  /** The caller's context, passed back to parallel_for. */
+  void* pool;
+  /** Runs task(task_ctx, i) exactly once for every i in [0, n), on any
+   *  threads, concurrently or not, and returns when all have finished. The
+   *  library never calls parallel_for from inside a task. Required. */
+  void (*parallel_for)(void* pool, int64_t n, hwyattn_task_fn task, void* task_ctx);
+} hwyattn_parallel;
+
+/** Zeroes the caller's `size` bytes of *p, sets struct_size = size and
+ *  num_workers = 1. NULL is a no-op. Call it through the macro
+ *  hwyattn_parallel_init(p), which passes sizeof(*p). */
+HWYATTN_API void hwyattn_parallel_init_sized(hwyattn_parallel* p, size_t size);
+#define hwyattn_parallel_init(p) hwyattn_parallel_init_sized((p), sizeof(*(p)))
+
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -170,6 +207,19 @@ typedef enum hwyattn_causal {
   HWYATTN_CAUSAL_BOTTOM_RIGHT = 2
 } hwyattn_causal;
 
+/** Precision of the products Q K^T and P V (the softmax, its sums and the
+ *  output are fp32 either way). */
+typedef enum hwyattn_precision {
+  /** fp32 products; F16/BF16 inputs are widened exactly. The default. */
+  HWYATTN_PRECISION_F32 = 0,
+  /** Operands rounded to bf16 (nearest even), fp32 accumulation: AVX512_BF16
+   *  dot products where the CPU has them. Not in this build yet:
+   *  HWYATTN_UNSUPPORTED. */
+  HWYATTN_PRECISION_BF16 = 1
+} hwyattn_precision;
+
+struct hwyattn_parallel;
+
 typedef struct hwyattn_sdpa_options {
   /** sizeof(hwyattn_sdpa_options) as the caller compiled it: lets the struct
    *  grow. hwyattn_sdpa_options_init sets it. */
@@ -193,11 +243,65 @@ typedef struct hwyattn_sdpa_options {
    *  of the scaled, masked scores (logsumexp over the keys), -INFINITY for a
    *  row whose keys are all blocked. Lets callers merge partial results. */
   hwyattn_tensor* lse;
+
+  /* ---- 0.2: score modifiers, threads, precision (zero = off) ----------- */
+  /* Positions: query row i has position p = i + (Lk - Lq) under
+   * HWYATTN_CAUSAL_BOTTOM_RIGHT, else p = i; key j has position j. */
+
+  /** 0 = unbounded; W > 0: a query at position p sees only keys j > p - W
+   *  (Mistral/Gemma sliding_window = W; FlashAttention's window_size = (L, R)
+   *  is window_left = L + 1). Whole key tiles left of every row's window are
+   *  skipped: a windowed prefill costs in proportion to the keys inside the
+   *  windows. Negative: HWYATTN_INVALID_ARGUMENT. */
+  int64_t window_left;
+  /** 0 = unbounded; W > 0: a query at position p sees only keys j < p + W
+   *  (window_right = R + 1; window_right = 1 is a causal mask on positions).
+   *  Negative: HWYATTN_INVALID_ARGUMENT. */
+  int64_t window_right;
+  /** 0 = off; c > 0: every scaled score s becomes c * tanh(s / c), before
+   *  the additive mask and ALiBi are added (Gemma 2's attn_logit_softcapping,
+   *  ONNX Attention's softcap). NaN, negative or infinite:
+   *  HWYATTN_INVALID_ARGUMENT. */
+  float softcap;
+  /** Optional [Hq], F32: ALiBi. slope[h] * (j - p) is added to the scaled
+   *  (and capped) scores of query head h (equal, up to a per-row constant
+   *  that the softmax cancels, to BLOOM's slope * j; lse differs by it). A NaN
+   *  or infinite slope: HWYATTN_INVALID_ARGUMENT. */
+  const float* alibi_slopes;
+  /** Optional [Hq], F32: attention sinks (gpt-oss). A per-head logit, in
+   *  scaled-score units, that joins every row's softmax denominator and has
+   *  no value: out = sum_j exp(s_j) v_j / (exp(sink[h]) + sum_j exp(s_j)). It
+   *  is not capped, not biased and not masked. lse includes it (so out and
+   *  lse stay a pair that hwyattn_merge_states can combine), weights are
+   *  exp(s - lse) (a row sums to less than 1), and a row whose keys are all
+   *  blocked gets zeros and lse = sink[h]. -INFINITY is a sink that is off.
+   *  A NaN sink would make every row of its head NaN (as a NaN score makes
+   *  its row NaN) and +INFINITY every row zero: both are
+   *  HWYATTN_INVALID_ARGUMENT. */
+  const float* sinks;
+  /** Optional: run the call's parallel phases on the caller's thread pool
+   *  instead of OpenMP (see hwyattn_parallel). NULL = the library's own
+   *  threads (hwyattn_set_num_threads). */
+  const struct hwyattn_parallel* parallel;
+  /** HWYATTN_PRECISION_F32 (0, the default) or HWYATTN_PRECISION_BF16. */
+  hwyattn_precision precision;
+  /** Must be 0 (HWYATTN_UNSUPPORTED otherwise): room for a later field. */
+  int32_t reserved0;
 } hwyattn_sdpa_options;
 
-/** Zeroes *opts and sets struct_size: scale 0 (= 1/sqrt(D)), no causal mask,
- *  no mask, no kv_len, no extra outputs. NULL is a no-op. */
-HWYATTN_API void hwyattn_sdpa_options_init(hwyattn_sdpa_options* opts);
+/** Zeroes the caller's `size` bytes of *opts and sets struct_size = size:
+ *  scale 0 (= 1/sqrt(D)), no causal mask, no mask, no kv_len, no extra
+ *  outputs, no modifiers, the library's threads, F32 products. Writes nothing
+ *  past `size` bytes. NULL is a no-op. Call it through the macro
+ *  hwyattn_sdpa_options_init(opts), which passes sizeof(*opts). */
+HWYATTN_API void hwyattn_sdpa_options_init_sized(hwyattn_sdpa_options* opts, size_t size);
+#define hwyattn_sdpa_options_init(opts) \
+  hwyattn_sdpa_options_init_sized((opts), sizeof(*(opts)))
+/** The 0.1 entry point, kept for binaries built against the 0.1 header:
+ *  zeroes exactly the 48 bytes (LP64) of the 0.1 struct and sets struct_size
+ *  to that. New code uses the macro above (the parentheses around the name
+ *  call this function instead of the macro). */
+HWYATTN_API void(hwyattn_sdpa_options_init)(hwyattn_sdpa_options* opts);
 
 /** out = softmax(q k^T * scale + mask) v, per batch and query head.
  *
@@ -243,6 +347,8 @@ typedef struct hwyattn_mha_config {
   int64_t num_kv_heads;  /* 0 = num_heads; fewer = GQA (must divide num_heads) */
   int64_t kdim, vdim;    /* widths of the key and value inputs; 0 = embed_dim */
   int32_t has_bias;      /* nonzero: the four projections have biases */
+  int32_t reserved0;     /* must be 0 (HWYATTN_UNSUPPORTED otherwise): the 0.1 tail padding,
+                            made explicit so that no field can hide in it */
 } hwyattn_mha_config;
 
 /** Weights in the torch nn.Linear layout: row-major [out_features, in_features],
@@ -260,8 +366,14 @@ typedef struct hwyattn_mha_weights {
   const float* b_o; /* [embed_dim] */
 } hwyattn_mha_weights;
 
-/** Zeroes *cfg and sets struct_size. NULL is a no-op. */
-HWYATTN_API void hwyattn_mha_config_init(hwyattn_mha_config* cfg);
+/** Zeroes the caller's `size` bytes of *cfg and sets struct_size = size;
+ *  writes nothing past them. NULL is a no-op. Call it through the macro
+ *  hwyattn_mha_config_init(cfg), which passes sizeof(*cfg). */
+HWYATTN_API void hwyattn_mha_config_init_sized(hwyattn_mha_config* cfg, size_t size);
+#define hwyattn_mha_config_init(cfg) hwyattn_mha_config_init_sized((cfg), sizeof(*(cfg)))
+/** The 0.1 entry point, kept for binaries built against the 0.1 header:
+ *  zeroes exactly the 64 bytes (LP64) of the 0.1 struct. */
+HWYATTN_API void(hwyattn_mha_config_init)(hwyattn_mha_config* cfg);
 
 /** Creates a module: validates cfg, copies and pre-packs the weights (the
  *  caller's arrays are not used after this returns). *out is set on success

@@ -45,7 +45,7 @@ static int Near(double got, double want, double tol) {
 #define LN4 1.3862943611198906
 
 static void TestVersion(void) {
-  CHECK(strcmp(hwyattn_version(), "0.1.0") == 0);
+  CHECK(strcmp(hwyattn_version(), "0.2.0") == 0);
   CHECK(hwyattn_abi_version() == HWYATTN_ABI_VERSION);
 }
 
@@ -263,6 +263,150 @@ static void TestErrors(void) {
   printf("F16 out gives %s\n", hwyattn_status_string(status));
 }
 
+/* hwyattn_sdpa_options and hwyattn_mha_config as the 0.1 header laid them
+ * out: what a binary built against 0.1 passes. */
+typedef struct {
+  uint32_t struct_size;
+  float scale;
+  hwyattn_causal causal;
+  const hwyattn_tensor* mask;
+  const int32_t* kv_len;
+  hwyattn_tensor* weights;
+  hwyattn_tensor* lse;
+} SdpaOptions01;
+typedef struct {
+  uint32_t struct_size;
+  int64_t embed_dim, num_heads, head_dim, num_kv_heads, kdim, vdim;
+  int32_t has_bias;
+} MhaConfig01;
+
+#define GUARD_BYTES 64
+static int GuardIntact(const unsigned char* g) {
+  int i;
+  for (i = 0; i < GUARD_BYTES; ++i) {
+    if (g[i] != 0xA5) return 0;
+  }
+  return 1;
+}
+
+/* Growing structs safely: the 0.1 init symbols write exactly the 0.1 sizes,
+ * the sized inits exactly the caller's, and 0.1-sized structs still work in
+ * every entry point. */
+static void TestStructGrowth(void) {
+  struct {
+    SdpaOptions01 opts;
+    unsigned char guard[GUARD_BYTES];
+  } old_opts;
+  struct {
+    MhaConfig01 cfg;
+    unsigned char guard[GUARD_BYTES];
+  } old_cfg;
+  struct {
+    hwyattn_sdpa_options opts;
+    unsigned char guard[GUARD_BYTES];
+  } new_opts;
+  struct {
+    hwyattn_parallel p;
+    unsigned char guard[GUARD_BYTES];
+  } pool;
+  float q[2 * 3 * 4], k[2 * 5 * 4], v[2 * 5 * 4], out_old[2 * 3 * 4], out_new[2 * 3 * 4];
+  float x[2 * 3 * 4], w[16 * 4] = {0}, y_old[2 * 3 * 4], y_new[2 * 3 * 4];
+  int64_t q_shape[4] = {1, 2, 3, 4}, k_shape[4] = {1, 2, 5, 4}, x_shape[3] = {2, 3, 4};
+  hwyattn_tensor tq, tk, tv, to_old, to_new, tx, ty_old, ty_new;
+  hwyattn_mha_config cfg;
+  hwyattn_mha_weights mw;
+  hwyattn_mha *m_old = NULL, *m_new = NULL;
+  int i;
+
+  memset(&old_opts, 0xCD, sizeof(old_opts.opts));
+  memset(old_opts.guard, 0xA5, GUARD_BYTES);
+  (hwyattn_sdpa_options_init)((hwyattn_sdpa_options*)(void*)&old_opts.opts);
+  CHECK(GuardIntact(old_opts.guard));
+  CHECK(old_opts.opts.struct_size == sizeof(SdpaOptions01));
+  CHECK(old_opts.opts.scale == 0.0f && old_opts.opts.causal == HWYATTN_CAUSAL_NONE &&
+        old_opts.opts.mask == NULL && old_opts.opts.lse == NULL);
+
+  memset(&old_cfg, 0xCD, sizeof(old_cfg.cfg));
+  memset(old_cfg.guard, 0xA5, GUARD_BYTES);
+  (hwyattn_mha_config_init)((hwyattn_mha_config*)(void*)&old_cfg.cfg);
+  CHECK(GuardIntact(old_cfg.guard));
+  CHECK(old_cfg.cfg.struct_size == sizeof(MhaConfig01) && old_cfg.cfg.embed_dim == 0 &&
+        old_cfg.cfg.has_bias == 0);
+
+  memset(&new_opts, 0xCD, sizeof(new_opts.opts));
+  memset(new_opts.guard, 0xA5, GUARD_BYTES);
+  hwyattn_sdpa_options_init(&new_opts.opts);
+  CHECK(GuardIntact(new_opts.guard));
+  CHECK(new_opts.opts.struct_size == sizeof(hwyattn_sdpa_options));
+  CHECK(new_opts.opts.window_left == 0 && new_opts.opts.softcap == 0.0f &&
+        new_opts.opts.sinks == NULL && new_opts.opts.parallel == NULL &&
+        new_opts.opts.precision == HWYATTN_PRECISION_F32 && new_opts.opts.reserved0 == 0);
+
+  memset(&pool, 0xCD, sizeof(pool.p));
+  memset(pool.guard, 0xA5, GUARD_BYTES);
+  hwyattn_parallel_init(&pool.p);
+  CHECK(GuardIntact(pool.guard));
+  CHECK(pool.p.struct_size == sizeof(hwyattn_parallel) && pool.p.num_workers == 1 &&
+        pool.p.pool == NULL && pool.p.parallel_for == NULL);
+
+  /* 0.1 options with causal set: the same bits as 0.2 options. */
+  for (i = 0; i < 2 * 3 * 4; ++i) q[i] = (float)((i * 7) % 11) / 5.0f - 1.0f;
+  for (i = 0; i < 2 * 5 * 4; ++i) {
+    k[i] = (float)((i * 5) % 13) / 6.0f - 1.0f;
+    v[i] = (float)((i * 3) % 7) - 3.0f;
+  }
+  CHECK(hwyattn_tensor_contiguous(&tq, q, HWYATTN_F32, 4, q_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&tk, k, HWYATTN_F32, 4, k_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&tv, v, HWYATTN_F32, 4, k_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&to_old, out_old, HWYATTN_F32, 4, q_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&to_new, out_new, HWYATTN_F32, 4, q_shape) == HWYATTN_OK);
+  old_opts.opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+  new_opts.opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+  CHECK(hwyattn_sdpa(&tq, &tk, &tv, &to_old, (const hwyattn_sdpa_options*)(void*)&old_opts.opts) ==
+        HWYATTN_OK);
+  CHECK(hwyattn_sdpa(&tq, &tk, &tv, &to_new, &new_opts.opts) == HWYATTN_OK);
+  CHECK(memcmp(out_old, out_new, sizeof(out_old)) == 0);
+  CHECK(GuardIntact(old_opts.guard));
+
+  /* A 0.1 config creates the same module as a 0.2 one; 0.1 options run it. */
+  for (i = 0; i < 16 * 4; ++i) w[i] = (float)((i * 3) % 5) / 4.0f - 0.5f;
+  for (i = 0; i < 2 * 3 * 4; ++i) x[i] = (float)((i * 5) % 9) / 4.0f - 1.0f;
+  mw.w_q = w;
+  mw.w_k = w + 16;
+  mw.w_v = w + 32;
+  mw.w_o = w + 48;
+  mw.b_q = mw.b_k = mw.b_v = mw.b_o = NULL;
+  old_cfg.cfg.embed_dim = 4;
+  old_cfg.cfg.num_heads = 2;
+  hwyattn_mha_config_init(&cfg);
+  cfg.embed_dim = 4;
+  cfg.num_heads = 2;
+  CHECK(hwyattn_mha_create((const hwyattn_mha_config*)(void*)&old_cfg.cfg, &mw, &m_old) ==
+        HWYATTN_OK);
+  CHECK(hwyattn_mha_create(&cfg, &mw, &m_new) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&tx, x, HWYATTN_F32, 3, x_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&ty_old, y_old, HWYATTN_F32, 3, x_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&ty_new, y_new, HWYATTN_F32, 3, x_shape) == HWYATTN_OK);
+  if (m_old != NULL && m_new != NULL) {
+    CHECK(hwyattn_mha_forward(m_old, &tx, NULL, NULL, &ty_old,
+                              (const hwyattn_sdpa_options*)(void*)&old_opts.opts) == HWYATTN_OK);
+    CHECK(hwyattn_mha_forward(m_new, &tx, NULL, NULL, &ty_new, &new_opts.opts) == HWYATTN_OK);
+    CHECK(memcmp(y_old, y_new, sizeof(y_old)) == 0);
+  }
+  hwyattn_mha_destroy(m_old);
+  hwyattn_mha_destroy(m_new);
+
+  /* A size between the released ones is no struct at all. */
+  new_opts.opts.struct_size = sizeof(SdpaOptions01) + 8;
+  CHECK(hwyattn_sdpa(&tq, &tk, &tv, &to_new, &new_opts.opts) == HWYATTN_INVALID_ARGUMENT);
+  /* A reserved field set: a newer header's field this library does not know. */
+  new_opts.opts.struct_size = sizeof(hwyattn_sdpa_options);
+  new_opts.opts.reserved0 = 1;
+  CHECK(hwyattn_sdpa(&tq, &tk, &tv, &to_new, &new_opts.opts) == HWYATTN_UNSUPPORTED);
+  cfg.reserved0 = 1;
+  CHECK(hwyattn_mha_create(&cfg, &mw, &m_new) == HWYATTN_UNSUPPORTED);
+}
+
 int main(void) {
   printf("hwyattn %s, SIMD target %s\n", hwyattn_version(), hwyattn_simd_target());
   TestVersion();
@@ -273,6 +417,7 @@ int main(void) {
   TestAdditiveMaskAndKvLen();
   TestCausal();
   TestErrors();
+  TestStructGrowth();
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

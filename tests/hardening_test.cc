@@ -87,6 +87,10 @@ struct Env {
   Tensor out{{2, 4, 5, 6}, 0, 0, 4}, mask{{2, 1, 5, 9}, -1, 1, 5};
   Tensor weights{{2, 4, 5, 9}, 0, 0, 6}, lse{{2, 4, 5}, 0, 0, 7};
   std::vector<int32_t> kv_len_storage = std::vector<int32_t>(8, 0);
+  // Per-head values for opts.alibi_slopes / opts.sinks (Hq = 4 and 4 spare),
+  // and a caller's pool for opts.parallel.
+  std::vector<float> head_values = std::vector<float>(8, 0.25f);
+  hwyattn_parallel pool{};
   hwyattn_sdpa_options opts{};
   const hwyattn_tensor *q_arg, *k_arg, *v_arg;
   hwyattn_tensor* out_arg;
@@ -250,6 +254,9 @@ void* Misalign(void* p) { return static_cast<char*>(p) + 1; }
 
 std::vector<BadCase> SdpaCases() {
   const Entry e = Entry::kSdpa;
+  auto misaligned = [](const float* p) {
+    return reinterpret_cast<const float*>(reinterpret_cast<const char*>(p) + 2);
+  };
   std::vector<BadCase> c = {
       // NULL pointers.
       {"QNull", e, [](Env& x) { x.q_arg = nullptr; }, kInvalid, {"q is NULL"}},
@@ -430,6 +437,71 @@ std::vector<BadCase> SdpaCases() {
        {"opts: causal is 3"}},
       {"CausalNegative", e, [](Env& x) { x.opts.causal = EnumFromInt<hwyattn_causal>(-7); },
        kInvalid, {"opts: causal is -7"}},
+      {"StructSizeBetweenReleases", e, [](Env& x) { x.opts.struct_size = 56; }, kInvalid,
+       {"opts: struct_size is 56", "not the size of any"}},
+      {"Reserved0Set", e, [](Env& x) { x.opts.reserved0 = 3; }, kUnsupported,
+       {"opts: reserved0 is 3"}},
+      // Score modifiers.
+      {"WindowLeftNegative", e, [](Env& x) { x.opts.window_left = -1; }, kInvalid,
+       {"opts: window_left is -1"}},
+      {"WindowRightInt64Min", e, [](Env& x) { x.opts.window_right = INT64_MIN; }, kInvalid,
+       {"opts: window_right is -9223372036854775808"}},
+      {"SoftcapNaN", e, [](Env& x) { x.opts.softcap = kNaN; }, kInvalid, {"opts: softcap is nan"}},
+      {"SoftcapNegative", e, [](Env& x) { x.opts.softcap = -30.0f; }, kInvalid,
+       {"opts: softcap is -30"}},
+      {"SoftcapInf", e, [](Env& x) { x.opts.softcap = kInf; }, kInvalid, {"opts: softcap is inf"}},
+      {"AlibiSlopeNaN", e,
+       [](Env& x) {
+         x.head_values[2] = kNaN;
+         x.opts.alibi_slopes = x.head_values.data();
+       },
+       kInvalid, {"opts: alibi_slopes[2] is nan"}},
+      {"AlibiSlopeInf", e,
+       [](Env& x) {
+         x.head_values[3] = -kInf;
+         x.opts.alibi_slopes = x.head_values.data();
+       },
+       kInvalid, {"opts: alibi_slopes[3] is -inf"}},
+      {"AlibiMisaligned", e,
+       [=](Env& x) { x.opts.alibi_slopes = misaligned(x.head_values.data()); }, kInvalid,
+       {"opts: alibi_slopes", "not aligned"}},
+      {"SinkNaN", e,
+       [](Env& x) {
+         x.head_values[0] = kNaN;
+         x.opts.sinks = x.head_values.data();
+       },
+       kInvalid, {"opts: sinks[0] is nan"}},
+      {"SinkPlusInf", e,
+       [](Env& x) {
+         x.head_values[1] = kInf;
+         x.opts.sinks = x.head_values.data();
+       },
+       kInvalid, {"opts: sinks[1] is inf"}},
+      {"ParallelNoFunction", e,
+       [](Env& x) {
+         hwyattn_parallel_init(&x.pool);
+         x.opts.parallel = &x.pool;
+       },
+       kInvalid, {"opts: parallel: parallel_for is NULL"}},
+      {"ParallelZeroWorkers", e,
+       [](Env& x) {
+         hwyattn_parallel_init(&x.pool);
+         x.pool.num_workers = 0;
+         x.opts.parallel = &x.pool;
+       },
+       kInvalid, {"opts: parallel: num_workers is 0"}},
+      {"ParallelStructSizeZero", e,
+       [](Env& x) {
+         hwyattn_parallel_init(&x.pool);
+         x.pool.struct_size = 0;
+         x.opts.parallel = &x.pool;
+       },
+       kInvalid, {"opts: parallel: struct_size is 0", "hwyattn_parallel_init"}},
+      {"Precision2", e, [](Env& x) { x.opts.precision = EnumFromInt<hwyattn_precision>(2); },
+       kInvalid, {"opts: precision is 2"}},
+      {"PrecisionNegative", e,
+       [](Env& x) { x.opts.precision = EnumFromInt<hwyattn_precision>(-1); }, kInvalid,
+       {"opts: precision is -1"}},
       // Sizes whose products overflow 64-bit arithmetic.
       {"QCountOverflows2e40x2e40", e,
        [](Env& x) {
@@ -503,6 +575,8 @@ std::vector<BadCase> MhaCreateCases() {
        {"cfg: struct_size is 8"}},
       {"StructSizeHuge", e, [](Env& x) { x.cfg.struct_size = 1u << 20; }, kInvalid,
        {"cfg: struct_size is 1048576"}},
+      {"Reserved0Set", e, [](Env& x) { x.cfg.reserved0 = 1; }, kUnsupported,
+       {"cfg: reserved0 is 1"}},
       {"EmbedDimZero", e, [](Env& x) { x.cfg.embed_dim = 0; }, kInvalid,
        {"cfg: embed_dim is 0"}},
       {"EmbedDimNegative", e, [](Env& x) { x.cfg.embed_dim = -16; }, kInvalid,
@@ -633,6 +707,14 @@ std::vector<BadCase> MhaForwardCases() {
       {"ScaleNaN", e, [](Env& x) { x.mha_opts.scale = kNaN; }, kInvalid, {"opts: scale is nan"}},
       {"Causal9", e, [](Env& x) { x.mha_opts.causal = EnumFromInt<hwyattn_causal>(9); },
        kInvalid, {"opts: causal is 9"}},
+      {"WindowLeftNegative", e, [](Env& x) { x.mha_opts.window_left = -5; }, kInvalid,
+       {"opts: window_left is -5"}},
+      {"SinkNaN", e,
+       [](Env& x) {
+         x.head_values[3] = kNaN;
+         x.mha_opts.sinks = x.head_values.data();
+       },
+       kInvalid, {"opts: sinks[3] is nan"}},
       {"QueryCountOverflows", e,
        [](Env& x) {
          x.query.t.shape[0] = k2e40, x.query.t.shape[1] = k2e40;

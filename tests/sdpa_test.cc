@@ -1630,7 +1630,7 @@ INSTANTIATE_TEST_SUITE_P(Sdpa, BadInputTest, ::testing::ValuesIn(BadCases()),
 // ---------------------------------------------------------------------------
 
 TEST(ApiTest, Version) {
-  EXPECT_STREQ(hwyattn_version(), "0.1.0");
+  EXPECT_STREQ(hwyattn_version(), "0.2.0");
   std::ostringstream os;
   os << HWYATTN_VERSION_MAJOR << "." << HWYATTN_VERSION_MINOR << "." << HWYATTN_VERSION_PATCH;
   EXPECT_EQ(os.str(), hwyattn_version()) << "header macros and library disagree";
@@ -1711,13 +1711,15 @@ TEST(ApiTest, OptionsInit) {
   EXPECT_EQ(opts.kv_len, nullptr);
   EXPECT_EQ(opts.weights, nullptr);
   EXPECT_EQ(opts.lse, nullptr);
-  hwyattn_sdpa_options_init(nullptr);  // Documented as a no-op; must not crash.
+  // Documented as no-ops; must not crash.
+  hwyattn_sdpa_options_init_sized(nullptr, sizeof(hwyattn_sdpa_options));
+  (hwyattn_sdpa_options_init)(nullptr);
 }
 
 // struct_size lets the options grow: a caller compiled against a newer,
 // larger struct works as long as the fields this library does not know are
-// zero; a set unknown field must not be silently ignored; a struct smaller
-// than the first version is an error.
+// zero; a set unknown field must not be silently ignored; a size that no
+// released header had is an error. (capi_test.c checks 0.1-sized structs.)
 TEST(ApiTest, OptionsStructSize) {
   Problem p;
   p.q_len = 4;

@@ -21,7 +21,7 @@ from . import _capi
 from ._attention import sdpa
 from ._mha import MultiheadAttention
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "sdpa", "MultiheadAttention", "Error", "InvalidArgumentError", "UnsupportedError",
@@ -31,7 +31,7 @@ __all__ = [
 
 
 def version():
-    """The C library's version, e.g. "0.1.0"."""
+    """The C library's version, e.g. "0.2.0"."""
     return _capi.function("hwyattn_version")().decode()
 
 

@@ -107,7 +107,7 @@ class Options(object):
 
     def __init__(self, scale=None, causal=False, mask=None, kv_len=None, batch=1):
         self.c = _capi.SdpaOptions()
-        _capi.function("hwyattn_sdpa_options_init")(ctypes.byref(self.c))
+        _capi.init_struct("hwyattn_sdpa_options", self.c)
         if scale is not None:
             s = float(scale)
             if not np.isfinite(s):

@@ -60,6 +60,15 @@ class SdpaOptions(ctypes.Structure):
         ("kv_len", ctypes.POINTER(ctypes.c_int32)),
         ("weights", ctypes.POINTER(Tensor)),
         ("lse", ctypes.POINTER(Tensor)),
+        # 0.2
+        ("window_left", ctypes.c_int64),
+        ("window_right", ctypes.c_int64),
+        ("softcap", ctypes.c_float),
+        ("alibi_slopes", ctypes.POINTER(ctypes.c_float)),
+        ("sinks", ctypes.POINTER(ctypes.c_float)),
+        ("parallel", ctypes.c_void_p),
+        ("precision", _enum),
+        ("reserved0", ctypes.c_int32),
     ]
 
 
@@ -75,6 +84,7 @@ class MhaConfig(ctypes.Structure):
         ("kdim", ctypes.c_int64),
         ("vdim", ctypes.c_int64),
         ("has_bias", ctypes.c_int32),
+        ("reserved0", ctypes.c_int32),
     ]
 
 
@@ -180,10 +190,10 @@ def _declare(lib):
         "hwyattn_get_num_threads": (c.c_int, []),
         "hwyattn_tensor_contiguous": (_enum, [P(Tensor), c.c_void_p, _enum, c.c_int32,
                                              P(c.c_int64)]),
-        "hwyattn_sdpa_options_init": (None, [P(SdpaOptions)]),
+        "hwyattn_sdpa_options_init_sized": (None, [P(SdpaOptions), c.c_size_t]),
         "hwyattn_sdpa": (_enum, [P(Tensor), P(Tensor), P(Tensor), P(Tensor), P(SdpaOptions)]),
         # The multi-head attention module (bound if the library has it).
-        "hwyattn_mha_config_init": (None, [P(MhaConfig)]),
+        "hwyattn_mha_config_init_sized": (None, [P(MhaConfig), c.c_size_t]),
         "hwyattn_mha_create": (_enum, [P(MhaConfig), P(MhaWeights), P(c.c_void_p)]),
         "hwyattn_mha_destroy": (None, [c.c_void_p]),
         "hwyattn_mha_forward": (_enum, [c.c_void_p, P(Tensor), P(Tensor), P(Tensor), P(Tensor),
@@ -265,3 +275,10 @@ def check(status):
         if not detail:
             detail = lib.hwyattn_status_string(status).decode("utf-8", "replace")
         raise make_error(status, detail)
+
+
+def init_struct(name, struct):
+    """Initialises an extensible struct through the library's sized init
+    (e.g. init_struct("hwyattn_sdpa_options", o)): zeroes exactly
+    ctypes.sizeof(struct) bytes and sets struct_size."""
+    function(name + "_init_sized")(ctypes.byref(struct), ctypes.sizeof(struct))

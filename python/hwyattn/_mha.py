@@ -112,7 +112,7 @@ class MultiheadAttention(object):
             setattr(self, name, arrays.get(name))
 
         cfg = _capi.MhaConfig()
-        _capi.function("hwyattn_mha_config_init")(ctypes.byref(cfg))
+        _capi.init_struct("hwyattn_mha_config", cfg)
         cfg.embed_dim, cfg.num_heads, cfg.head_dim = E, H, D
         cfg.num_kv_heads, cfg.kdim, cfg.vdim = Hkv, kdim, vdim
         cfg.has_bias = 1 if self.bias else 0

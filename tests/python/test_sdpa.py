@@ -14,6 +14,7 @@ import numpy as np
 from reference import TOLERANCE, rel_err, sdpa_ref
 import hwyattn
 from hwyattn import _capi
+from hwyattn._attention import tensor
 
 
 def rand(rng, *shape, dtype=np.float32):
@@ -255,13 +256,57 @@ class RuntimeTest(unittest.TestCase):
 
     def test_struct_sizes(self):
         self.assertEqual(ctypes.sizeof(_capi.Tensor), 80)
-        self.assertEqual(ctypes.sizeof(_capi.SdpaOptions), 48)
+        self.assertEqual(ctypes.sizeof(_capi.SdpaOptions), 104)
         self.assertEqual(ctypes.sizeof(_capi.MhaConfig), 64)
         self.assertEqual(ctypes.sizeof(_capi.MhaWeights), 64)
         # The options struct the library initialises has our struct_size.
         o = _capi.SdpaOptions()
-        _capi.function("hwyattn_sdpa_options_init")(ctypes.byref(o))
+        _capi.init_struct("hwyattn_sdpa_options", o)
         self.assertEqual(o.struct_size, ctypes.sizeof(_capi.SdpaOptions))
+
+    def test_old_struct_sizes(self):
+        """A 0.1-sized struct with guard bytes after it: the 0.1 init symbols
+        (what a binary built against 0.1 calls) write only its bytes, and the
+        struct still works in every entry point that takes it."""
+        lib = _capi.load()
+        guard = b"\xa5" * 64
+        for symbol, size in (("hwyattn_sdpa_options_init", 48),
+                             ("hwyattn_mha_config_init", 64)):
+            buf = ctypes.create_string_buffer(b"\xcd" * size + guard)
+            init = getattr(lib, symbol)
+            init.restype = None
+            init.argtypes = [ctypes.c_void_p]
+            init(buf)
+            self.assertEqual(buf.raw[size:size + 64], guard, symbol)
+            self.assertEqual(int.from_bytes(buf.raw[:4], "little"), size, symbol)
+            self.assertEqual(buf.raw[4:size], bytes(size - 4), symbol)
+        # The sized init of a 0.2 struct leaves what follows it alone, too.
+        buf = ctypes.create_string_buffer(b"\xcd" * 104 + guard)
+        lib.hwyattn_sdpa_options_init_sized(ctypes.cast(buf, ctypes.POINTER(_capi.SdpaOptions)),
+                                            104)
+        self.assertEqual(buf.raw[104:168], guard)
+
+        # 0.1 options (48 bytes, causal set) give the same bits as 0.2 ones.
+        class Options01(ctypes.Structure):
+            _fields_ = _capi.SdpaOptions._fields_[:7]
+        self.assertEqual(ctypes.sizeof(Options01), 48)
+        rng = np.random.default_rng(5)
+        q, k, v = (rng.standard_normal((1, 2, 5, 8)).astype(np.float32) for _ in range(3))
+        tensors = [tensor(a, "x")[0] for a in (q, k, v)]
+        results = []
+        for cls in (Options01, _capi.SdpaOptions):
+            o = cls()
+            o.struct_size = ctypes.sizeof(cls)
+            o.causal = 1
+            out = np.zeros((1, 2, 5, 8), np.float32)
+            to = tensor(out, "out")[0]
+            _capi.check(lib.hwyattn_sdpa(*[ctypes.byref(t) for t in tensors], ctypes.byref(to),
+                                         ctypes.cast(ctypes.byref(o),
+                                                     ctypes.POINTER(_capi.SdpaOptions))))
+            results.append(out)
+        np.testing.assert_array_equal(results[0], results[1])
+        np.testing.assert_allclose(results[1], hwyattn.sdpa(q, k, v, causal=True), rtol=0,
+                                   atol=0)
 
     def test_struct_layout_matches_c_compiler(self):
         cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
@@ -271,11 +316,9 @@ class RuntimeTest(unittest.TestCase):
             self.skipTest("no C compiler or no include/hwyattn.h")
         fields = {
             "hwyattn_tensor": (_capi.Tensor, ["data", "dtype", "rank", "shape", "stride"]),
-            "hwyattn_sdpa_options": (_capi.SdpaOptions, ["struct_size", "scale", "causal",
-                                                         "mask", "kv_len", "weights", "lse"]),
-            "hwyattn_mha_config": (_capi.MhaConfig, ["struct_size", "embed_dim", "num_heads",
-                                                     "head_dim", "num_kv_heads", "kdim",
-                                                     "vdim", "has_bias"]),
+            "hwyattn_sdpa_options": (_capi.SdpaOptions,
+                                     [f[0] for f in _capi.SdpaOptions._fields_]),
+            "hwyattn_mha_config": (_capi.MhaConfig, [f[0] for f in _capi.MhaConfig._fields_]),
             "hwyattn_mha_weights": (_capi.MhaWeights, ["w_q", "w_k", "w_v", "w_o", "b_q",
                                                        "b_k", "b_v", "b_o"]),
         }

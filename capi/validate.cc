@@ -453,6 +453,11 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
   if (p->has_weights) p->weights = cw.view;
   p->has_lse = opts->lse != nullptr;
   if (p->has_lse) p->lse = clse.view;
+  p->window_left = opts->window_left;
+  p->window_right = opts->window_right;
+  p->softcap = opts->softcap;
+  p->alibi_slopes = opts->alibi_slopes;
+  p->sinks = opts->sinks;
   return HWYATTN_OK;
 }
 

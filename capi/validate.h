@@ -6,7 +6,7 @@
 #define HWYATTN_CAPI_VALIDATE_H_
 
 #include "include/hwyattn.h"
-#include "src/attention.h"
+#include "src/sdpa_problem.h"
 #include "src/mha.h"
 #include "src/tensor.h"
 

@@ -1,51 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Scaled dot-product attention: the validated problem and the planner that
-// runs it (packing, work split over threads, kernel choice).
+// Scaled dot-product attention: the planner that runs a validated problem
+// (packing, work split over threads, kernel choice).
 #ifndef HWYATTN_SRC_ATTENTION_H_
 #define HWYATTN_SRC_ATTENTION_H_
 
 #include <stdint.h>
 
 #include "include/hwyattn.h"
-#include "src/tensor.h"
+#include "src/sdpa_problem.h"
 
 namespace hwyattn {
-
-// One hwyattn_sdpa call after validation: every view is rank 4 and
-// broadcastable as documented, sizes are consistent and overflow-free.
-struct SdpaProblem {
-  TensorView q;    // [B, Hq, Lq, D]
-  TensorView k;    // [B|1, Hkv, Lk, D]
-  TensorView v;    // [B|1, Hkv, Lk, Dv]
-  TensorView out;  // [B, Hq, Lq, Dv], F32
-  int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0;
-  int64_t head_dim = 0, value_dim = 0;
-  float scale = 0.0f;  // resolved: never 0
-  hwyattn_causal causal = HWYATTN_CAUSAL_NONE;
-  bool has_mask = false;
-  TensorView mask;  // broadcast to [B, Hq, Lq, Lk]; BOOL or F32
-  const int32_t* key_lengths = nullptr;  // [B] or null
-  bool has_weights = false;
-  TensorView weights;  // [B, Hq, Lq, Lk], F32
-  bool has_lse = false;
-  TensorView lse;  // [1, B, Hq, Lq], F32
-
-  int64_t group() const { return q_heads / kv_heads; }
-  // Element offset, in a [B, Hq, Lq, *] tensor (q, out, weights), of row r of
-  // kv head kvh's G * Lq query rows, which are position-major: position r / G
-  // of query head kvh * G + r % G.
-  int64_t RowOffset(const TensorView& t, int64_t b, int64_t kvh, int64_t r) const {
-    const int64_t g = group();
-    return t.Offset(b, kvh * g + r % g, r / g, 0);
-  }
-  // Keys that batch b may attend to at all (kv_len, or Lk).
-  int64_t KeyEnd(int64_t b) const { return key_lengths ? key_lengths[b] : kv_len; }
-  // Query position i may see keys j <= i + CausalOffset() under a causal mask.
-  int64_t CausalOffset() const {
-    return causal == HWYATTN_CAUSAL_BOTTOM_RIGHT ? kv_len - q_len : 0;
-  }
-};
 
 // Runs the problem. Returns HWYATTN_OK or HWYATTN_OUT_OF_MEMORY (scratch).
 hwyattn_status RunSdpa(const SdpaProblem& p);

@@ -284,7 +284,7 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
   const size_t dim_vec = static_cast<size_t>(dim) / kLanes * kLanes;
   const size_t ld = DecodeScoreStride(kLanes);
   const auto lane = hn::Iota(df, 0.0f);
-  const int64_t offset = p.CausalOffset();
+  const int64_t offset = p.PositionOffset();
 
   // The rows in groups of a power of two, kLanes / group keys at a time; the
   // keys past the last whole group one by one.

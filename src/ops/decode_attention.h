@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/attention.h"
+#include "src/sdpa_problem.h"
 #include "src/scratch.h"
 
 namespace hwyattn {
@@ -65,7 +65,7 @@ struct DecodePlan {
     const int64_t c0 = chunk * kDecodeChunk;
     int64_t c1 = c0 + kDecodeChunk < p.KeyEnd(b) ? c0 + kDecodeChunk : p.KeyEnd(b);
     if (p.causal != HWYATTN_CAUSAL_NONE) {
-      const int64_t last_visible = (rows - 1) / p.group() + p.CausalOffset() + 1;
+      const int64_t last_visible = (rows - 1) / p.group() + p.PositionOffset() + 1;
       c1 = c1 < last_visible ? c1 : last_visible;
     }
     *first = c0;

@@ -548,7 +548,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   // whole key tiles past the last row's diagonal are never computed.
   int64_t key_end = p.KeyEnd(b);
   int64_t causal_free_end = key_end;
-  const int64_t offset = p.CausalOffset();
+  const int64_t offset = p.PositionOffset();
   const bool causal = p.causal != HWYATTN_CAUSAL_NONE;
   if (causal) {
     key_end = std::max<int64_t>(0, std::min(key_end, last_pos + offset + 1));

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/attention.h"
+#include "src/sdpa_problem.h"
 #include "src/scratch.h"
 
 namespace hwyattn {

@@ -14,7 +14,7 @@
 
 #include <algorithm>
 
-#include "src/attention.h"
+#include "src/sdpa_problem.h"
 #include "src/ops/convert.h"
 
 namespace hwyattn {

@@ -57,7 +57,7 @@ void Attend(const SdpaProblem& p) {
   const int64_t kj_stride = p.k.stride[2], kd = p.k.stride[3];
   const int64_t vj_stride = p.v.stride[2], vd = p.v.stride[3];
   const bool causal = p.causal != HWYATTN_CAUSAL_NONE;
-  const int64_t offset = p.CausalOffset();
+  const int64_t offset = p.PositionOffset();
   // [row][Lk]: scores, then probabilities; room for whole vectors.
   HWY_ALIGN float s[kSmallMaxScores + HWY_MAX_BYTES / sizeof(float)];
   float m[kSmallMaxScores];      // per row: max score (log2 units)

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "src/attention.h"
+#include "src/sdpa_problem.h"
 
 namespace hwyattn {
 

@@ -214,7 +214,7 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
   if (!MulSize(plan.packed_head_floats, heads, &packed_floats)) return HWYATTN_OUT_OF_MEMORY;
   // Masking can give a row a zero probability at a key whose V is not finite;
   // the kernel then needs to know which key tiles hold such values.
-  const bool masked = p.causal != HWYATTN_CAUSAL_NONE || p.has_mask;
+  const bool masked = p.MayBlockPerRow();
   const int64_t key_tile = static_cast<int64_t>(g.key_tile);
   plan.key_tiles = (p.kv_len + key_tile - 1) / key_tile;
   size_t flag_floats = 0;

@@ -52,6 +52,12 @@ struct SdpaProblem {
   int64_t PositionOffset() const {
     return causal == HWYATTN_CAUSAL_BOTTOM_RIGHT ? kv_len - q_len : 0;
   }
+  // Whether some rows may block keys that other rows of the same kv head
+  // see (causal, windows, a mask tensor): their probabilities there are
+  // exactly 0, and P . V must not let 0 * NaN (a non-finite V) reach them.
+  bool MayBlockPerRow() const {
+    return causal != HWYATTN_CAUSAL_NONE || has_mask || window_left != 0 || window_right != 0;
+  }
   // The keys [*first, *end) of batch b that a query at position `pos` may
   // see by position (kv_len, causal, windows; masks come on top). Empty
   // when *end <= *first. The one home of these rules: every kernel uses it.

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Scalar conversions of the storage dtypes to float, used when packing
-// operands. Exact: every f16 and bf16 value is representable in float.
+// The storage dtypes of K, V and Q: their tag types, their scalar conversion
+// to float (exact: every f16 and bf16 value is a float), and the one switch
+// from an hwyattn_dtype to the tag type that every kernel goes through.
 #ifndef HWYATTN_SRC_OPS_CONVERT_H_
 #define HWYATTN_SRC_OPS_CONVERT_H_
 
 #include <stdint.h>
 #include <string.h>
+
+#include "hwy/base.h"
+#include "include/hwyattn.h"
 
 namespace hwyattn {
 
@@ -35,6 +39,21 @@ inline float ToFloat(F16 x) {
   // Zero or subnormal: mant * 2^-24, exact in float.
   const float mag = static_cast<float>(mant) * (1.0f / 16777216.0f);
   return sign ? -mag : mag;
+}
+
+// Calls body(T{}) with T the element type of `dtype`: float, F16 or BF16.
+// Validation admits nothing else here, so any other dtype is a bug in
+// hwyattn: it aborts rather than reading memory as the wrong type.
+template <class Body>
+HWY_INLINE void DispatchFloatDtype(hwyattn_dtype dtype, const Body& body) {
+  switch (dtype) {
+    case HWYATTN_F32: body(float{}); return;
+    case HWYATTN_F16: body(F16{}); return;
+    case HWYATTN_BF16: body(BF16{}); return;
+    default: break;
+  }
+  HWY_ABORT("hwyattn: dtype %d reached a kernel that reads F32, F16 or BF16",
+            static_cast<int>(dtype));
 }
 
 }  // namespace hwyattn

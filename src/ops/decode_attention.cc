@@ -40,6 +40,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 // After highway.h
+#include "src/ops/score_rules-inl.h"
 #include "src/ops/softmax-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -50,21 +51,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 constexpr size_t kLanes = HWY_LANES(float);
-
-// K and V may be F32, F16 or BF16 (half-precision KV caches halve the bytes a
-// memory-bound decode step streams); they are widened to float on load.
-template <typename T>
-HWY_INLINE VF LoadWide(const T* HWY_RESTRICT p) {
-  if constexpr (std::is_same_v<T, float>) {
-    return hn::LoadU(DF(), p);
-  } else {
-    const hn::Rebind<T, DF> dh;
-    return hn::PromoteTo(DF(), hn::LoadU(dh, p));
-  }
-}
-HWY_INLINE float Wide(float x) { return x; }
-HWY_INLINE float Wide(hwy::float16_t x) { return ToFloat(F16{x.bits}); }
-HWY_INLINE float Wide(hwy::bfloat16_t x) { return ToFloat(BF16{x.bits}); }
 
 // K and V lines are prefetched this many keys ahead of their use (one
 // prefetch per vector load, interleaved with the loads). Without it a decode
@@ -205,22 +191,6 @@ void WeightedValuesRows(size_t rows, const float* p, size_t ldp, size_t keys, co
   }
 }
 
-// Whether keys x value_dim values of V (rows ldv apart) are all finite. x * 0
-// is NaN exactly when x is a NaN or an infinity: one FMA per vector.
-template <typename T>
-bool ValuesFinite(const T* HWY_RESTRICT v, size_t keys, int64_t ldv, size_t value_dim) {
-  const DF df;
-  const size_t dv_vec = value_dim / kLanes * kLanes;
-  VF acc = hn::Zero(df);
-  float tail = 0.0f;
-  for (size_t j = 0; j < keys; ++j) {
-    const T* row = v + static_cast<int64_t>(j) * ldv;
-    for (size_t dv = 0; dv < dv_vec; dv += kLanes) acc = hn::MulAdd(LoadWide(row + dv), hn::Zero(df), acc);
-    for (size_t dv = dv_vec; dv < value_dim; ++dv) tail += Wide(row[dv]) * 0.0f;
-  }
-  return hn::AllFalse(df, hn::IsNaN(acc)) && tail == 0.0f;
-}
-
 // out[r][dv] = sum_j p[r][j] v[j][dv] for `rows` rows, skipping the zero
 // probabilities: the operations of WeightedValues and of the scalar tail, in
 // the same order.
@@ -245,7 +215,7 @@ void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_REST
     for (size_t dv = dv_vec; dv < value_dim; ++dv) {
       float sum = 0.0f;
       for (size_t j = 0; j < keys; ++j) {
-        if (pr[j] != 0.0f) sum += pr[j] * Wide(v[static_cast<int64_t>(j) * ldv + dv]);
+        if (pr[j] != 0.0f) sum += pr[j] * ToFloat(v[static_cast<int64_t>(j) * ldv + dv]);
       }
       o[dv] = sum;
     }
@@ -312,7 +282,7 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
     if (dim_vec < static_cast<size_t>(dim)) {
       for (int64_t j = 0; j < full; ++j) {
         float sum = sr[j];
-        for (int64_t d = static_cast<int64_t>(dim_vec); d < dim; ++d) sum += qr[d] * Wide(k[j * ldk + d]);
+        for (int64_t d = static_cast<int64_t>(dim_vec); d < dim; ++d) sum += qr[d] * ToFloat(k[j * ldk + d]);
         sr[j] = sum;
       }
     }
@@ -325,7 +295,7 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
       for (int64_t j = full; j < keys; ++j) {
         const T* kj = k + j * ldk;
         float sum = 0.0f;
-        for (int64_t d = 0; d < dim; ++d) sum += qr[d] * Wide(kj[d]);
+        for (int64_t d = 0; d < dim; ++d) sum += qr[d] * ToFloat(kj[d]);
         tail = hn::IfThenElse(hn::Eq(lane, hn::Set(df, static_cast<float>(j - full))),
                               hn::Set(df, sum), tail);
       }
@@ -342,15 +312,9 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
     }
     if (p.has_mask) {
       const int64_t base = p.mask.Offset(b, head, pos, c0), sj = p.mask.stride[3];
-      if (p.mask.dtype == HWYATTN_BOOL) {
-        const uint8_t* m = p.mask.As<uint8_t>() + base;
-        for (int64_t j = 0; j < keys; ++j) {
-          if (m[j * sj] == 0) sr[j] = -INFINITY;
-        }
-      } else {
-        const float* m = p.mask.As<float>() + base;
-        for (int64_t j = 0; j < keys; ++j) sr[j] = MaskedScore(sr[j], m[j * sj]);
-      }
+      WithMaskRule(p.mask, [&](const auto& rule) {
+        for (int64_t j = 0; j < keys; ++j) sr[j] = rule(sr[j], base + j * sj);
+      });
     }
   }
 }
@@ -394,8 +358,7 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
   // NaN or an infinity, and 0 * NaN must not reach that row: such chunks skip
   // zero probabilities, with the same operations in the same order, so rows
   // that never see the value are bit-identical to a run without it.
-  if ((p.causal != HWYATTN_CAUSAL_NONE || p.has_mask) &&
-      !ValuesFinite(v, ukeys, ldv, static_cast<size_t>(value_dim))) {
+  if (p.MayBlockPerRow() && !ValuesFinite(v, ukeys, ldv, static_cast<size_t>(value_dim))) {
     WeightedValuesSkippingZeros(static_cast<size_t>(rows), ukeys, s, ld, v, ldv,
                                 static_cast<size_t>(value_dim), out);
     return;
@@ -414,7 +377,7 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
     for (; dv < static_cast<size_t>(value_dim); ++dv) {
       for (size_t r = 0; r < nr; ++r) {
         float sum = 0.0f;
-        for (size_t j = 0; j < ukeys; ++j) sum += pr[r * ld + j] * Wide(v[static_cast<int64_t>(j) * ldv + dv]);
+        for (size_t j = 0; j < ukeys; ++j) sum += pr[r * ld + j] * ToFloat(v[static_cast<int64_t>(j) * ldv + dv]);
         o[r * value_dim + dv] = sum;
       }
     }
@@ -466,11 +429,11 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
 
 void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0, int64_t count,
                   float* HWY_RESTRICT scratch) {
-  switch (plan.problem->k.dtype) {
-    case HWYATTN_F16: AttendChunksOf<hwy::float16_t>(plan, b, kvh, chunk0, count, scratch); break;
-    case HWYATTN_BF16: AttendChunksOf<hwy::bfloat16_t>(plan, b, kvh, chunk0, count, scratch); break;
-    default: AttendChunksOf<float>(plan, b, kvh, chunk0, count, scratch); break;
-  }
+  // K and V have one dtype (DecodeApplies): F16/BF16 caches are read in
+  // place, widened on load (they halve the bytes a memory-bound step streams).
+  DispatchFloatDtype(plan.problem->k.dtype, [&](auto tag) {
+    AttendChunksOf<decltype(tag)>(plan, b, kvh, chunk0, count, scratch);
+  });
 }
 
 // Combines the chunks of (b, kvh) in order: out = sum_c 2^(m_c - M) O_c /
@@ -519,10 +482,7 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
         o[dv * so] = hn::GetLane(c == 0 ? hn::Mul(wx, x) : hn::MulAdd(wx, x, hn::Set(d1, o[dv * so])));
       }
     }
-    if (p.has_lse) {
-      p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] =
-          (l == 0.0f) ? -INFINITY : (m + log2f(l)) * kLn2;
-    }
+    if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = LseFromLog2(m, l);
   }
 }
 

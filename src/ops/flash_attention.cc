@@ -52,6 +52,7 @@
 #include "hwy/highway.h"
 // After highway.h
 #include "src/ops/matmul-inl.h"
+#include "src/ops/score_rules-inl.h"
 #include "src/ops/softmax-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -191,39 +192,22 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   const SdpaProblem& p = *plan.problem;
   float* k_dst = const_cast<float*>(plan.PackedK(b, kvh));
   if (!plan.keys_in_place) {
-    switch (p.k.dtype) {
-      case HWYATTN_F16: PackKeys<F16>(p, b, kvh, k_dst); break;
-      case HWYATTN_BF16: PackKeys<BF16>(p, b, kvh, k_dst); break;
-      default: PackKeys<float>(p, b, kvh, k_dst); break;
-    }
+    DispatchFloatDtype(p.k.dtype, [&](auto tag) { PackKeys<decltype(tag)>(p, b, kvh, k_dst); });
   }
   if (!plan.values_in_place) {
     float* v_dst = k_dst + plan.packed_k_floats;
-    switch (p.v.dtype) {
-      case HWYATTN_F16: PackValues<F16>(p, b, kvh, v_dst); break;
-      case HWYATTN_BF16: PackValues<BF16>(p, b, kvh, v_dst); break;
-      default: PackValues<float>(p, b, kvh, v_dst); break;
-    }
+    DispatchFloatDtype(p.v.dtype, [&](auto tag) { PackValues<decltype(tag)>(p, b, kvh, v_dst); });
   }
   if (plan.nonfinite_values == nullptr) return;
-  // x * 0 is NaN exactly when x is a NaN or an infinity: one FMA per vector.
-  const DF df;
   int64_t ldv;
   const float* v = plan.ValueRows(b, kvh, &ldv);
   uint8_t* flags = plan.nonfinite_values + (b * p.kv_heads + kvh) * plan.key_tiles;
-  const int64_t key_end = p.KeyEnd(b), value_dim = p.value_dim;
+  const int64_t key_end = p.KeyEnd(b);
   for (int64_t t = 0; t < plan.key_tiles; ++t) {
-    auto acc = hn::Zero(df);
-    float tail = 0.0f;
-    const int64_t j1 = std::min<int64_t>((t + 1) * kKeyTile, key_end);
-    for (int64_t j = t * static_cast<int64_t>(kKeyTile); j < j1; ++j) {
-      int64_t dv = 0;
-      for (; dv + static_cast<int64_t>(kLanes) <= value_dim; dv += kLanes) {
-        acc = hn::MulAdd(hn::LoadU(df, v + j * ldv + dv), hn::Zero(df), acc);
-      }
-      for (; dv < value_dim; ++dv) tail += v[j * ldv + dv] * 0.0f;
-    }
-    flags[t] = tail != tail || !hn::AllFalse(df, hn::IsNaN(acc));
+    const int64_t j0 = t * static_cast<int64_t>(kKeyTile);
+    const int64_t j1 = std::min<int64_t>(j0 + kKeyTile, key_end);
+    flags[t] = j1 > j0 && !ValuesFinite(v + j0 * ldv, static_cast<size_t>(j1 - j0), ldv,
+                                        static_cast<size_t>(p.value_dim));
   }
 }
 
@@ -316,21 +300,12 @@ void PackQueries(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int
 void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64_t rows,
                int64_t jt0, int64_t jt1, float* HWY_RESTRICT s) {
   const int64_t sj = p.mask.stride[3];
-  if (p.mask.dtype == HWYATTN_BOOL) {
-    const uint8_t* m = p.mask.As<uint8_t>();
+  WithMaskRule(p.mask, [&](const auto& rule) {
     for (int64_t j = jt0; j < jt1; ++j) {
       float* row = s + (j - jt0) * kQueryTile;
-      for (int64_t c = 0; c < rows; ++c) {
-        if (m[mask_row[c] + j * sj] == 0) row[c] = -INFINITY;
-      }
+      for (int64_t c = 0; c < rows; ++c) row[c] = rule(row[c], mask_row[c] + j * sj);
     }
-    return;
-  }
-  const float* m = p.mask.As<float>();
-  for (int64_t j = jt0; j < jt1; ++j) {
-    float* row = s + (j - jt0) * kQueryTile;
-    for (int64_t c = 0; c < rows; ++c) row[c] = MaskedScore(row[c], m[mask_row[c] + j * sj]);
-  }
+  });
 }
 
 // ---------------------------------------------------------------- P . V
@@ -555,16 +530,12 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
     causal_free_end = std::max<int64_t>(0, std::min(key_end, first_pos + offset + 1));
   }
 
-  switch (p.q.dtype) {
-    case HWYATTN_F16: PackQueries<F16>(p, b, kvh, row0, rows, plan.q_scale, q_t); break;
-    case HWYATTN_BF16: PackQueries<BF16>(p, b, kvh, row0, rows, plan.q_scale, q_t); break;
-    default:
-      if (p.q.stride[3] == 1) {
-        PackQueriesF32(p, b, kvh, row0, rows, plan.q_scale, q_t);
-      } else {
-        PackQueries<float>(p, b, kvh, row0, rows, plan.q_scale, q_t);
-      }
-      break;
+  if (p.q.dtype == HWYATTN_F32 && p.q.stride[3] == 1) {
+    PackQueriesF32(p, b, kvh, row0, rows, plan.q_scale, q_t);
+  } else {
+    DispatchFloatDtype(p.q.dtype, [&](auto tag) {
+      PackQueries<decltype(tag)>(p, b, kvh, row0, rows, plan.q_scale, q_t);
+    });
   }
   for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
     if (c < rows) {
@@ -697,10 +668,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
     inv[c] = (c >= rows || l == 0.0f) ? 0.0f : 1.0f / l;
     if (c >= rows) continue;
     const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;
-    if (p.has_lse) {
-      p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] =
-          (l == 0.0f) ? -INFINITY : (m + log2f(l)) * kLn2;
-    }
+    if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = LseFromLog2(m, l);
     if (p.has_weights) {
       float* w = p.weights.AsMutable<float>() + p.weights.Offset(b, head, pos, 0);
       const int64_t sw = p.weights.stride[3];

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The scalar rules every attention kernel shares: scores live in log2 units
-// (the query is pre-multiplied by scale * log2(e), so exp(x) becomes 2^x),
-// how an additive mask value enters a score, and the polynomial behind 2^x
+// The scalar rules every attention kernel shares (the vector ones are in
+// score_rules-inl.h; which keys a row may see by position is
+// SdpaProblem::VisibleKeys): scores live in log2 units (the query is
+// pre-multiplied by scale * log2(e), so exp(x) becomes 2^x), how the
+// caller's mask enters a score, the lse of a row, the polynomial behind 2^x
 // (used by the vector Exp2 in softmax-inl.h); and the scaled query row that
 // the row-wise kernels (decode, small) start from.
 #ifndef HWYATTN_SRC_OPS_SCORE_RULES_H_
@@ -33,22 +35,36 @@ inline float MaskedScore(float score, float bias) {
              : score + std::min(std::max(bias * kLog2e, -FLT_MAX), FLT_MAX);
 }
 
+// Calls body(rule) with rule(score, at) = the score (log2 units) under the
+// caller's mask element at offset `at` (BOOL: kept or -inf; F32: added by
+// MaskedScore). The mask's dtype is switched on once, outside the loops.
+template <class Body>
+inline void WithMaskRule(const TensorView& mask, const Body& body) {
+  if (mask.dtype == HWYATTN_BOOL) {
+    const uint8_t* m = mask.As<uint8_t>();
+    body([m](float score, int64_t at) { return m[at] != 0 ? score : -INFINITY; });
+  } else {
+    const float* m = mask.As<float>();
+    body([m](float score, int64_t at) { return MaskedScore(score, m[at]); });
+  }
+}
+
+// The natural-log lse of a row from its running max m (log2 units) and
+// denominator l (relative to 2^m): -inf for a row that saw no key (l == 0).
+inline float LseFromLog2(float m, float l) {
+  return l == 0.0f ? -INFINITY : (m + log2f(l)) * kLn2;
+}
+
 // Query row (b, head, pos) of p as floats times `scale` (scale * log2(e)
 // puts its scores in log2 units), into dst[0, head_dim).
 inline void ScaledQueryRow(const SdpaProblem& p, int64_t b, int64_t head, int64_t pos, float scale,
                            float* __restrict__ dst) {
   const int64_t q0 = p.q.Offset(b, head, pos, 0), sd = p.q.stride[3];
-  switch (p.q.dtype) {
-    case HWYATTN_F16:
-      for (int64_t d = 0; d < p.head_dim; ++d) dst[d] = ToFloat(p.q.As<F16>()[q0 + d * sd]) * scale;
-      break;
-    case HWYATTN_BF16:
-      for (int64_t d = 0; d < p.head_dim; ++d) dst[d] = ToFloat(p.q.As<BF16>()[q0 + d * sd]) * scale;
-      break;
-    default:
-      for (int64_t d = 0; d < p.head_dim; ++d) dst[d] = p.q.As<float>()[q0 + d * sd] * scale;
-      break;
-  }
+  DispatchFloatDtype(p.q.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* q = p.q.As<T>() + q0;
+    for (int64_t d = 0; d < p.head_dim; ++d) dst[d] = ToFloat(q[d * sd]) * scale;
+  });
 }
 
 // 2^f for f in [-0.5, 0.5]: degree-5 relative-error fit with p(0) = 1,

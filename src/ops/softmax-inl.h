@@ -31,9 +31,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 // reduction of its next vectors before the polynomial of the current ones.
 // Accuracy: max relative error 3e-7 on [-126, 127] (tests/softmax_test.cc
 // checks it against std::exp2 per target). Range: -inf and every x < -150
-// return exactly 0, which the softmax relies on for blocked keys (a fully
-// masked row must have a zero denominator); x > 127 is not supported
-// (softmax arguments are <= 0). NaN returns NaN.
+// return exactly 0 (on AVX-512 every x < -126.5: results below the smallest
+// normal float are flushed to 0), which the softmax relies on for blocked
+// keys (a fully masked row must have a zero denominator); x > 127 is not
+// supported (softmax arguments are <= 0). NaN returns NaN.
 //
 // On AVX-512, scalef applies 2^n in one instruction (XNNPACK's "rr1-p5-
 // scalef"): 9 operations per vector instead of 14 with the exponent-field
@@ -59,8 +60,13 @@ HWY_INLINE VF Exp2Finish(DF df, VF n, VF f) {
   HWY_UNROLL(5)
   for (size_t i = 1; i < 6; ++i) p = hn::MulAdd(p, f, hn::Set(df, kExp2Poly[i]));
 #if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86
-  // p * 2^n; n <= -160 underflows to exactly +0.
-  return VF{_mm512_scalef_ps(p.raw, n.raw)};
+  // p * 2^n for n >= -126 (or NaN); lanes with n < -126 are exactly +0
+  // without being computed: a scalef whose result underflows takes a
+  // microcode assist on Intel cores (~100+ cycles), and blocked scores
+  // (-inf) are exactly such lanes: before this, a prefill with a 1-key window
+  // spent most of its time there.
+  const __mmask16 normal = _mm512_cmp_ps_mask(n.raw, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ);
+  return VF{_mm512_maskz_scalef_ps(normal, p.raw, n.raw)};
 #else
   // 2^n from the exponent field; n = -127 gives the bit pattern of +0.0.
   const hn::RebindToSigned<DF> di;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -161,6 +162,16 @@ bool Fail(std::string* error, const std::string& message) {
   return false;
 }
 
+// True if the caller's struct (struct_size bytes) reaches the end of the
+// field at [offset, offset + size): a struct from an older header lacks the
+// fields appended after it, and those count as 0.
+bool HasField(const hwyattn_sdpa_options& opts, size_t offset, size_t size) {
+  return opts.struct_size >= offset + size;
+}
+
+#define HWYATTN_REF_HAS(opts, field) \
+  HasField(opts, offsetof(hwyattn_sdpa_options, field), sizeof((opts).field))
+
 }  // namespace
 
 bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k,
@@ -192,11 +203,34 @@ bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k,
   hwyattn_causal causal = HWYATTN_CAUSAL_NONE;
   const hwyattn_tensor* mask = nullptr;
   const int32_t* kv_len = nullptr;
+  int64_t window_left = 0, window_right = 0;
+  double softcap = 0.0;
+  const float* alibi_slopes = nullptr;
+  const float* sinks = nullptr;
   if (opts != nullptr) {
     if (opts->scale != 0.0f) scale = static_cast<double>(opts->scale);
     causal = opts->causal;
     mask = opts->mask;
     kv_len = opts->kv_len;
+    if (HWYATTN_REF_HAS(*opts, window_left)) window_left = opts->window_left;
+    if (HWYATTN_REF_HAS(*opts, window_right)) window_right = opts->window_right;
+    if (HWYATTN_REF_HAS(*opts, softcap)) softcap = static_cast<double>(opts->softcap);
+    if (HWYATTN_REF_HAS(*opts, alibi_slopes)) alibi_slopes = opts->alibi_slopes;
+    if (HWYATTN_REF_HAS(*opts, sinks)) sinks = opts->sinks;
+  }
+  // Values the header gives no meaning to.
+  if (window_left < 0 || window_right < 0) return Fail(error, "negative window");
+  if (!(softcap >= 0.0) || std::isinf(softcap)) {
+    return Fail(error, "softcap must be 0 (off) or positive and finite");
+  }
+  for (int64_t h = 0; h < q_heads; ++h) {
+    if (alibi_slopes != nullptr && !std::isfinite(alibi_slopes[h])) {
+      return Fail(error, "an ALiBi slope is not finite");
+    }
+    if (sinks != nullptr && (std::isnan(sinks[h]) ||
+                            sinks[h] == std::numeric_limits<float>::infinity())) {
+      return Fail(error, "a sink is NaN or +INFINITY");
+    }
   }
 
   // The mask broadcasts to [B, Hq, Lq, Lk]: each of its logical dimensions is
@@ -230,21 +264,32 @@ bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k,
   result->weights.assign(rows * static_cast<size_t>(k_len), 0.0);
   result->lse.assign(rows, 0.0);
   result->row_blocked.assign(rows, false);
+  result->key_allowed.assign(rows * static_cast<size_t>(k_len), false);
 
   std::vector<double> scores(static_cast<size_t>(k_len));
   std::vector<bool> allowed(static_cast<size_t>(k_len));
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < q_heads; ++h) {
       const int64_t hk = h / group;
+      const double inf = std::numeric_limits<double>::infinity();
+      // The sink's logit; -inf is a sink that is off (exp(-inf) = 0).
+      const double sink = sinks != nullptr ? static_cast<double>(sinks[h]) : -inf;
+      const double slope = alibi_slopes != nullptr ? static_cast<double>(alibi_slopes[h]) : 0.0;
       for (int64_t i = 0; i < q_len; ++i) {
         const double* qrow = &qd[static_cast<size_t>(((b * q_heads + h) * q_len + i) * dim)];
+        // The query's position (key j's position is j).
+        const int64_t pos_q = causal == HWYATTN_CAUSAL_BOTTOM_RIGHT ? i + (k_len - q_len) : i;
         bool any_allowed = false;
-        double row_max = -std::numeric_limits<double>::infinity();
+        double row_max = -inf;
         for (int64_t j = 0; j < k_len; ++j) {
           bool ok = true;
           if (causal == HWYATTN_CAUSAL_TOP_LEFT && j > i) ok = false;
-          if (causal == HWYATTN_CAUSAL_BOTTOM_RIGHT && j > i + (k_len - q_len)) ok = false;
+          if (causal == HWYATTN_CAUSAL_BOTTOM_RIGHT && j > pos_q) ok = false;
           if (kv_len != nullptr && j >= kv_len[b]) ok = false;
+          // j > p - W and j < p + W, written as distances so that a huge W
+          // cannot overflow (|p - j| < Lq + Lk).
+          if (window_left > 0 && !(pos_q - j < window_left)) ok = false;
+          if (window_right > 0 && !(j - pos_q < window_right)) ok = false;
           double additive = 0.0;
           if (mask != nullptr) {
             const int64_t pos[4] = {b, h, i, j};
@@ -265,29 +310,42 @@ bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k,
           const double* krow = &kd[static_cast<size_t>(((kb * kv_heads + hk) * k_len + j) * dim)];
           double dot = 0.0;
           for (int64_t d = 0; d < dim; ++d) dot += qrow[d] * krow[d];
-          const double s = scale * dot + additive;
+          // scale, then softcap, then ALiBi and the additive mask.
+          double s = scale * dot;
+          if (softcap > 0.0) s = softcap * std::tanh(s / softcap);
+          s += slope * static_cast<double>(j - pos_q);
+          s += additive;
           scores[static_cast<size_t>(j)] = s;
           row_max = std::max(row_max, s);
           any_allowed = true;
         }
         const size_t row = static_cast<size_t>(result->RowIndex(b, h, i));
+        for (int64_t j = 0; j < k_len; ++j) {
+          result->key_allowed[row * static_cast<size_t>(k_len) + static_cast<size_t>(j)] =
+              allowed[static_cast<size_t>(j)];
+        }
         if (!any_allowed) {
           // Every key is blocked: zeros for out and weights (already there)
-          // and lse = -inf, as the header specifies.
+          // and lse = the sink's logit, which is -inf without sinks, as the
+          // header specifies.
           result->row_blocked[row] = true;
-          result->lse[row] = -std::numeric_limits<double>::infinity();
+          result->lse[row] = sink;
           continue;
         }
-        double sum = 0.0;
+        // The denominator, shifted by the largest logit (the sink's
+        // included) so that no exp overflows: exp(sink - m) is 0 for a sink
+        // of -inf.
+        const double m = std::max(row_max, sink);
+        double sum = std::exp(sink - m);
         for (int64_t j = 0; j < k_len; ++j) {
-          if (allowed[static_cast<size_t>(j)]) sum += std::exp(scores[static_cast<size_t>(j)] - row_max);
+          if (allowed[static_cast<size_t>(j)]) sum += std::exp(scores[static_cast<size_t>(j)] - m);
         }
-        result->lse[row] = row_max + std::log(sum);
+        result->lse[row] = m + std::log(sum);
         double* wrow = &result->weights[row * static_cast<size_t>(k_len)];
         double* orow = &result->out[row * static_cast<size_t>(v_dim)];
         for (int64_t j = 0; j < k_len; ++j) {
           if (!allowed[static_cast<size_t>(j)]) continue;
-          const double p = std::exp(scores[static_cast<size_t>(j)] - row_max) / sum;
+          const double p = std::exp(scores[static_cast<size_t>(j)] - m) / sum;
           wrow[j] = p;
           const int64_t vb = vs[0] == 1 ? 0 : b;
           const double* vrow = &vd[static_cast<size_t>(((vb * kv_heads + hk) * k_len + j) * v_dim)];

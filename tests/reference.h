@@ -43,9 +43,20 @@ double ReadElement(const hwyattn_tensor& t, const int64_t idx[4]);
 struct RefResult {
   int64_t batch = 0, q_heads = 0, q_len = 0, k_len = 0, v_dim = 0;
   std::vector<double> out;      // [B, Hq, Lq, Dv]
-  std::vector<double> weights;  // [B, Hq, Lq, Lk]
-  std::vector<double> lse;      // [B, Hq, Lq]; -INFINITY for a fully blocked row
-  std::vector<bool> row_blocked;  // [B, Hq, Lq]: every key of the row is blocked
+  // [B, Hq, Lq, Lk]: exp(s_j - lse) for an allowed key, exactly 0 for a
+  // blocked one. With sinks a row sums to less than 1 (1 - exp(sink - lse)).
+  std::vector<double> weights;
+  // [B, Hq, Lq]: log of the whole softmax denominator, the sink's exp(sink)
+  // included. A fully blocked row: the sink's logit, or -INFINITY without
+  // sinks (or with a sink of -INFINITY).
+  std::vector<double> lse;
+  // [B, Hq, Lq]: every key of the row is blocked (by causal, mask, kv_len or
+  // a window). A sink does not count as a key: such a row is still blocked,
+  // and its out and weights are exactly 0 whatever the sink.
+  std::vector<bool> row_blocked;
+  // [B, Hq, Lq, Lk]: key j is allowed for the row (row-major like weights).
+  // A blocked key's weight must be exactly 0, not merely small.
+  std::vector<bool> key_allowed;
 
   int64_t RowIndex(int64_t b, int64_t h, int64_t i) const {
     return (b * q_heads + h) * q_len + i;
@@ -56,7 +67,51 @@ struct RefResult {
 // `opts` may be NULL (defaults); its weights/lse pointers are ignored (the
 // oracle always produces both). Returns false and sets *error if the
 // descriptors are inconsistent (the oracle does not try to mirror the
-// library's validation; it only refuses what it cannot compute).
+// library's validation; it only refuses what it cannot compute, and
+// modifier values the header gives no meaning: a negative window, a softcap
+// that is negative or not finite, a slope that is not finite, a sink that is
+// NaN or +INFINITY).
+//
+// The rules, for batch b, query head h (which reads key/value head
+// h / (Hq / Hkv)), query row i and key j, all in double:
+//
+//   Positions. The query has position p = i + (Lk - Lq) under
+//   HWYATTN_CAUSAL_BOTTOM_RIGHT and p = i otherwise; key j has position j.
+//   Lk is the tensors' length: kv_len does not move any position.
+//
+//   Key j is allowed when every one of these that applies says so:
+//     causal TOP_LEFT        j <= i
+//     causal BOTTOM_RIGHT    j <= p
+//     kv_len                 j < kv_len[b]
+//     BOOL mask              the element is nonzero
+//     F32 mask               the element is not -INFINITY
+//     window_left  W > 0     j > p - W     (0 = unbounded)
+//     window_right W > 0     j < p + W     (0 = unbounded)
+//   so window_left = 2 on a causal row keeps keys p - 1 and p, and
+//   window_right = 1 alone is a causal mask on positions.
+//
+//   The score of an allowed key, in this order:
+//     s = scale * dot(q[b,h,i,:], k[b,hk,j,:])   scale 0 means 1/sqrt(D)
+//     s = c * tanh(s / c)                        if softcap c > 0
+//     s = s + slope[h] * (j - p)                 if alibi_slopes
+//     s = s + mask[b,h,i,j]                      if the mask is F32
+//   (the cap applies to the scaled score only: the bias and the additive
+//   mask are added after it, uncapped).
+//
+//   The sink: z = sinks[h] if sinks is given, else -INFINITY; a sink of
+//   -INFINITY is a sink that is off. It is a logit as given: not scaled, not
+//   capped, not biased, not masked, and it has no value vector.
+//     lse        = log(exp(z) + sum over allowed j of exp(s_j))
+//     weights_j  = exp(s_j - lse) for allowed j, 0 for blocked j
+//     out        = sum over allowed j of weights_j * v[b,hk,j,:]
+//   A row with no allowed key: out = 0, weights = 0, lse = z (so -INFINITY
+//   without sinks), row_blocked = true.
+//
+// The 0.2 fields (window_left .. sinks) are read only when opts->struct_size
+// covers them: a struct of the 0.1 size has no modifiers, as the header
+// says. opts->parallel is ignored (results never depend on it), and so is
+// opts->precision: the oracle always computes in double from the inputs as
+// they are stored.
 bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k,
                    const hwyattn_tensor& v, const hwyattn_sdpa_options* opts,
                    RefResult* result, std::string* error);

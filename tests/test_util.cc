@@ -200,6 +200,25 @@ Call::Call(const Problem& p) : problem(p) {
     kv_len = p.kv_len;
     opts.kv_len = kv_len.data();
   }
+  opts.window_left = p.window_left;
+  opts.window_right = p.window_right;
+  opts.softcap = p.softcap;
+  if (!p.alibi_slopes.empty()) {
+    if (static_cast<int64_t>(p.alibi_slopes.size()) != p.q_heads) {
+      ADD_FAILURE() << "Problem::alibi_slopes has " << p.alibi_slopes.size()
+                    << " entries for " << p.q_heads << " query heads";
+    }
+    alibi_slopes = p.alibi_slopes;
+    opts.alibi_slopes = alibi_slopes.data();
+  }
+  if (!p.sinks.empty()) {
+    if (static_cast<int64_t>(p.sinks.size()) != p.q_heads) {
+      ADD_FAILURE() << "Problem::sinks has " << p.sinks.size() << " entries for " << p.q_heads
+                    << " query heads";
+    }
+    sinks = p.sinks;
+    opts.sinks = sinks.data();
+  }
   if (p.want_weights) {
     weights = TensorBuf(HWYATTN_F32, {p.batch, p.q_heads, p.q_len, p.k_len}, p.weights_layout);
     weights.FillPattern(kOutputSentinel);
@@ -289,11 +308,19 @@ void CheckAgainstReference(Call& call) {
   if (p.want_weights) {
     EXPECT_TRUE(CompareRelative("weights", call.weights, ref.weights, 1e-5));
     int64_t nonzero = 0;
+    std::string first_blocked;
     call.weights.ForEach([&](const int64_t* idx, int64_t linear) {
-      const size_t row = static_cast<size_t>(linear / p.k_len);
-      if (ref.row_blocked[row] && call.weights.GetF32(idx) != 0.0f) ++nonzero;
+      // Every blocked key (a fully blocked row's, one outside a window, ...)
+      // has a weight of exactly zero.
+      if (!ref.key_allowed[static_cast<size_t>(linear)] && call.weights.GetF32(idx) != 0.0f) {
+        if (nonzero++ == 0) {
+          std::ostringstream os;
+          os << "weights" << IndexString(idx) << " = " << call.weights.GetF32(idx);
+          first_blocked = os.str();
+        }
+      }
     });
-    EXPECT_EQ(nonzero, 0) << "weights of fully blocked rows must be zeros";
+    EXPECT_EQ(nonzero, 0) << "weights of blocked keys must be zeros; first: " << first_blocked;
     EXPECT_TRUE(call.weights.UntouchedOutside(call.weights_before, &detail))
         << "weights: " << detail;
   }
@@ -349,6 +376,40 @@ std::string ShapeName(const Problem& p) {
   os << "B" << p.batch << "_Hq" << p.q_heads << "_Hkv" << p.kv_heads << "_Lq" << p.q_len << "_Lk"
      << p.k_len << "_D" << p.dim << "_Dv" << p.v_dim;
   return os.str();
+}
+
+std::string ModifierName(const Problem& p) {
+  std::ostringstream os;
+  if (p.window_left != 0 || p.window_right != 0) {
+    os << "wl" << p.window_left << "_wr" << p.window_right << "_";
+  }
+  // Test names allow [A-Za-z0-9_] only: 0.5 becomes "0p5".
+  if (p.softcap != 0.0f) {
+    std::string cap = std::to_string(p.softcap);
+    cap.erase(cap.find_last_not_of('0') + 1);
+    if (!cap.empty() && cap.back() == '.') cap.pop_back();
+    std::replace(cap.begin(), cap.end(), '.', 'p');
+    os << "cap" << cap << "_";
+  }
+  if (!p.alibi_slopes.empty()) os << "alibi_";
+  if (!p.sinks.empty()) os << "sinks_";
+  std::string name = os.str();
+  if (name.empty()) return "nomod";
+  name.pop_back();  // The trailing '_'.
+  return name;
+}
+
+std::vector<float> StandardAlibiSlopes(int64_t heads) {
+  int64_t n = 1;
+  while (n * 2 <= heads) n *= 2;
+  std::vector<float> slopes;
+  for (int64_t h = 0; h < heads; ++h) {
+    const double exponent = h < n ? -8.0 * static_cast<double>(h + 1) / static_cast<double>(n)
+                                  : -4.0 * static_cast<double>(2 * (h - n) + 1) /
+                                        static_cast<double>(n);
+    slopes.push_back(static_cast<float>(std::exp2(exponent)));
+  }
+  return slopes;
 }
 
 }  // namespace hwyattn_test

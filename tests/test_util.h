@@ -130,6 +130,12 @@ struct Problem {
   bool want_weights = false, want_lse = false;
   Layout weights_layout;
   Layout lse_layout = Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0};
+  // Score modifiers (0.2), passed to hwyattn_sdpa and the oracle alike; the
+  // defaults are "off". See hwyattn.h and reference.h for their rules.
+  int64_t window_left = 0, window_right = 0;  // 0 = unbounded
+  float softcap = 0.0f;                       // 0 = off
+  std::vector<float> alibi_slopes;            // Empty: none; else [q_heads]
+  std::vector<float> sinks;                   // Empty: none; else [q_heads]
   // q and k values are drawn from [-amp, amp].
   float q_amp = 1.0f, k_amp = 1.0f;
   uint32_t seed = 1;
@@ -148,6 +154,8 @@ struct Call {
   Problem problem;
   TensorBuf q, k, v, out, mask, weights, lse;
   std::vector<int32_t> kv_len;
+  // The per-head modifier arrays opts points into (copies of the problem's).
+  std::vector<float> alibi_slopes, sinks;
   hwyattn_sdpa_options opts;
   // Snapshots of the outputs before the call.
   std::vector<unsigned char> out_before, weights_before, lse_before;
@@ -170,6 +178,15 @@ void CheckAgainstReference(Call& call);
                                            const std::vector<double>& want, double tol);
 
 std::string ShapeName(const Problem& p);
+// The problem's score modifiers as a test-name fragment, e.g.
+// "wl3_wr0_cap30_alibi_sinks", or "nomod" when none is on.
+std::string ModifierName(const Problem& p);
+
+// ALiBi's standard slopes for `heads` heads (Press et al.; BLOOM's
+// build_alibi_tensor): with n the largest power of two <= heads, head h < n
+// gets 2^(-8 (h + 1) / n) and the remaining heads take every other slope of
+// the 2n-head sequence, 2^(-4 (2 (h - n) + 1) / n).
+std::vector<float> StandardAlibiSlopes(int64_t heads);
 
 }  // namespace hwyattn_test
 

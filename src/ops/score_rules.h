@@ -4,9 +4,9 @@
 // score_rules-inl.h; which keys a row may see by position is
 // SdpaProblem::VisibleKeys): scores live in log2 units (the query is
 // pre-multiplied by scale * log2(e), so exp(x) becomes 2^x), how the
-// caller's mask enters a score, the lse of a row, the polynomial behind 2^x
-// (used by the vector Exp2 in softmax-inl.h); and the scaled query row that
-// the row-wise kernels (decode, small) start from.
+// caller's mask enters a score, the lse of a row, the polynomials behind 2^x
+// (the vector Exp2 in softmax-inl.h) and tanh (tanh-inl.h); and the scaled
+// query row that the row-wise kernels (decode, small) start from.
 #ifndef HWYATTN_SRC_OPS_SCORE_RULES_H_
 #define HWYATTN_SRC_OPS_SCORE_RULES_H_
 
@@ -72,6 +72,22 @@ inline void ScaledQueryRow(const SdpaProblem& p, int64_t b, int64_t head, int64_
 constexpr float kExp2Poly[6] = {1.326472731307149e-3f, 9.671512991189957e-3f,
                                 5.550733581185341e-2f, 2.4022242426872253e-1f,
                                 6.931470036506653e-1f, 1.0f};
+
+// (e^(2r) - 1) / 2 = r + r^2 P(r) for |r| <= ln2/4, used by the vector Tanh
+// (tanh-inl.h) for expm1(-2|x|): P is degree 4, highest degree first (Horner
+// order). Fitted in float64 numpy, on |r| <= 0.1734 (ln2/4 and a margin), as
+// the minimax of the relative error |(r + r^2 P(r)) / ((e^(2r) - 1) / 2) - 1|
+// by Lawson's iteratively reweighted least squares on 4000 Chebyshev nodes
+// (float64 optimum 1.32e-8); then rounded to float one coefficient at a time
+// from the constant term up, the higher ones refitted after each rounding:
+// max relative error 1.37e-8 with these float values.
+constexpr float kTanhExpm1Poly[5] = {4.438617080e-02f, 1.338602453e-01f, 3.333394825e-01f,
+                                     6.666618586e-01f, 9.999999404e-01f};
+
+// |x| beyond which Tanh computes tanh(kTanhClamp), exactly 1 in float (tanh
+// rounds to 1 from 9.0109 on); it keeps +-inf and huge inputs from turning
+// into inf - inf.
+constexpr float kTanhClamp = 10.0f;
 
 }  // namespace hwyattn
 

@@ -3,7 +3,7 @@
 // bench_attention.cc: the attention rows of BENCH.md through the C ABI only
 // (include/hwyattn.h, linked to libhwyattn.so), at 1 and 2 threads:
 //
-//   BM_Attention/<id>/threads:<n>     id in P1 P2 P3 D1 D2 X1 M1 T1
+//   BM_Attention/<id>/threads:<n>     id in P1 P2 P3 D1 D2 X1 M1 T1 W1
 //
 // P*, D*, X1 and T1 call hwyattn_sdpa; M1 runs a whole self-attention layer
 // (Q/K/V/O projections with biases, as nn.MultiheadAttention) through
@@ -72,6 +72,7 @@ struct Row {
   int64_t d_model;  // M1 only: the layer's width (0: a plain hwyattn_sdpa row)
   double min_time;  // seconds per repetition
   benchmark::TimeUnit unit;
+  int64_t window = 0;  // opts.window_left (0: none)
 };
 
 // BENCH.md rows (fp32, Dv = D).
@@ -84,13 +85,20 @@ const Row kRows[] = {
     {"X1", 4, 8, 8, 128, 768, 64, false, false, 0, 0.3, benchmark::kMillisecond},
     {"M1", 4, 8, 8, 512, 512, 64, false, false, 512, 0.4, benchmark::kMillisecond},
     {"T1", 1, 2, 2, 3, 3, 2, false, false, 0, 0.2, benchmark::kNanosecond},
+    {"W1", 1, 8, 8, 2048, 2048, 64, true, false, 0, 0.4, benchmark::kMillisecond, 256},
 };
 constexpr int kThreadCounts[] = {1, 2};
 
+// Row i's first visible key under the row's causal mask and window.
+int64_t FirstKey(const Row& r, int64_t i) { return r.window > 0 ? std::max<int64_t>(0, i - r.window + 1) : 0; }
+
 double Flops(const Row& r) {
   if (r.causal) {
-    // Lq == Lk == L: only the unmasked half (row i sees i + 1 keys).
-    return 2.0 * r.B * r.Hq * r.Lq * (r.Lq + 1.0) * r.D;
+    // Lq == Lk == L: only the visible keys (row i sees i + 1 keys, at most the
+    // window's).
+    double keys = 0;
+    for (int64_t i = 0; i < r.Lq; ++i) keys += static_cast<double>(i + 1 - FirstKey(r, i));
+    return 4.0 * r.B * r.Hq * keys * r.D;
   }
   const double attention = 4.0 * r.B * r.Hq * r.Lq * r.Lk * r.D;
   // M1: Q, K, V and O projections, 2 * B * L * d_model^2 each.
@@ -109,6 +117,7 @@ std::string Shape(const Row& r) {
            static_cast<long long>(r.Lk), static_cast<long long>(r.D),
            r.causal ? " causal" : "");
   std::string shape = buf;
+  if (r.window > 0) shape += " window_left=" + std::to_string(r.window);
   if (r.d_model > 0) shape += " d_model=" + std::to_string(r.d_model);
   return shape;
 }
@@ -207,20 +216,20 @@ std::string SpotCheck(const Row& r, const Tensors& t) {
     const float* kb = t.k.data() + (b * r.Hkv + hk) * r.Lk * r.D;
     const float* vb = t.v.data() + (b * r.Hkv + hk) * r.Lk * r.D;
     const float* oi = t.o.data() + ((b * r.Hq + h) * r.Lq + i) * r.D;
-    const int64_t keys = r.causal ? i + 1 : r.Lk;
+    const int64_t keys = r.causal ? i + 1 : r.Lk, first = FirstKey(r, i);
     std::vector<double> s(keys);
     double m = -INFINITY;
-    for (int64_t j = 0; j < keys; ++j) {
+    for (int64_t j = first; j < keys; ++j) {
       double dot = 0;
       for (int64_t d = 0; d < r.D; ++d) dot += static_cast<double>(qi[d]) * kb[j * r.D + d];
       s[j] = dot * scale;
       m = std::max(m, s[j]);
     }
     double l = 0;
-    for (int64_t j = 0; j < keys; ++j) l += (s[j] = std::exp(s[j] - m));
+    for (int64_t j = first; j < keys; ++j) l += (s[j] = std::exp(s[j] - m));
     for (int64_t d = 0; d < r.D; ++d) {
       double acc = 0;
-      for (int64_t j = 0; j < keys; ++j) acc += s[j] * vb[j * r.D + d];
+      for (int64_t j = first; j < keys; ++j) acc += s[j] * vb[j * r.D + d];
       acc /= l;
       max_ref = std::max(max_ref, std::fabs(acc));
       max_err = std::max(max_err, std::fabs(acc - oi[d]));
@@ -246,6 +255,7 @@ void BM_Attention(benchmark::State& state, const Row* row) {
   hwyattn_sdpa_options opts;
   hwyattn_sdpa_options_init(&opts);
   opts.causal = r.causal ? HWYATTN_CAUSAL_TOP_LEFT : HWYATTN_CAUSAL_NONE;
+  opts.window_left = r.window;
 
   // Decode rows are memory-bound, and on a shared machine the memory bandwidth
   // and the share of the L3 left to this VM change within minutes (46 to 84

@@ -237,11 +237,14 @@ typedef struct hwyattn_sdpa_options {
    *  key_padding_mask. Each value in [0, Lk]. */
   const int32_t* kv_len;
   /** Optional output, F32 [B, Hq, Lq, Lk]: the attention probabilities (each
-   *  row sums to 1, or is all zeros if every key of that row is blocked). */
+   *  row sums to 1, or to less with a sink, or is all zeros if every key of
+   *  that row is blocked). */
   hwyattn_tensor* weights;
   /** Optional output, F32 [B, Hq, Lq]: natural log of the softmax denominator
-   *  of the scaled, masked scores (logsumexp over the keys), -INFINITY for a
-   *  row whose keys are all blocked. Lets callers merge partial results. */
+   *  of the scaled, modified, masked scores (logsumexp over the keys, and the
+   *  sink when there is one), -INFINITY for a row whose keys are all blocked
+   *  (the sink's logit with sinks). Lets callers merge partial results
+   *  (hwyattn_merge_states). */
   hwyattn_tensor* lse;
 
   /* ---- 0.2: score modifiers, threads, precision (zero = off) ----------- */
@@ -312,9 +315,11 @@ HWYATTN_API void(hwyattn_sdpa_options_init)(hwyattn_sdpa_options* opts);
  *
  *  - GQA / MQA: Hq a multiple of Hkv; query head h uses key/value head
  *    h / (Hq / Hkv). Cross-attention is the general case (Lq != Lk, Dv != D).
- *  - A query row whose keys are all blocked (by causal, mask or kv_len) gets
- *    an output of zeros, weights of zeros and lse = -INFINITY. (PyTorch gives
- *    NaN there.)
+ *  - A query row whose keys are all blocked (by causal, mask, kv_len or a
+ *    window) gets an output of zeros, weights of zeros and lse = -INFINITY
+ *    (or its sink's logit). (PyTorch gives NaN there.)
+ *  - Order of the rules on a score: scale, softcap, then ALiBi and the
+ *    additive mask; then causal, windows, kv_len and a BOOL mask block keys.
  *  - Computation is in fp32 with fused online softmax; the Lq x Lk score
  *    matrix is never materialised unless opts->weights is given.
  *  - Results are bit-identical for any thread count, but may differ in the
@@ -395,8 +400,9 @@ HWYATTN_API void hwyattn_mha_destroy(hwyattn_mha* m);
  *  opts (NULL = defaults) applies to the attention inside: scale (0 =
  *  1/sqrt(head_dim), as PyTorch), causal (an attn_mask with is_causal), mask
  *  broadcastable to [B, num_heads, Lq, Lk] (attn_mask), kv_len as PyTorch's
- *  key_padding_mask, and the optional per-head weights [B, num_heads, Lq, Lk]
- *  (average_attn_weights=False) and lse [B, num_heads, Lq].
+ *  key_padding_mask, the optional per-head weights [B, num_heads, Lq, Lk]
+ *  (average_attn_weights=False) and lse [B, num_heads, Lq], and the score
+ *  modifiers (windows, softcap, alibi_slopes and sinks of [num_heads]).
  *  Thread-safe: many threads may run the same module at once. */
 HWYATTN_API hwyattn_status hwyattn_mha_forward(const hwyattn_mha* m, const hwyattn_tensor* query,
                                                const hwyattn_tensor* key,

@@ -52,6 +52,11 @@ struct SdpaProblem {
   int64_t PositionOffset() const {
     return causal == HWYATTN_CAUSAL_BOTTOM_RIGHT ? kv_len - q_len : 0;
   }
+  // Whether any score modifier is on (windows, softcap, ALiBi, sinks).
+  bool HasModifiers() const {
+    return window_left != 0 || window_right != 0 || softcap != 0.0f || alibi_slopes != nullptr ||
+           sinks != nullptr;
+  }
   // Whether some rows may block keys that other rows of the same kv head
   // see (causal, windows, a mask tensor): their probabilities there are
   // exactly 0, and P . V must not let 0 * NaN (a non-finite V) reach them.
@@ -59,15 +64,25 @@ struct SdpaProblem {
     return causal != HWYATTN_CAUSAL_NONE || has_mask || window_left != 0 || window_right != 0;
   }
   // The keys [*first, *end) of batch b that a query at position `pos` may
-  // see by position (kv_len, causal, windows; masks come on top). Empty
-  // when *end <= *first. The one home of these rules: every kernel uses it.
+  // see by position (kv_len, causal, windows; masks come on top), with
+  // 0 <= *first <= *end <= KeyEnd(b) (an empty range where *first == *end).
+  // Both bounds grow with pos. The one home of these rules: every kernel
+  // uses it. kWindows = false: a caller that knows there are no windows
+  // (a tiny call's per-row set-up is a visible part of its time).
+  template <bool kWindows = true>
   void VisibleKeys(int64_t b, int64_t pos, int64_t* first, int64_t* end) const {
-    int64_t hi = KeyEnd(b);
+    const int64_t key_end = KeyEnd(b);
+    int64_t hi = key_end;
     if (causal != HWYATTN_CAUSAL_NONE && pos + 1 < hi) hi = pos + 1;
-    // Windows are compared without forming pos +- W, which may overflow.
-    if (window_right > 0 && window_right < hi - pos) hi = pos + window_right;
-    *first = window_left > 0 && window_left <= pos ? pos - window_left + 1 : 0;
-    *end = hi;
+    int64_t lo = 0;
+    if (kWindows) {
+      // Windows are compared without forming pos +- W, which may overflow.
+      if (window_right > 0 && window_right < hi - pos) hi = pos + window_right;
+      lo = window_left > 0 && window_left <= pos ? pos - window_left + 1 : 0;
+      if (lo > key_end) lo = key_end;
+    }
+    *first = lo;
+    *end = hi > lo ? hi : lo;
   }
 };
 

@@ -121,6 +121,36 @@ std::vector<NamedProblem> Problems() {
     p.seed = 1004;
     problems.push_back({"MaskedPaddedF32DecodeLseOnly", p});
   }
+  {
+    // Every score modifier on a windowed GQA prefill (whole key tiles
+    // skipped, edge panels masked per lane) ...
+    Problem p;
+    p.batch = 2;
+    p.q_heads = 4;
+    p.kv_heads = 2;
+    p.q_len = 300;
+    p.k_len = 300;
+    p.dim = 64;
+    p.v_dim = 64;
+    p.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+    p.window_left = 70;
+    p.softcap = 1.0f;
+    p.alibi_slopes = StandardAlibiSlopes(4);
+    for (float& s : p.alibi_slopes) s *= 0.1f;
+    p.sinks = {0.5f, -1.0f, 0.0f, 2.0f};
+    p.q_amp = 2.0f;
+    p.want_weights = true;
+    p.want_lse = true;
+    p.seed = 1005;
+    problems.push_back({"ModifiedWindowedPrefill", p});
+    // ... and on a decode step whose window spans three key chunks.
+    p.q_len = 1;
+    p.k_len = 2000;
+    p.window_left = 1100;
+    p.batch = 1;
+    p.seed = 1006;
+    problems.push_back({"ModifiedWindowedDecode", p});
+  }
   return problems;
 }
 

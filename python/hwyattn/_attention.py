@@ -102,10 +102,27 @@ def kv_len_array(kv_len, batch, name="kv_len"):
     return np.ascontiguousarray(a64, dtype=np.int32)
 
 
+def _window(w, name):
+    w = int(w or 0)
+    if w < 0 or w >= 2**63:
+        raise _invalid("%s is %d; must be >= 0 (0 = unbounded)" % (name, w))
+    return w
+
+
+def _to_float_vector(values, name):
+    a = np.asarray(values)
+    if a.dtype.kind not in "fiu" or a.ndim != 1:
+        raise _invalid("%s: must be a 1-d real array of one value per query head, got %s %s"
+                       % (name, a.dtype, a.shape))
+    return a
+
+
 class Options(object):
     """Builds an hwyattn_sdpa_options and keeps every array it points to alive."""
 
-    def __init__(self, scale=None, causal=False, mask=None, kv_len=None, batch=1):
+    def __init__(self, scale=None, causal=False, mask=None, kv_len=None, batch=1,
+                 window_left=0, window_right=0, softcap=0.0, alibi_slopes=None, sinks=None,
+                 heads=None):
         self.c = _capi.SdpaOptions()
         _capi.init_struct("hwyattn_sdpa_options", self.c)
         if scale is not None:
@@ -123,6 +140,19 @@ class Options(object):
             arr = kv_len_array(kv_len, batch)
             self._keep.append(arr)
             self.c.kv_len = arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+        # The score modifiers: the library checks their values and says which
+        # one is wrong; here only their types and the per-head lengths.
+        self.c.window_left = _window(window_left, "window_left")
+        self.c.window_right = _window(window_right, "window_right")
+        self.c.softcap = float(softcap or 0.0)
+        for name, values in (("alibi_slopes", alibi_slopes), ("sinks", sinks)):
+            if values is None:
+                continue
+            arr = np.ascontiguousarray(_to_float_vector(values, name), dtype=np.float32)
+            if heads is not None and arr.shape != (heads,):
+                raise _invalid("%s: shape %s; must be [Hq] = [%d]" % (name, arr.shape, heads))
+            self._keep.append(arr)
+            setattr(self.c, name, arr.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
 
     def add_weights(self, shape):
         t, out = output_tensor(shape, "weights")
@@ -145,6 +175,7 @@ def _batch(shape):
 
 
 def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
+         window_left=0, window_right=0, softcap=0.0, alibi_slopes=None, sinks=None,
          return_weights=False, return_lse=False):
     """Scaled dot-product attention: softmax(q k^T * scale + mask) v.
 
@@ -163,6 +194,17 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
     mask: broadcastable to [B, Hq, Lq, Lk]; bool (True = attend) or float
         (added to the scaled scores; -inf blocks).
     kv_len: [B] ints; keys at positions >= kv_len[b] are padding.
+    window_left, window_right: sliding-window sizes (0 = unbounded): a query
+        at position p sees keys p - window_left < j < p + window_right.
+        Positions: query i is at i + Lk - Lq under causal="bottom_right",
+        else at i; key j at j. Mistral/Gemma's sliding_window = W is
+        window_left=W; FlashAttention's window_size=(L, R) is
+        window_left=L+1, window_right=R+1.
+    softcap: 0 = off; c > 0 turns every scaled score s into c*tanh(s/c),
+        before the mask and ALiBi (Gemma 2).
+    alibi_slopes: [Hq] floats: adds slope[h] * (j - p) to the scores.
+    sinks: [Hq] floats: a per-head logit that joins the softmax denominator
+        and has no value (gpt-oss); lse includes it, weights sum to < 1.
     return_weights: also return the probabilities [B, Hq, Lq, Lk] (float32).
     return_lse: also return the log-sum-exp of the scaled, masked scores,
         [B, Hq, Lq] (-inf for a row with every key blocked).
@@ -182,7 +224,9 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
     lead = q.shape[:-1]  # [B, Hq, Lq] right-aligned
     lk = k.shape[-2] if k.ndim >= 2 else 1
     out_shape = lead + (v.shape[-1],)
-    opts = Options(scale, causal, mask, kv_len, batch=_batch(q.shape))
+    opts = Options(scale, causal, mask, kv_len, batch=_batch(q.shape), window_left=window_left,
+                   window_right=window_right, softcap=softcap, alibi_slopes=alibi_slopes,
+                   sinks=sinks, heads=q.shape[-3] if q.ndim >= 3 else 1)
     weights = opts.add_weights(lead + (lk,)) if return_weights else None
     lse = opts.add_lse(lead if lead else (1,)) if return_lse else None
     to, out = output_tensor(out_shape, "out")

@@ -181,7 +181,8 @@ class MultiheadAttention(object):
 
     def __call__(self, query, key=None, value=None, *, causal=False, attn_mask=None,
                  key_padding_mask=None, kv_len=None, need_weights=False,
-                 average_attn_weights=False, scale=None):
+                 average_attn_weights=False, scale=None, window_left=0, window_right=0,
+                 softcap=0.0, alibi_slopes=None, sinks=None):
         """Runs the layer.
 
         query [B, Lq, embed_dim]; key [B, Lk, kdim] and value [B, Lk, vdim],
@@ -202,6 +203,8 @@ class MultiheadAttention(object):
             [B, num_heads, Lq, Lk] (average_attn_weights=True averages the
             heads: [B, Lq, Lk]).
         scale: None = 1/sqrt(head_dim).
+        window_left, window_right, softcap, alibi_slopes ([num_heads]), sinks
+            ([num_heads]): the score modifiers, as in hwyattn.sdpa.
 
         Returns out [B, Lq, embed_dim], or (out, weights) with need_weights.
         """
@@ -268,7 +271,9 @@ class MultiheadAttention(object):
                     attend = ~pad[:, None, None, :]
                     mask = attend if mask is None else mask_and(mask, attend)
 
-        opts = Options(scale, causal, mask, lengths, batch=B)
+        opts = Options(scale, causal, mask, lengths, batch=B, window_left=window_left,
+                       window_right=window_right, softcap=softcap, alibi_slopes=alibi_slopes,
+                       sinks=sinks, heads=self.num_heads)
         lead = q.shape[:-2]
         weights = opts.add_weights(lead + (self.num_heads, Lq, Lk)) if need_weights else None
         to, out = output_tensor(q.shape[:-1] + (self.embed_dim,), "out")

@@ -303,13 +303,17 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
     }
   }
 
-  // Masks: the causal diagonal per row, then the caller's mask.
+  // Per row: the modifiers (softcap, ALiBi), the keys outside its visible
+  // range (causal, windows), then the caller's mask.
+  const ScoreModifiers mods(p);
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * ld;
     const int64_t pos = r / group, head = kvh * group + r % group;
-    if (p.causal != HWYATTN_CAUSAL_NONE) {
-      for (int64_t j = std::max<int64_t>(0, pos + offset + 1 - c0); j < keys; ++j) sr[j] = -INFINITY;
-    }
+    if (mods.any) mods.ApplyRow(sr, keys, head, c0 - (pos + offset));
+    int64_t first, end;
+    p.VisibleKeys(b, pos + offset, &first, &end);
+    for (int64_t j = 0; j < std::min(keys, first - c0); ++j) sr[j] = -INFINITY;
+    for (int64_t j = std::max<int64_t>(0, end - c0); j < keys; ++j) sr[j] = -INFINITY;
     if (p.has_mask) {
       const int64_t base = p.mask.Offset(b, head, pos, c0), sj = p.mask.stride[3];
       WithMaskRule(p.mask, [&](const auto& rule) {
@@ -456,8 +460,9 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
       const float* st = plan.partial_stats + (first + c * chunk_stride + r) * 2;
       l += (plan.chunks == 1 ? 1.0f : exp2f(st[0] - m)) * st[1];
     }
-    // No visible key: l == 0 and the row is zeros; a NaN l stays NaN.
-    const float inv = (l == 0.0f) ? 0.0f : 1.0f / l;
+    // No visible key: l == 0 and the row is zeros (RowInverse).
+    const float sink = SinkLog2(p, head);
+    const float inv = RowInverse(m, l, sink);
     float* o = p.out.AsMutable<float>() + p.out.Offset(b, head, pos, 0);
     const int64_t so = p.out.stride[3];
     for (int64_t c = 0; c < plan.chunks; ++c) {
@@ -482,7 +487,7 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
         o[dv * so] = hn::GetLane(c == 0 ? hn::Mul(wx, x) : hn::MulAdd(wx, x, hn::Set(d1, o[dv * so])));
       }
     }
-    if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = LseFromLog2(m, l);
+    if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = RowLse(m, l, sink);
   }
 }
 

@@ -57,19 +57,18 @@ struct DecodePlan {
   size_t PartialIndex(int64_t b, int64_t kvh, int64_t chunk) const {
     return static_cast<size_t>(((b * problem->kv_heads + kvh) * chunks + chunk) * rows);
   }
-  // Keys [first, first + count) of `chunk` that some row of batch b may see:
-  // below the batch's key end and, under a causal mask, left of the last
-  // row's diagonal. count may be 0.
+  // Keys [first, first + count) of `chunk` that some row of batch b may see
+  // by position (SdpaProblem::VisibleKeys of the first and the last row, whose
+  // ranges bound everyone's). count may be 0.
   int64_t ChunkKeys(int64_t b, int64_t chunk, int64_t* first) const {
     const SdpaProblem& p = *problem;
+    int64_t lo, unused, hi;
+    p.VisibleKeys(b, p.PositionOffset(), &lo, &unused);
+    p.VisibleKeys(b, (rows - 1) / p.group() + p.PositionOffset(), &unused, &hi);
     const int64_t c0 = chunk * kDecodeChunk;
-    int64_t c1 = c0 + kDecodeChunk < p.KeyEnd(b) ? c0 + kDecodeChunk : p.KeyEnd(b);
-    if (p.causal != HWYATTN_CAUSAL_NONE) {
-      const int64_t last_visible = (rows - 1) / p.group() + p.PositionOffset() + 1;
-      c1 = c1 < last_visible ? c1 : last_visible;
-    }
-    *first = c0;
-    return c1 > c0 ? c1 - c0 : 0;
+    const int64_t c1 = c0 + kDecodeChunk < hi ? c0 + kDecodeChunk : hi;
+    *first = c0 > lo ? c0 : lo;
+    return c1 > *first ? c1 - *first : 0;
   }
 };
 

@@ -395,12 +395,22 @@ void WeightedValuesSkippingZeros(size_t dims, size_t vectors, size_t keys,
 
 // The keys of one panel that are blocked while its scores are still in
 // registers: keys at or past key_end for every query (the zero padding of a
-// tile's last panel) and, with key_limit, keys past a query lane's last
-// visible key (the causal diagonal).
+// tile's last panel) and, with key_lo / key_last, keys outside a query
+// lane's visible range [key_lo, key_last] (the causal diagonal, the window
+// edges).
 struct PanelMask {
-  int64_t key0;               // the panel's first key
-  int64_t key_end;            // keys >= key_end are blocked
-  const int32_t* key_limit;   // [Bq] last visible key per query lane, or null
+  int64_t key0;              // the panel's first key
+  int64_t key_end;           // keys >= key_end are blocked
+  const int32_t* key_lo;     // [Bq] first visible key per query lane, or null
+  const int32_t* key_last;   // [Bq] last visible key per query lane
+};
+
+// The score modifiers of a work item's lanes (null when there are none):
+// softcap, and ALiBi's slope (log2 units) and position per query lane.
+struct LaneModifiers {
+  const ScoreModifiers* rule;
+  const float* slope;     // [Bq], or null without ALiBi
+  const int32_t* pos;     // [Bq]
 };
 
 // One register tile of S^T: MR keys (from `a`) x the first `vectors` (<=
@@ -410,10 +420,11 @@ struct PanelMask {
 // max (the online softmax's new running max, without another pass).
 template <size_t kVectors, class AOperand>
 void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t, float* s_rows,
-                const PanelMask* mask, float* tile_max, const KeyPanelPrefetch& prefetch) {
+                int64_t key0, const LaneModifiers* mods, const PanelMask* mask, float* tile_max,
+                const KeyPanelPrefetch& prefetch) {
   if constexpr (kVectors > 1) {
     if (vectors < kVectors) {
-      ScorePanel<kVectors - 1>(vectors, dim, a, q_t, s_rows, mask, tile_max, prefetch);
+      ScorePanel<kVectors - 1>(vectors, dim, a, q_t, s_rows, key0, mods, mask, tile_max, prefetch);
       return;
     }
   }
@@ -437,15 +448,22 @@ void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t,
     HWY_UNROLL(8)
     for (size_t c = 0; c < kVectors; ++c) {
       VF score = acc[r][c];
+      // Keys and positions fit in int32: lengths are validated to be < 2^31.
+      const auto key = hn::Set(di, static_cast<int32_t>(key0 + static_cast<int64_t>(r)));
+      if (mods != nullptr) {
+        if (mods->rule->cap != 0.0f) score = mods->rule->Cap(df, score);
+        if (mods->slope != nullptr) {
+          const VF distance = hn::ConvertTo(df, hn::Sub(key, hn::Load(di, mods->pos + c * kLanes)));
+          score = hn::MulAdd(hn::Load(df, mods->slope + c * kLanes), distance, score);
+        }
+      }
       if (mask != nullptr) {
-        const int64_t key = mask->key0 + static_cast<int64_t>(r);
-        if (key >= mask->key_end) {
+        if (key0 + static_cast<int64_t>(r) >= mask->key_end) {
           score = blocked_value;
-        } else if (mask->key_limit != nullptr) {
-          // Keys fit in int32: lengths are validated to be < 2^31.
+        } else if (mask->key_lo != nullptr) {
           const auto blocked = hn::RebindMask(
-              df, hn::Gt(hn::Set(di, static_cast<int32_t>(key)),
-                         hn::Load(di, mask->key_limit + c * kLanes)));
+              df, hn::Or(hn::Lt(key, hn::Load(di, mask->key_lo + c * kLanes)),
+                         hn::Gt(key, hn::Load(di, mask->key_last + c * kLanes))));
           score = hn::IfThenElse(blocked, blocked_value, score);
         }
       }
@@ -511,24 +529,34 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   float* HWY_RESTRICT row_sum = scratch + layout.row_sum;
   float* HWY_RESTRICT rescale = scratch + layout.rescale;
   float* HWY_RESTRICT k_edge = scratch + layout.k_edge;
-  int32_t* HWY_RESTRICT key_limit = reinterpret_cast<int32_t*>(scratch + layout.key_limit);
+  int32_t* HWY_RESTRICT key_lo = reinterpret_cast<int32_t*>(scratch + layout.key_lo);
+  int32_t* HWY_RESTRICT key_last = reinterpret_cast<int32_t*>(scratch + layout.key_last);
+  int32_t* HWY_RESTRICT lane_pos = reinterpret_cast<int32_t*>(scratch + layout.lane_pos);
+  float* HWY_RESTRICT lane_slope = scratch + layout.lane_slope;
   int64_t* HWY_RESTRICT mask_row = reinterpret_cast<int64_t*>(scratch + layout.mask_row);
 
   const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim;
   const int64_t rows = std::min<int64_t>(kQueryTile, p.q_len * group - row0);
   const int64_t first_pos = row0 / group, last_pos = (row0 + rows - 1) / group;
 
-  // Keys this tile needs: [0, key_end). Keys below causal_free_end are visible
-  // to every row; from there to key_end the diagonal is masked per lane, and
-  // whole key tiles past the last row's diagonal are never computed.
-  int64_t key_end = p.KeyEnd(b);
-  int64_t causal_free_end = key_end;
+  // Keys this tile needs: [key_begin, key_end), the union of its rows'
+  // visible ranges (which move right with the position: the first row's
+  // range starts and ends first). Keys in [free_begin, free_end) are visible
+  // to every row; outside it the ranges (causal diagonal, window edges) are
+  // masked per lane, and whole key tiles outside every row's range are never
+  // computed: a windowed tile costs in proportion to its window.
   const int64_t offset = p.PositionOffset();
-  const bool causal = p.causal != HWYATTN_CAUSAL_NONE;
-  if (causal) {
-    key_end = std::max<int64_t>(0, std::min(key_end, last_pos + offset + 1));
-    causal_free_end = std::max<int64_t>(0, std::min(key_end, first_pos + offset + 1));
-  }
+  int64_t key_begin, key_end, free_begin, free_end;
+  p.VisibleKeys(b, first_pos + offset, &key_begin, &free_end);
+  p.VisibleKeys(b, last_pos + offset, &free_begin, &key_end);
+  key_end = std::max(key_end, key_begin);
+  free_end = std::min(free_end, key_end);
+  // Key tiles start at the panel holding key_begin (a window's left edge
+  // seldom falls on a kKeyTile boundary; panels are kMR keys from key 0).
+  const int64_t tile_begin = key_begin / static_cast<int64_t>(kMR) * kMR;
+  const ScoreModifiers rule(p);
+  const LaneModifiers lane_mods{&rule, rule.slopes != nullptr ? lane_slope : nullptr, lane_pos};
+  const LaneModifiers* mods = rule.any ? &lane_mods : nullptr;
 
   if (p.q.dtype == HWYATTN_F32 && p.q.stride[3] == 1) {
     PackQueriesF32(p, b, kvh, row0, rows, plan.q_scale, q_t);
@@ -540,10 +568,18 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
     if (c < rows) {
       const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;
-      key_limit[c] = static_cast<int32_t>(pos + offset);  // |.| < 2^31: validated
+      int64_t first, end;
+      p.VisibleKeys(b, pos + offset, &first, &end);
+      key_lo[c] = static_cast<int32_t>(first);  // |.| < 2^31: validated
+      key_last[c] = static_cast<int32_t>(end - 1);
+      lane_pos[c] = static_cast<int32_t>(pos + offset);
+      lane_slope[c] = rule.Slope(head);
       if (p.has_mask) mask_row[c] = p.mask.Offset(b, head, pos, 0);
     } else {
-      key_limit[c] = INT32_MAX;
+      key_lo[c] = 0;
+      key_last[c] = INT32_MAX;
+      lane_pos[c] = 0;
+      lane_slope[c] = 0.0f;
     }
     row_max[c] = -FLT_MAX;
     row_sum[c] = 0.0f;
@@ -586,7 +622,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
                ? KeyPanelPrefetch{k_rows + j * ldk, static_cast<size_t>(ldk), lines}
                : KeyPanelPrefetch{k_packed + j * dim, static_cast<size_t>(dim), lines};
   };
-  for (int64_t jt0 = 0; jt0 < key_end; jt0 += kKeyTile) {
+  for (int64_t jt0 = tile_begin; jt0 < key_end; jt0 += kKeyTile) {
     const int64_t jt1 = std::min<int64_t>(jt0 + kKeyTile, key_end);
     const size_t panels = static_cast<size_t>(jt1 - jt0 + kMR - 1) / kMR;
     const size_t tile_keys = panels * kMR;
@@ -601,9 +637,9 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
     for (size_t panel = 0; panel < panels; ++panel) {
       const int64_t j = jt0 + static_cast<int64_t>(panel * kMR);
       const int64_t j_last = j + static_cast<int64_t>(kMR) - 1;
-      const bool diagonal = causal && j_last >= causal_free_end;
-      const PanelMask mask{j, jt1, diagonal ? key_limit : nullptr};
-      const PanelMask* panel_mask = (diagonal || j_last >= jt1) ? &mask : nullptr;
+      const bool edge = j < free_begin || j_last >= free_end;
+      const PanelMask mask{j, jt1, edge ? key_lo : nullptr, key_last};
+      const PanelMask* panel_mask = (edge || j_last >= jt1) ? &mask : nullptr;
       float* s_rows = s_t + panel * kMR * kQueryTile;
       const size_t udim = static_cast<size_t>(dim);
       // The first line of the panel's value rows, for P . V; the key panel
@@ -616,19 +652,19 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
       const KeyPanelPrefetch prefetch =
           key_panel_prefetch(j + static_cast<int64_t>(kPrefetchDistance * kMR));
       if (!plan.keys_in_place) {
-        ScorePanel<kTileVectors>(q_vectors, udim, PackedA{k_packed + j * dim, kMR}, q_t, s_rows,
-                                 panel_mask, tile_max, prefetch);
+        ScorePanel<kTileVectors>(q_vectors, udim, PackedA{k_packed + j * dim, kMR}, q_t, s_rows, j,
+                                 mods, panel_mask, tile_max, prefetch);
       } else if (j + static_cast<int64_t>(kMR) <= p.kv_len) {
         ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_rows + j * ldk, static_cast<size_t>(ldk)},
-                                 q_t, s_rows, panel_mask, tile_max, prefetch);
+                                 q_t, s_rows, j, mods, panel_mask, tile_max, prefetch);
       } else {
         for (int64_t r = 0; r < static_cast<int64_t>(kMR); ++r) {
           for (int64_t d = 0; d < dim; ++d) {
             k_edge[r * dim + d] = j + r < p.kv_len ? k_rows[(j + r) * ldk + d] : 0.0f;
           }
         }
-        ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_edge, udim}, q_t, s_rows, panel_mask,
-                                 tile_max, KeyPanelPrefetch{nullptr, 0, 0});
+        ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_edge, udim}, q_t, s_rows, j, mods,
+                                 panel_mask, tile_max, KeyPanelPrefetch{nullptr, 0, 0});
       }
     }
     if (p.has_mask) {
@@ -648,10 +684,13 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
                       row_sum, rescale);
 
     // O^T = O^T * alpha + V^T . P^T over the tile's real keys (not the padding).
-    const bool masked_tile = p.has_mask || jt1 > causal_free_end;
+    const bool masked_tile = p.has_mask || jt0 < free_begin || jt1 > free_end;
     const size_t keys = static_cast<size_t>(jt1 - jt0);
-    if (masked_tile && plan.nonfinite_values != nullptr &&
-        plan.nonfinite_values[(b * p.kv_heads + kvh) * plan.key_tiles + jt0 / kKeyTile]) {
+    // The flags are per kKeyTile keys from key 0; this tile may span two.
+    const auto nonfinite = [&](int64_t j) {
+      return plan.nonfinite_values[(b * p.kv_heads + kvh) * plan.key_tiles + j / kKeyTile] != 0;
+    };
+    if (masked_tile && plan.nonfinite_values != nullptr && (nonfinite(jt0) || nonfinite(jt1 - 1))) {
       WeightedValuesSkippingZeros(value_dims, q_vectors, keys, s_t, v_rows + jt0 * ldv,
                                   static_cast<size_t>(ldv), rescale, o_t);
     } else {
@@ -660,22 +699,29 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
     }
   }
 
-  // out = O / l. A row with no visible key has l == 0 and gets zeros; a NaN l
-  // (NaN input) stays NaN rather than being hidden.
+  // out = O * inv (RowInverse: 1 / l, with the sink in the denominator if any).
+  // A row with no visible key has l == 0 and gets zeros; a NaN l (NaN input)
+  // stays NaN rather than being hidden.
   float* HWY_RESTRICT inv = rescale;
   for (int64_t c = 0; c < static_cast<int64_t>(q_vectors * kLanes); ++c) {
+    if (c >= rows) {
+      inv[c] = 0.0f;
+      continue;
+    }
     const float l = row_sum[c], m = row_max[c];
-    inv[c] = (c >= rows || l == 0.0f) ? 0.0f : 1.0f / l;
-    if (c >= rows) continue;
     const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;
-    if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = LseFromLog2(m, l);
+    const float sink = SinkLog2(p, head);
+    inv[c] = RowInverse(m, l, sink);
+    if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = RowLse(m, l, sink);
     if (p.has_weights) {
+      // Keys of skipped tiles (left of every window) and past key_end are 0.
       float* w = p.weights.AsMutable<float>() + p.weights.Offset(b, head, pos, 0);
       const int64_t sw = p.weights.stride[3];
-      for (int64_t j = 0; j < key_end; ++j) {
+      for (int64_t j = 0; j < std::min(tile_begin, key_end); ++j) w[j * sw] = 0.0f;
+      for (int64_t j = tile_begin; j < key_end; ++j) {
         w[j * sw] = (l == 0.0f) ? 0.0f : exp2f(w[j * sw] - m) * inv[c];
       }
-      for (int64_t j = key_end; j < p.kv_len; ++j) w[j * sw] = 0.0f;
+      for (int64_t j = std::max(tile_begin, key_end); j < p.kv_len; ++j) w[j * sw] = 0.0f;
     }
   }
   StoreOutputs(p, b, kvh, row0, rows, o_t, inv, plan.value_dim_pad);

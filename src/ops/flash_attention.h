@@ -106,7 +106,10 @@ struct FlashScratchLayout {
   size_t row_sum;  // [Bq]: running denominator l
   size_t rescale;  // [Bq]: 2^(m_old - m_new) of the last step
   size_t k_edge;   // [MR][D]: the last, partial panel of in-place keys
-  size_t key_limit;  // [Bq] int32: last key visible under the causal mask
+  size_t key_lo;     // [Bq] int32: first key visible by position (windows)
+  size_t key_last;   // [Bq] int32: last key visible by position
+  size_t lane_pos;   // [Bq] int32: the lane's query position (ALiBi)
+  size_t lane_slope;  // [Bq]: the lane's ALiBi slope, log2 units
   size_t mask_row;   // [Bq] int64: offset of each row in the mask tensor
   size_t total;
 
@@ -126,7 +129,10 @@ struct FlashScratchLayout {
     row_sum = take(bq);
     rescale = take(bq);
     k_edge = take(g.tile_rows * static_cast<size_t>(p.head_dim));
-    key_limit = take(bq);
+    key_lo = take(bq);
+    key_last = take(bq);
+    lane_pos = take(bq);
+    lane_slope = take(bq);
     mask_row = take(2 * bq);
     total = at;
   }

@@ -2,8 +2,8 @@
 //
 // The vector side of the score rules (score_rules.h has the scalar side),
 // per target: K/V elements of any storage dtype widened to float vectors,
-// and the test for non-finite values that decides whether a P . V pass must
-// skip zero probabilities.
+// the test for non-finite values that decides whether a P . V pass must
+// skip zero probabilities, and the score modifiers (softcap, ALiBi).
 
 #if defined(HWYATTN_SRC_OPS_SCORE_RULES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef HWYATTN_SRC_OPS_SCORE_RULES_INL_H_
@@ -20,6 +20,7 @@
 #include "hwy/highway.h"
 #include "src/ops/convert.h"
 #include "src/ops/score_rules.h"
+#include "src/ops/tanh-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
@@ -60,6 +61,62 @@ bool ValuesFinite(const T* HWY_RESTRICT v, size_t keys, int64_t ldv, size_t valu
   }
   return hn::AllFalse(df, hn::IsNaN(acc)) && tail == 0.0f;
 }
+
+// The score modifiers of a problem, in the log2 units of the scores:
+// softcap (c tanh(s / c) becomes c2 tanh(s2 / c2) with c2 = c log2(e): the
+// same form) and then ALiBi (slope[h] (j - p), times log2(e)). Applied to a
+// score before the caller's mask and the blocking rules, which turn it into
+// -inf whatever it became (API.md: scale, softcap, then ALiBi and the mask).
+struct ScoreModifiers {
+  bool any = false;
+  float cap = 0.0f, inv_cap = 0.0f;  // 0: no softcap
+  const float* slopes = nullptr;     // [Hq], natural units, or null
+
+  explicit ScoreModifiers(const SdpaProblem& p)
+      : any(p.softcap != 0.0f || p.alibi_slopes != nullptr),
+        cap(p.softcap * kLog2e),
+        inv_cap(p.softcap != 0.0f ? 1.0f / (p.softcap * kLog2e) : 0.0f),
+        slopes(p.alibi_slopes) {}
+
+  // Query head h's ALiBi slope in log2 units (0 without ALiBi).
+  float Slope(int64_t head) const { return slopes != nullptr ? slopes[head] * kLog2e : 0.0f; }
+
+  // c2 tanh(x / c2) per lane.
+  template <class DF>
+  HWY_INLINE hn::Vec<DF> Cap(DF df, hn::Vec<DF> x) const {
+    return hn::Mul(hn::Set(df, cap), Tanh(df, hn::Mul(x, hn::Set(df, inv_cap))));
+  }
+
+  // One score of query head `head` at key distance j - p (the row's
+  // position p): the scalar form, on a lane of the same vector tanh.
+  float Apply(float score, int64_t head, int64_t distance) const {
+    if (cap != 0.0f) {
+      const hn::ScalableTag<float> df;
+      score = hn::GetLane(Cap(df, hn::Set(df, score)));
+    }
+    return score + Slope(head) * static_cast<float>(distance);
+  }
+
+  // Scores s[0, keys) of one row of query head `head` whose key 0 is at
+  // distance `distance0` from the row's position, in place, a vector at a
+  // time (s has room for whole vectors; lanes past `keys` are left alone).
+  void ApplyRow(float* HWY_RESTRICT s, int64_t keys, int64_t head, int64_t distance0) const {
+    const hn::ScalableTag<float> df;
+    const hn::RebindToSigned<decltype(df)> di;
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+    const auto slope = hn::Set(df, Slope(head));
+    for (int64_t j = 0; j < keys; j += lanes) {
+      auto x = hn::LoadU(df, s + j);
+      const auto real = hn::RebindMask(df, hn::FirstN(di, static_cast<size_t>(keys - j)));
+      if (cap != 0.0f) x = hn::IfThenElse(real, Cap(df, x), x);
+      // Distances fit in int32: lengths are validated to be < 2^31.
+      const auto distance = hn::ConvertTo(
+          df, hn::Add(hn::Set(di, static_cast<int32_t>(distance0 + j)), hn::Iota(di, 0)));
+      x = hn::IfThenElse(real, hn::MulAdd(slope, distance, x), x);
+      hn::StoreU(x, df, s + j);
+    }
+  }
+};
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE

@@ -4,9 +4,10 @@
 // score_rules-inl.h; which keys a row may see by position is
 // SdpaProblem::VisibleKeys): scores live in log2 units (the query is
 // pre-multiplied by scale * log2(e), so exp(x) becomes 2^x), how the
-// caller's mask enters a score, the lse of a row, the polynomials behind 2^x
-// (the vector Exp2 in softmax-inl.h) and tanh (tanh-inl.h); and the scaled
-// query row that the row-wise kernels (decode, small) start from.
+// caller's mask enters a score, the lse of a row and its end (RowInverse,
+// RowLse, with a sink), the polynomials behind 2^x (the vector Exp2 in
+// softmax-inl.h) and tanh (tanh-inl.h); and the scaled query row that the
+// row-wise kernels (decode, small) start from.
 #ifndef HWYATTN_SRC_OPS_SCORE_RULES_H_
 #define HWYATTN_SRC_OPS_SCORE_RULES_H_
 
@@ -53,6 +54,30 @@ inline void WithMaskRule(const TensorView& mask, const Body& body) {
 // denominator l (relative to 2^m): -inf for a row that saw no key (l == 0).
 inline float LseFromLog2(float m, float l) {
   return l == 0.0f ? -INFINITY : (m + log2f(l)) * kLn2;
+}
+
+// How a row ends, from its running max m (log2 units, -FLT_MAX if it saw no
+// key) and denominator l (relative to 2^m): out = O * RowInverse and
+// lse = RowLse (computed only when asked for: a log per row is a visible
+// part of a tiny call). With a sink (its logit in log2 units, -inf = none)
+// the denominator is l + 2^(sink - m): a row that saw no key gets zeros and
+// lse = the sink. A huge sink makes 2^(sink - m) infinite and the row zeros
+// (its true values underflow too). A NaN l (NaN input) stays NaN rather than
+// being hidden.
+inline float RowInverse(float m, float l, float sink) {
+  const float denominator = sink == -INFINITY ? l : l + exp2f(sink - m);
+  return denominator == 0.0f ? 0.0f : 1.0f / denominator;
+}
+inline float RowLse(float m, float l, float sink) {
+  if (sink == -INFINITY) return LseFromLog2(m, l);
+  // log(l 2^m + 2^sink), scaled by the larger of the two maxima.
+  const float top = std::max(m, sink);
+  return LseFromLog2(top, l * exp2f(m - top) + exp2f(sink - top));
+}
+
+// The sink of query head h in log2 units, -inf without sinks.
+inline float SinkLog2(const SdpaProblem& p, int64_t head) {
+  return p.sinks != nullptr ? p.sinks[head] * kLog2e : -INFINITY;
 }
 
 // Query row (b, head, pos) of p as floats times `scale` (scale * log2(e)

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "src/ops/convert.h"
 #include "src/ops/score_rules.h"
@@ -27,6 +28,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // After highway.h
+#include "src/ops/score_rules-inl.h"
 #include "src/ops/softmax-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -49,7 +51,13 @@ void Exp2InPlace(float* HWY_RESTRICT x, size_t n) {
 // exps, rather than one row start to end: the rows' dependency chains (dot,
 // max, 2^x, 1 / l) then overlap. (With scalar exps: three passes, the
 // softmax on its own, measured 150 ns for T1; one pass 182 ns; two 144 ns.)
-template <typename TK, typename TV, class MaskRule>
+//
+// kModified: the problem has score modifiers (windows, softcap, ALiBi,
+// sinks). Without them every row's keys are a prefix and the sink is off,
+// which the compiler then knows: the same code, instantiated twice, keeps a
+// plain tiny call (T1) as short as before the modifiers existed (+15% of
+// instructions otherwise).
+template <typename TK, typename TV, bool kModified, class MaskRule>
 void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
   const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim, lk = p.kv_len;
   const float q_scale = p.scale * kLog2e;
@@ -57,42 +65,60 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
   const TV* v = p.v.As<TV>();
   const int64_t kj_stride = p.k.stride[2], kd = p.k.stride[3];
   const int64_t vj_stride = p.v.stride[2], vd = p.v.stride[3];
-  const bool causal = p.causal != HWYATTN_CAUSAL_NONE;
   const int64_t offset = p.PositionOffset();
+  const ScoreModifiers mods(p);
+  const bool modify_scores = kModified && mods.any;
   // [row][Lk]: scores, then probabilities; room for whole vectors.
   HWY_ALIGN float s[kSmallMaxScores + HWY_MAX_BYTES / sizeof(float)];
   float m[kSmallMaxScores];      // per row: max score (log2 units)
-  int32_t n[kSmallMaxScores];    // per row: keys it may see (a prefix)
+  int32_t first[kSmallMaxScores], end[kSmallMaxScores];  // per row: keys it may see
 
   int64_t r = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
-    const int64_t key_end = p.KeyEnd(b);
     for (int64_t h = 0; h < p.q_heads; ++h) {
       const TK* kh = k + p.k.Offset(b, h / group, 0, 0);
       for (int64_t i = 0; i < p.q_len; ++i, ++r) {
-        // Below the batch's key end and, under a causal mask, at or left of
-        // the row's diagonal.
-        const int64_t keys =
-            causal ? std::max<int64_t>(0, std::min(key_end, i + offset + 1)) : key_end;
-        n[r] = static_cast<int32_t>(keys);
+        int64_t j0, j1;
+        p.VisibleKeys<kModified>(b, i + offset, &j0, &j1);
+        first[r] = static_cast<int32_t>(j0);
+        end[r] = static_cast<int32_t>(j1);
         float q[kSmallMaxDim];
         ScaledQueryRow(p, b, h, i, q_scale, q);
         // m starts finite so that a row whose keys are all blocked gets
         // p = 2^(-inf) = 0 and l = 0, not NaN.
         float mr = -FLT_MAX;
         float* __restrict__ sr = s + r * lk;
-        for (int64_t j = 0; j < keys; ++j) {
-          const TK* kj = kh + j * kj_stride;
-          float dot = 0.0f;
-          for (int64_t d = 0; d < dim; ++d) dot += q[d] * ToFloat(kj[d * kd]);
+        if (modify_scores) {
+          // The modifiers in a pass of their own (a vector one), before the
+          // mask: the plain loop below stays as short as without them.
+          for (int64_t j = j0; j < j1; ++j) {
+            const TK* kj = kh + j * kj_stride;
+            float dot = 0.0f;
+            for (int64_t d = 0; d < dim; ++d) dot += q[d] * ToFloat(kj[d * kd]);
+            sr[j] = dot;
+          }
+          // Stores whole vectors: past j1 it rewrites the next rows' room
+          // unchanged, within s.
+          mods.ApplyRow(sr + j0, j1 - j0, h, j0 - (i + offset));
+        }
+        for (int64_t j = j0; j < j1; ++j) {
+          float dot;
+          if (modify_scores) {
+            dot = sr[j];
+          } else {
+            const TK* kj = kh + j * kj_stride;
+            dot = 0.0f;
+            for (int64_t d = 0; d < dim; ++d) dot += q[d] * ToFloat(kj[d * kd]);
+          }
           if (p.has_mask) dot = mask_rule(dot, p.mask.Offset(b, h, i, j));
           sr[j] = dot;
           mr = dot > mr ? dot : mr;  // a NaN score leaves m; its p is NaN below
         }
         m[r] = mr;
         // The exponents s - m; keys the row may not see get 2^-inf = 0.
-        for (int64_t j = 0; j < keys; ++j) sr[j] -= mr;
-        for (int64_t j = keys; j < lk; ++j) sr[j] = -INFINITY;
+        for (int64_t j = 0; j < j0; ++j) sr[j] = -INFINITY;
+        for (int64_t j = j0; j < j1; ++j) sr[j] -= mr;
+        for (int64_t j = j1; j < lk; ++j) sr[j] = -INFINITY;
       }
     }
   }
@@ -104,27 +130,27 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
       const TV* vh = v + p.v.Offset(b, h / group, 0, 0);
       for (int64_t i = 0; i < p.q_len; ++i, ++r) {
         float* __restrict__ pr = s + r * lk;
-        const int64_t keys = n[r];
-        const float mr = m[r];
+        const int64_t j0 = kModified ? first[r] : 0, j1 = end[r];
         float l = 0.0f;
-        for (int64_t j = 0; j < keys; ++j) l += pr[j];
-        // No visible key: l == 0 and the row is zeros; a NaN l stays NaN.
-        const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+        for (int64_t j = j0; j < j1; ++j) l += pr[j];
+        // No visible key: l == 0 and the row is zeros (RowInverse).
+        const float sink = kModified ? SinkLog2(p, h) : -INFINITY;
+        const float inv = RowInverse(m[r], l, sink);
         float* out = p.out.AsMutable<float>() + p.out.Offset(b, h, i, 0);
         const int64_t od = p.out.stride[3];
         for (int64_t dv = 0; dv < value_dim; ++dv) {
           // Zero probabilities are skipped: 0 * NaN must not reach this row.
           float acc = 0.0f;
-          for (int64_t j = 0; j < keys; ++j) {
+          for (int64_t j = j0; j < j1; ++j) {
             if (pr[j] != 0.0f) acc += pr[j] * ToFloat(vh[j * vj_stride + dv * vd]);
           }
           out[dv * od] = acc * inv;
         }
-        if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, h, i)] = LseFromLog2(mr, l);
+        if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, h, i)] = RowLse(m[r], l, sink);
         if (p.has_weights) {
           float* w = p.weights.AsMutable<float>() + p.weights.Offset(b, h, i, 0);
           const int64_t sw = p.weights.stride[3];
-          for (int64_t j = 0; j < lk; ++j) w[j * sw] = j < keys ? pr[j] * inv : 0.0f;
+          for (int64_t j = 0; j < lk; ++j) w[j * sw] = j >= j0 && j < j1 ? pr[j] * inv : 0.0f;
         }
       }
     }
@@ -134,12 +160,19 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
 void SmallAttentionHere(const SdpaProblem& p) {
   DispatchFloatDtype(p.k.dtype, [&](auto k_tag) {
     DispatchFloatDtype(p.v.dtype, [&](auto v_tag) {
-      if (p.has_mask) {
-        WithMaskRule(p.mask, [&](const auto& rule) {
-          Attend<decltype(k_tag), decltype(v_tag)>(p, rule);
-        });
+      const auto attend = [&](auto modified) {
+        using TK = decltype(k_tag);
+        using TV = decltype(v_tag);
+        if (p.has_mask) {
+          WithMaskRule(p.mask, [&](const auto& rule) { Attend<TK, TV, modified.value>(p, rule); });
+        } else {
+          Attend<TK, TV, modified.value>(p, [](float score, int64_t) { return score; });
+        }
+      };
+      if (p.HasModifiers()) {
+        attend(std::true_type());
       } else {
-        Attend<decltype(k_tag), decltype(v_tag)>(p, [](float score, int64_t) { return score; });
+        attend(std::false_type());
       }
     });
   });

@@ -158,7 +158,7 @@ struct OptionsStorage {
 // arbitrary value: the call may become invalid, or stay valid.
 void Corrupt(FuzzedDataProvider& in, std::vector<Arg*>& args, hwyattn_sdpa_options* opts,
              std::vector<int32_t>* kv_len) {
-  const int what = in.ConsumeIntegralInRange(0, 9);
+  const int what = in.ConsumeIntegralInRange(0, 11);
   Arg* a = args[in.ConsumeIntegralInRange<size_t>(0, args.size() - 1)];
   const int i = in.ConsumeIntegralInRange(0, 3);
   static const int64_t kValues[] = {0, -1, 1, 2, 3, 7, 64, INT64_MAX, INT64_MIN, int64_t{1} << 31,
@@ -196,6 +196,8 @@ void Corrupt(FuzzedDataProvider& in, std::vector<Arg*>& args, hwyattn_sdpa_optio
       break;
     }
     case 7: opts->scale = in.ConsumeBool() ? NAN : INFINITY; break;
+    case 9: opts->window_left = -1 - (v & 0xFFFF); break;  // invalid
+    case 10: opts->softcap = in.ConsumeBool() ? NAN : -1.0f; break;  // invalid
     case 8:
       if (!kv_len->empty()) (*kv_len)[0] = static_cast<int32_t>(v);
       break;
@@ -328,7 +330,29 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   if (in.ConsumeBool()) {
     for (int64_t b = 0; b < B; ++b) kv_len.push_back(in.ConsumeIntegralInRange<int32_t>(0, static_cast<int32_t>(Lk)));
   }
+  // Score modifiers, within the ranges where fp32 scores stay accurate to
+  // the tolerance below (|ALiBi bias| <= 0.05 * 600 = 30).
+  std::vector<float> slopes, sinks;
+  if (in.ConsumeBool()) {
+    opts.window_left = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(0, Lk + Lq + 2)
+                                        : in.ConsumeIntegral<int64_t>();
+    opts.window_right = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(0, Lk + Lq + 2) : 0;
+  }
+  if (in.ConsumeBool()) opts.softcap = in.ConsumeFloatingPointInRange<float>(0.25f, 30.0f);
+  if (in.ConsumeBool()) {
+    for (int64_t h = 0; h < Hq; ++h) slopes.push_back(in.ConsumeFloatingPointInRange<float>(-0.05f, 0.05f));
+    opts.alibi_slopes = slopes.data();
+  }
+  if (in.ConsumeBool()) {
+    for (int64_t h = 0; h < Hq; ++h) {
+      sinks.push_back(in.ConsumeIntegralInRange(0, 4) == 0 ? -INFINITY
+                                                          : in.ConsumeFloatingPointInRange<float>(-3.0f, 3.0f));
+    }
+    opts.sinks = sinks.data();
+  }
   if (in.ConsumeIntegralInRange(0, 2) == 0) Corrupt(in, args, &opts, &kv_len);
+  if (!slopes.empty() && in.ConsumeIntegralInRange(0, 7) == 0) slopes[0] = NAN;  // invalid
+  if (!sinks.empty() && in.ConsumeIntegralInRange(0, 7) == 0) sinks.back() = in.ConsumeBool() ? NAN : INFINITY;
   if (!kv_len.empty()) opts.kv_len = kv_len.data();
 
   bool certainly_invalid = false;

@@ -17,6 +17,7 @@
 #include "src/attention.h"
 #include "src/mha.h"
 #include "src/ops/flash_attention.h"
+#include "src/ops/merge_states.h"
 #include "src/targets.h"
 #include "src/threading.h"
 
@@ -165,6 +166,20 @@ hwyattn_status hwyattn_sdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
     return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_sdpa: out of memory");
   } catch (...) {
     return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_sdpa: unexpected exception");
+  }
+}
+
+hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor* const* outs,
+                                    const hwyattn_tensor* const* lses, const float* sinks,
+                                    hwyattn_tensor* out, hwyattn_tensor* lse_out) {
+  try {
+    hwyattn::MergeProblem problem;
+    const hwyattn_status s = hwyattn::ValidateMerge(n, outs, lses, sinks, out, lse_out, &problem);
+    if (s != HWYATTN_OK) return s;
+    hwyattn::GetMergeKernels().merge(problem);  // allocates nothing
+    return HWYATTN_OK;
+  } catch (...) {
+    return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_merge_states: unexpected exception");
   }
 }
 

@@ -685,4 +685,146 @@ hwyattn_status ValidateMhaForward(const MhaConfig& cfg, const hwyattn_tensor* qu
   return HWYATTN_OK;
 }
 
+// ---------------------------------------------------------------------------
+// hwyattn_merge_states
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// Memory that is not a tensor (the sinks, the descriptor arrays and structs)
+// as a Checked, for CheckDisjoint: `bytes` from p, saturated at the top of
+// the address space.
+Checked MemoryOf(const char* name, const void* p, uint64_t bytes) {
+  Checked c;
+  c.name = name;
+  c.first_byte = reinterpret_cast<uintptr_t>(p);
+  c.end_byte = bytes > UINTPTR_MAX - c.first_byte ? UINTPTR_MAX : c.first_byte + bytes;
+  return c;
+}
+
+// Both describe exactly the same elements: the same data and, on the rank-4
+// views (size-1 dimensions have stride 0 there), the same shape and strides.
+bool SameElements(const Checked& a, const Checked& b) {
+  if (a.view.data != b.view.data) return false;
+  for (int i = 0; i < 4; ++i) {
+    if (a.view.shape[i] != b.view.shape[i] || a.view.stride[i] != b.view.stride[i]) return false;
+  }
+  return true;
+}
+
+// An output against a partial input; `in_place` for index 0, which the
+// output may be (the same elements), but not partly overlap.
+hwyattn_status CheckMergeAlias(const Checked& output, const Checked& input, bool in_place) {
+  if (in_place && SameElements(output, input)) return HWYATTN_OK;
+  if (in_place && output.first_byte < input.end_byte && input.first_byte < output.end_byte) {
+    return Fail(kInvalid, "%s overlaps %s in memory but does not describe the same elements "
+                "(in place needs the same data pointer and strides)", output.name, input.name);
+  }
+  return CheckDisjoint(output, input);
+}
+
+// A partial's or lse_out's [B, H, L] (view [1, B, H, L]) against outs[0]'s.
+hwyattn_status CheckMergeLse(const Checked& c, const Checked& out0) {
+  HWYATTN_RETURN_IF_ERROR(CheckDim(c, 0, 1, false, "[B, H, L] needs"));
+  for (int i = 1; i < 4; ++i) {
+    HWYATTN_RETURN_IF_ERROR(CheckDim(c, i, out0.view.shape[i - 1], false, "outs[0] has"));
+  }
+  return HWYATTN_OK;
+}
+
+}  // namespace
+
+hwyattn_status ValidateMerge(int32_t n, const hwyattn_tensor* const* outs,
+                             const hwyattn_tensor* const* lses, const float* sinks,
+                             const hwyattn_tensor* out, const hwyattn_tensor* lse_out,
+                             MergeProblem* p) {
+  if (n < 1) {
+    return Fail(kInvalid, "n is %" PRId32 "; must be >= 1 (the number of partial states)", n);
+  }
+  if (outs == nullptr) return Fail(kInvalid, "outs is NULL");
+  if (lses == nullptr) return Fail(kInvalid, "lses is NULL");
+  const unsigned f32 = Bit(HWYATTN_F32);
+  Checked out0, lse0, co, cl;
+  HWYATTN_RETURN_IF_ERROR(Check("outs[0]", kVNames, outs[0], f32, kFloatTypes, &out0));
+  HWYATTN_RETURN_IF_ERROR(Check("lses[0]", kLseNames, lses[0], f32, kFloatTypes, &lse0));
+  HWYATTN_RETURN_IF_ERROR(CheckMergeLse(lse0, out0));
+  const int64_t H = out0.view.shape[1];
+
+  HWYATTN_RETURN_IF_ERROR(Check("out", kVNames, out, f32, kFloatTypes, &co));
+  for (int i = 0; i < 4; ++i) {
+    HWYATTN_RETURN_IF_ERROR(CheckDim(co, i, out0.view.shape[i], false, "outs[0] has"));
+  }
+  HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(co));
+  if (lse_out != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(Check("lse_out", kLseNames, lse_out, f32, kFloatTypes, &cl));
+    HWYATTN_RETURN_IF_ERROR(CheckMergeLse(cl, out0));
+    HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(cl));
+    HWYATTN_RETURN_IF_ERROR(CheckDisjoint(co, cl));
+  }
+  // The outputs (out, then lse_out if given) against every input below.
+  const Checked* outputs[2] = {&co, &cl};
+  const int num_outputs = lse_out != nullptr ? 2 : 1;
+  auto disjoint_from_outputs = [&](const Checked& input) {
+    for (int o = 0; o < num_outputs; ++o) {
+      HWYATTN_RETURN_IF_ERROR(CheckDisjoint(*outputs[o], input));
+    }
+    return HWYATTN_OK;
+  };
+
+  if (sinks != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(CheckAligned("sinks", sinks, sizeof(float)));
+    for (int64_t h = 0; h < H; ++h) {
+      if (isnan(sinks[h]) || sinks[h] == INFINITY) {
+        return Fail(kInvalid, "sinks[%" PRId64 "] is %g; must be finite or -INFINITY (off)", h,
+                    static_cast<double>(sinks[h]));
+      }
+    }
+    HWYATTN_RETURN_IF_ERROR(disjoint_from_outputs(
+        MemoryOf("sinks", sinks, static_cast<uint64_t>(H) * sizeof(float))));
+  }
+  // The kernel reads the descriptors while it writes: they must not lie in
+  // an output's memory either.
+  const uint64_t array_bytes = static_cast<uint64_t>(n) * sizeof(const hwyattn_tensor*);
+  HWYATTN_RETURN_IF_ERROR(disjoint_from_outputs(MemoryOf("outs (the array)", outs, array_bytes)));
+  HWYATTN_RETURN_IF_ERROR(disjoint_from_outputs(MemoryOf("lses (the array)", lses, array_bytes)));
+  for (int32_t i = 0; i < n; ++i) {
+    char out_name[40], lse_name[40];
+    snprintf(out_name, sizeof(out_name), "outs[%" PRId32 "]", i);
+    snprintf(lse_name, sizeof(lse_name), "lses[%" PRId32 "]", i);
+    Checked ci = out0, li = lse0;
+    if (i > 0) {
+      HWYATTN_RETURN_IF_ERROR(Check(out_name, kVNames, outs[i], f32, kFloatTypes, &ci));
+      for (int d = 0; d < 4; ++d) {
+        HWYATTN_RETURN_IF_ERROR(CheckDim(ci, d, out0.view.shape[d], false, "outs[0] has"));
+      }
+      HWYATTN_RETURN_IF_ERROR(Check(lse_name, kLseNames, lses[i], f32, kFloatTypes, &li));
+      HWYATTN_RETURN_IF_ERROR(CheckMergeLse(li, out0));
+    }
+    HWYATTN_RETURN_IF_ERROR(CheckMergeAlias(co, ci, i == 0));
+    HWYATTN_RETURN_IF_ERROR(CheckDisjoint(co, li));
+    if (lse_out != nullptr) {
+      HWYATTN_RETURN_IF_ERROR(CheckMergeAlias(cl, li, i == 0));
+      HWYATTN_RETURN_IF_ERROR(CheckDisjoint(cl, ci));
+    }
+    char what[64];
+    snprintf(what, sizeof(what), "%s (the descriptor)", out_name);
+    HWYATTN_RETURN_IF_ERROR(disjoint_from_outputs(MemoryOf(what, outs[i], sizeof(hwyattn_tensor))));
+    snprintf(what, sizeof(what), "%s (the descriptor)", lse_name);
+    HWYATTN_RETURN_IF_ERROR(disjoint_from_outputs(MemoryOf(what, lses[i], sizeof(hwyattn_tensor))));
+  }
+
+  p->count = n;
+  p->outs = outs;
+  p->lses = lses;
+  p->sinks = sinks;
+  p->out = co.view;
+  p->has_lse = lse_out != nullptr;
+  if (p->has_lse) p->lse = cl.view;
+  p->batch = out0.view.shape[0];
+  p->heads = H;
+  p->length = out0.view.shape[2];
+  p->value_dim = out0.view.shape[3];
+  return HWYATTN_OK;
+}
+
 }  // namespace hwyattn

@@ -8,6 +8,7 @@
 #include "include/hwyattn.h"
 #include "src/sdpa_problem.h"
 #include "src/mha.h"
+#include "src/ops/merge_states.h"
 #include "src/tensor.h"
 
 namespace hwyattn {
@@ -28,6 +29,14 @@ hwyattn_status ValidateMhaForward(const MhaConfig& cfg, const hwyattn_tensor* qu
                                   const hwyattn_tensor* key, const hwyattn_tensor* value,
                                   const hwyattn_tensor* out, const hwyattn_sdpa_options* opts,
                                   MhaCall* call);
+
+// Checks the arguments of hwyattn_merge_states (n partial outputs and lses,
+// optional sinks, out and the optional lse_out) and fills *problem. Reads the
+// descriptors and the sinks; writes nothing.
+hwyattn_status ValidateMerge(int32_t n, const hwyattn_tensor* const* outs,
+                             const hwyattn_tensor* const* lses, const float* sinks,
+                             const hwyattn_tensor* out, const hwyattn_tensor* lse_out,
+                             MergeProblem* problem);
 
 // Checks rank and shape of a would-be contiguous tensor and returns its element
 // count in *count.

@@ -331,6 +331,97 @@ HWYATTN_API hwyattn_status hwyattn_sdpa(const hwyattn_tensor* q, const hwyattn_t
                                         const hwyattn_tensor* v, hwyattn_tensor* out,
                                         const hwyattn_sdpa_options* opts);
 
+/* ------------------------------------------------------------------------ */
+/* Merging partial states                                                    */
+/* ------------------------------------------------------------------------ */
+
+/** Merges attention results computed over disjoint shards of the keys (split-
+ *  KV decoding, sequence parallelism, a cache in several pieces) into the
+ *  result over all of them. Per row (b, h, l), with lse_i = lses[i][b, h, l]:
+ *
+ *    L   = log(sum_i exp(lse_i) + exp(sinks[h]))   (the sink term only with sinks)
+ *    out = sum_i exp(lse_i - L) * outs[i][b, h, l, :]
+ *    lse_out = L
+ *
+ *    outs[i]  [B, H, L, Dv]  F32, i in [0, n): partial outputs
+ *    lses[i]  [B, H, L]      F32: their natural-log log-sum-exps, as
+ *                            hwyattn_sdpa's opts->lse writes them
+ *    sinks    [H]            F32, optional (NULL = none)
+ *    out      [B, H, L, Dv]  F32 (written)
+ *    lse_out  [B, H, L]      F32, optional output (NULL = not wanted)
+ *
+ *  - n >= 1. outs and lses are arrays of n descriptor pointers, none NULL.
+ *    (In C, declare them as `const hwyattn_tensor* outs[n]`: C does not
+ *    convert hwyattn_tensor** to const hwyattn_tensor* const* implicitly.)
+ *  - Shapes are right-aligned like every tensor's (rank 1..4; a [L, Dv]
+ *    partial is one batch and one head, its lse is [L]). Every outs[i] and out
+ *    has exactly the shape of outs[0], and every lses[i] and lse_out exactly
+ *    its [B, H, L]: no size-1 broadcasting, since the partials of one problem
+ *    all have the same shape. Strides are free (>= 0; an input may repeat one
+ *    row with stride 0), so hwyattn_kv_attention's out [T, Hq, Dv] and lse
+ *    [T, Hq] merge as the views [1, Hq, T, Dv] and [1, Hq, T] without a copy;
+ *    outputs must not write one element twice.
+ *  - sinks[h] (gpt-oss attention sinks, as opts->sinks of hwyattn_sdpa)
+ *    follows the head axis, dimension H. Compute the shards without sinks and
+ *    give them here, once. A NaN or +INFINITY sink is HWYATTN_INVALID_ARGUMENT;
+ *    -INFINITY is a sink that is off.
+ *  - Order and determinism: the weights of a row are computed in double from
+ *    the lses (the maximum first, so nothing overflows), then the outputs are
+ *    folded in index order i = 0, 1, ..., n-1 in fp32, a vector at a time.
+ *    The result is the same bits on every call, for any thread count and
+ *    any strides; it may differ in the last bits between SIMD targets.
+ *  - Accuracy: splitting the keys of an hwyattn_sdpa call into shards and
+ *    merging their outputs and lses gives the unsplit result within 2e-6
+ *    relative (or a few fp32 ulps of the largest |lse|, when that is larger:
+ *    the fp32 lses carry that much).
+ *  - A partial whose lse is -INFINITY (a shard whose keys are all blocked
+ *    for that row) contributes nothing, whatever its output row holds. A row
+ *    whose partials are all -INFINITY gets zeros and lse_out = -INFINITY, or
+ *    lse_out = sinks[h] with a finite sink (as hwyattn_sdpa gives a fully
+ *    blocked row). n = 1 without sinks copies outs[0] and lses[0] exactly
+ *    (the rows whose lse is -INFINITY become zeros).
+ *  - NaN: a NaN lse_i, or an lse_i of +INFINITY (an overflowed denominator),
+ *    makes that row's out and lse_out NaN; a NaN or infinite value in a
+ *    contributing outs[i] row reaches the same element of that out row. No
+ *    other row is affected.
+ *  - Aliasing: in place is allowed, out == outs[0] and lse_out == lses[0],
+ *    when they describe the same elements (the same data pointer and
+ *    strides). Every other overlap of an output with an input (any outs[i],
+ *    lses[i], the sinks, the descriptors themselves) or with the other output
+ *    is HWYATTN_INVALID_ARGUMENT. Inputs may overlap each other.
+ *  - Runs on the calling thread (hwyattn_set_num_threads does not apply): it
+ *    reads each partial once and is bound by memory bandwidth, not
+ *    arithmetic. It allocates nothing. Thread-safe.
+ *
+ *  Example: the keys of a call split in two at key 512 (strided views, no
+ *  copies), each half computed with its lse, merged in place into the
+ *  first half's buffers:
+ *
+ *    hwyattn_tensor k0 = k, k1 = k, v0 = v, v1 = v;  // k, v [B, Hkv, 1024, D]
+ *    k0.shape[2] = v0.shape[2] = 512;
+ *    k1.shape[2] = v1.shape[2] = 512;
+ *    k1.data = (float*)k.data + 512 * k.stride[2];
+ *    v1.data = (float*)v.data + 512 * v.stride[2];
+ *    hwyattn_sdpa_options opts;
+ *    hwyattn_sdpa_options_init(&opts);
+ *    opts.lse = &lse0;  hwyattn_sdpa(&q, &k0, &v0, &out0, &opts);
+ *    opts.lse = &lse1;  hwyattn_sdpa(&q, &k1, &v1, &out1, &opts);
+ *    const hwyattn_tensor* outs[2] = {&out0, &out1};
+ *    const hwyattn_tensor* lses[2] = {&lse0, &lse1};
+ *    hwyattn_merge_states(2, outs, lses, NULL, &out0, &lse0);
+ *
+ *  out0 is now hwyattn_sdpa of q over all 1024 keys. A mask or kv_len of
+ *  the whole problem is cut the same way (the mask's key columns, kv_len[b]
+ *  minus the shard's first key, clamped to [0, 512]). A causal mask is not
+ *  shard-local: a shard's own bottom-right diagonal is not the whole
+ *  problem's (except for the last shard), so pass the whole problem's causal
+ *  rule as a BOOL mask slice (or, for decode, nothing: every key is visible).
+ *  @returns HWYATTN_OK, or a status describing the error (see hwyattn_last_error()). */
+HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor* const* outs,
+                                                const hwyattn_tensor* const* lses,
+                                                const float* sinks, hwyattn_tensor* out,
+                                                hwyattn_tensor* lse_out);
+
 
 /* ------------------------------------------------------------------------ */
 /* Multi-head attention module                                               */

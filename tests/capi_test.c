@@ -407,6 +407,54 @@ static void TestStructGrowth(void) {
   CHECK(hwyattn_mha_create(&cfg, &mw, &m_new) == HWYATTN_UNSUPPORTED);
 }
 
+/* The header's split-and-merge example at a small size: the keys of a call
+ * cut at key 4 into two strided views, each half computed with its lse, merged
+ * in place into the first half's buffers; against the unsplit call. */
+static void TestMergeExample(void) {
+  float q[1 * 1 * 2 * 3], kd[1 * 1 * 8 * 3], vd[1 * 1 * 8 * 2];
+  float whole[4], whole_lse[2], out0[4], out1[4], l0[2], l1[2];
+  const int64_t q_shape[4] = {1, 1, 2, 3}, k_shape[4] = {1, 1, 8, 3}, v_shape[4] = {1, 1, 8, 2};
+  const int64_t o_shape[4] = {1, 1, 2, 2}, l_shape[3] = {1, 1, 2};
+  hwyattn_tensor tq, k, v, tw, twl, to0, to1, lse0, lse1, k0, k1, v0, v1;
+  hwyattn_sdpa_options opts;
+  const hwyattn_tensor* outs[2];
+  const hwyattn_tensor* lses[2];
+  int i;
+  for (i = 0; i < 6; ++i) q[i] = (float)(i % 4) * 0.5f - 0.7f;
+  for (i = 0; i < 24; ++i) kd[i] = (float)((i * 7) % 11) * 0.2f - 1.0f;
+  for (i = 0; i < 16; ++i) vd[i] = (float)((i * 5) % 13) * 0.25f - 1.5f;
+  CHECK(hwyattn_tensor_contiguous(&tq, q, HWYATTN_F32, 4, q_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&k, kd, HWYATTN_F32, 4, k_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&v, vd, HWYATTN_F32, 4, v_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&tw, whole, HWYATTN_F32, 4, o_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&twl, whole_lse, HWYATTN_F32, 3, l_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&to0, out0, HWYATTN_F32, 4, o_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&to1, out1, HWYATTN_F32, 4, o_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&lse0, l0, HWYATTN_F32, 3, l_shape) == HWYATTN_OK);
+  CHECK(hwyattn_tensor_contiguous(&lse1, l1, HWYATTN_F32, 3, l_shape) == HWYATTN_OK);
+  hwyattn_sdpa_options_init(&opts);
+  opts.lse = &twl;
+  CHECK(hwyattn_sdpa(&tq, &k, &v, &tw, &opts) == HWYATTN_OK);
+
+  k0 = k, k1 = k, v0 = v, v1 = v;
+  k0.shape[2] = v0.shape[2] = 4;
+  k1.shape[2] = v1.shape[2] = 4;
+  k1.data = (float*)k.data + 4 * k.stride[2];
+  v1.data = (float*)v.data + 4 * v.stride[2];
+  opts.lse = &lse0;
+  CHECK(hwyattn_sdpa(&tq, &k0, &v0, &to0, &opts) == HWYATTN_OK);
+  opts.lse = &lse1;
+  CHECK(hwyattn_sdpa(&tq, &k1, &v1, &to1, &opts) == HWYATTN_OK);
+  outs[0] = &to0, outs[1] = &to1;
+  lses[0] = &lse0, lses[1] = &lse1;
+  CHECK(hwyattn_merge_states(2, outs, lses, NULL, &to0, &lse0) == HWYATTN_OK);
+  for (i = 0; i < 4; ++i) CHECK(Near(out0[i], whole[i], 2e-6));
+  for (i = 0; i < 2; ++i) CHECK(Near(l0[i], whole_lse[i], 2e-6));
+  /* n = 0 is refused, naming n. */
+  CHECK(hwyattn_merge_states(0, outs, lses, NULL, &to0, &lse0) == HWYATTN_INVALID_ARGUMENT);
+  CHECK(strstr(hwyattn_last_error(), "n is 0") != NULL);
+}
+
 int main(void) {
   printf("hwyattn %s, SIMD target %s\n", hwyattn_version(), hwyattn_simd_target());
   TestVersion();
@@ -418,6 +466,7 @@ int main(void) {
   TestCausal();
   TestErrors();
   TestStructGrowth();
+  TestMergeExample();
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

@@ -137,6 +137,23 @@ struct Env {
   // hwyattn_set_num_threads(n).
   int n_threads = 2;
 
+  // hwyattn_merge_states(3, m_outs, m_lses, m_sinks, &m_out, &m_lse): three
+  // partials [2,4,5,6] with lses [2,4,5], sinks [4], out and lse_out.
+  Tensor m_outs[3] = {Tensor{{2, 4, 5, 6}, -1, 1, 21}, Tensor{{2, 4, 5, 6}, -1, 1, 22},
+                      Tensor{{2, 4, 5, 6}, -1, 1, 23}};
+  Tensor m_lses[3] = {Tensor{{2, 4, 5}, -3, 3, 24}, Tensor{{2, 4, 5}, -3, 3, 25},
+                      Tensor{{2, 4, 5}, -3, 3, 26}};
+  Tensor m_out{{2, 4, 5, 6}, 0, 0, 27}, m_lse{{2, 4, 5}, 0, 0, 28};
+  std::vector<float> m_sinks = std::vector<float>(8, 0.5f);
+  const hwyattn_tensor* m_out_ptrs[3];
+  const hwyattn_tensor* m_lse_ptrs[3];
+  int32_t m_n = 3;
+  const hwyattn_tensor* const* m_outs_arg = m_out_ptrs;
+  const hwyattn_tensor* const* m_lses_arg = m_lse_ptrs;
+  const float* m_sinks_arg = nullptr;
+  hwyattn_tensor* m_out_arg = &m_out.t;
+  hwyattn_tensor* m_lse_arg = &m_lse.t;
+
   Env() {
     for (int i = 0; i < 9; ++i) mask.data[static_cast<size_t>(i * 5)] = -kInf;
     hwyattn_sdpa_options_init(&opts);
@@ -183,6 +200,12 @@ struct Env {
 
     std::memset(&described, 0x5A, sizeof(described));
     for (Tensor* t : {&out, &weights, &lse, &mha_out, &mha_weights, &mha_lse}) t->FillSentinel();
+    for (int i = 0; i < 3; ++i) {
+      m_out_ptrs[i] = &m_outs[i].t;
+      m_lse_ptrs[i] = &m_lses[i].t;
+    }
+    m_sinks_arg = m_sinks.data();
+    for (Tensor* t : {&m_out, &m_lse}) t->FillSentinel();
   }
   ~Env() { hwyattn_mha_destroy(module); }
   Env(const Env&) = delete;
@@ -198,6 +221,7 @@ struct Env {
     for (const Tensor* t : {&out, &weights, &lse, &mha_out, &mha_weights, &mha_lse}) {
       add(t->data.data(), t->data.size() * sizeof(float));
     }
+    for (const Tensor* t : {&m_out, &m_lse}) add(t->data.data(), t->data.size() * sizeof(float));
     add(&created, sizeof(created));
     add(&described, sizeof(described));
     const int threads = hwyattn_get_num_threads();
@@ -206,7 +230,7 @@ struct Env {
   }
 };
 
-enum class Entry { kSdpa, kMhaCreate, kMhaForward, kContiguous, kSetThreads };
+enum class Entry { kSdpa, kMhaCreate, kMhaForward, kContiguous, kSetThreads, kMerge };
 
 const char* EntryName(Entry e) {
   switch (e) {
@@ -215,6 +239,7 @@ const char* EntryName(Entry e) {
     case Entry::kMhaForward: return "mha_forward";
     case Entry::kContiguous: return "tensor_contiguous";
     case Entry::kSetThreads: return "set_num_threads";
+    case Entry::kMerge: return "merge_states";
   }
   return "?";
 }
@@ -231,6 +256,9 @@ hwyattn_status Invoke(Entry e, Env& env) {
       return hwyattn_tensor_contiguous(env.described_arg, env.buffer, env.c_dtype, env.c_rank,
                                        env.shape_arg);
     case Entry::kSetThreads: return hwyattn_set_num_threads(env.n_threads);
+    case Entry::kMerge:
+      return hwyattn_merge_states(env.m_n, env.m_outs_arg, env.m_lses_arg, env.m_sinks_arg,
+                                  env.m_out_arg, env.m_lse_arg);
   }
   return HWYATTN_INTERNAL_ERROR;
 }
@@ -759,9 +787,147 @@ std::vector<BadCase> OtherCases() {
   };
 }
 
+// hwyattn_merge_states: every rule of its validation (see hwyattn.h).
+std::vector<BadCase> MergeCases() {
+  const Entry e = Entry::kMerge;
+  // out's floats as a place to put other arguments (aliasing rows).
+  auto in_out = [](Env& x, size_t at) { return x.m_out.data.data() + at; };
+  std::vector<BadCase> c = {
+      {"NZero", e, [](Env& x) { x.m_n = 0; }, kInvalid, {"n is 0", ">= 1"}},
+      {"NNegative", e, [](Env& x) { x.m_n = INT32_MIN; }, kInvalid, {"n is -2147483648"}},
+      {"OutsNull", e, [](Env& x) { x.m_outs_arg = nullptr; }, kInvalid, {"outs is NULL"}},
+      {"LsesNull", e, [](Env& x) { x.m_lses_arg = nullptr; }, kInvalid, {"lses is NULL"}},
+      {"OutsElementNull", e, [](Env& x) { x.m_out_ptrs[2] = nullptr; }, kInvalid,
+       {"outs[2] is NULL"}},
+      {"LsesElementNull", e, [](Env& x) { x.m_lse_ptrs[1] = nullptr; }, kInvalid,
+       {"lses[1] is NULL"}},
+      {"OutNull", e, [](Env& x) { x.m_out_arg = nullptr; }, kInvalid, {"out is NULL"}},
+      {"PartialDataNull", e, [](Env& x) { x.m_outs[1].t.data = nullptr; }, kInvalid,
+       {"outs[1]: data is NULL"}},
+      {"LseDataNull", e, [](Env& x) { x.m_lses[2].t.data = nullptr; }, kInvalid,
+       {"lses[2]: data is NULL"}},
+      {"LseOutDataNull", e, [](Env& x) { x.m_lse.t.data = nullptr; }, kInvalid,
+       {"lse_out: data is NULL"}},
+      {"PartialRank5", e, [](Env& x) { x.m_outs[2].t.rank = 5; }, kInvalid,
+       {"outs[2]", "rank is 5"}},
+      {"LseRank0", e, [](Env& x) { x.m_lses[0].t.rank = 0; }, kInvalid, {"lses[0]", "rank is 0"}},
+      {"PartialSizeZero", e, [](Env& x) { x.m_outs[1].t.shape[3] = 0; }, kInvalid,
+       {"outs[1]", "shape[3] is 0"}},
+      {"PartialStrideNegative", e, [](Env& x) { x.m_outs[2].t.stride[2] = -6; }, kInvalid,
+       {"outs[2]", "stride[2] is -6"}},
+      {"PartialMisaligned", e, [](Env& x) { x.m_outs[1].t.data = Misalign(x.m_outs[1].data.data()); },
+       kInvalid, {"outs[1]: data", "not aligned"}},
+      {"PartialCountOverflows", e,
+       [](Env& x) {
+         x.m_outs[1].t.shape[0] = k2e40, x.m_outs[1].t.shape[1] = k2e40;
+         x.m_outs[1].t.stride[0] = 0, x.m_outs[1].t.stride[1] = 0;
+       },
+       kInvalid, {"outs[1]", "element count", "overflows"}},
+      // Dtypes: F32 only (F16/BF16 are valid dtypes this call does not take).
+      {"PartialDtypeF16", e, [](Env& x) { x.m_outs[1].t.dtype = HWYATTN_F16; }, kUnsupported,
+       {"outs[1]", "dtype F16", "not supported"}},
+      {"LseDtypeBool", e, [](Env& x) { x.m_lses[2].t.dtype = HWYATTN_BOOL; }, kInvalid,
+       {"lses[2]", "dtype BOOL", "not valid"}},
+      {"OutDtypeBf16", e, [](Env& x) { x.m_out.t.dtype = HWYATTN_BF16; }, kUnsupported,
+       {"out", "dtype BF16"}},
+      {"LseOutDtype77", e, [](Env& x) { x.m_lse.t.dtype = EnumFromInt<hwyattn_dtype>(77); },
+       kInvalid, {"lse_out", "dtype is 77"}},
+      // Shapes: every partial and out as outs[0]; every lse as its [B, H, L].
+      {"PartialValueDimMismatch", e, [](Env& x) { x.m_outs[2].t.shape[3] = 5; }, kInvalid,
+       {"outs[2]: value_dim (shape[3]) is 5 but outs[0] has 6"}},
+      {"PartialHeadsMismatch", e, [](Env& x) { x.m_outs[1].t.shape[1] = 3; }, kInvalid,
+       {"outs[1]: heads (shape[1]) is 3 but outs[0] has 4"}},
+      {"PartialBatchBroadcastBySize", e,
+       [](Env& x) {
+         x.m_outs[1].t.shape[0] = 1;
+       },
+       kInvalid, {"outs[1]: batch (shape[0]) is 1 but outs[0] has 2"}},
+      {"LseLengthMismatch", e, [](Env& x) { x.m_lses[1].t.shape[2] = 4; }, kInvalid,
+       {"lses[1]: length (shape[2]) is 4 but outs[0] has 5"}},
+      {"LseBatchMismatch", e, [](Env& x) { x.m_lses[0].t.shape[0] = 1; }, kInvalid,
+       {"lses[0]: batch (shape[0]) is 1 but outs[0] has 2"}},
+      {"LseRank4", e,
+       [](Env& x) {
+         x.m_lses[2].t.rank = 4;
+         x.m_lses[2].t.shape[3] = 1;
+         x.m_lses[2].t.stride[3] = 1;
+       },
+       kInvalid, {"lses[2]: leading (shape[0]) is 2 but [B, H, L] needs 1"}},
+      {"LseRank2", e,
+       [](Env& x) {
+         x.m_lses[2].t.rank = 2;
+         x.m_lses[2].t.shape[0] = 4, x.m_lses[2].t.shape[1] = 5;
+         x.m_lses[2].t.stride[0] = 5, x.m_lses[2].t.stride[1] = 1;
+       },
+       kInvalid, {"lses[2]: batch (implicit, rank 2) is 1 but outs[0] has 2"}},
+      {"OutLengthMismatch", e, [](Env& x) { x.m_out.t.shape[2] = 4; }, kInvalid,
+       {"out: length (shape[2]) is 4 but outs[0] has 5"}},
+      {"LseOutHeadsMismatch", e, [](Env& x) { x.m_lse.t.shape[1] = 2; }, kInvalid,
+       {"lse_out: heads (shape[1]) is 2 but outs[0] has 4"}},
+      // Outputs that write an element twice.
+      {"OutStrideZeroOverlaps", e, [](Env& x) { x.m_out.t.stride[3] = 0; }, kInvalid,
+       {"out", "value_dim", "stride 0", "overlap"}},
+      {"LseOutRowsOverlap", e, [](Env& x) { x.m_lse.t.stride[1] = 2; }, kInvalid,
+       {"lse_out", "stride 2", "overlap"}},
+      // Sinks.
+      {"SinkNaN", e, [](Env& x) { x.m_sinks[2] = kNaN; }, kInvalid,
+       {"sinks[2] is nan", "finite or -INFINITY"}},
+      {"SinkPlusInf", e, [](Env& x) { x.m_sinks[0] = kInf; }, kInvalid, {"sinks[0] is inf"}},
+      {"SinksMisaligned", e,
+       [](Env& x) {
+         x.m_sinks_arg = reinterpret_cast<const float*>(
+             reinterpret_cast<const char*>(x.m_sinks.data()) + 2);
+       },
+       kInvalid, {"sinks", "not aligned"}},
+      // Aliasing: only out == outs[0] and lse_out == lses[0], element for
+      // element, are allowed.
+      {"OutPartlyOverOuts0", e, [](Env& x) { x.m_out.t.data = x.m_outs[0].data.data() + 1; },
+       kInvalid, {"out overlaps outs[0]", "same elements"}},
+      {"OutOverOuts0WithOtherStrides", e,
+       [](Env& x) {
+         x.m_out.t = x.m_outs[0].t;  // same memory, [B, L, H, Dv] order
+         x.m_out.t.stride[1] = 6, x.m_out.t.stride[2] = 24;
+       },
+       kInvalid, {"out overlaps outs[0]", "same elements"}},
+      {"OutIsOuts1", e, [](Env& x) { x.m_out_arg = &x.m_outs[1].t; }, kInvalid,
+       {"out overlaps outs[1]"}},
+      {"OutOverLses0", e, [=](Env& x) { x.m_lses[0].t.data = in_out(x, 8); }, kInvalid,
+       {"out overlaps lses[0]"}},
+      {"LseOutIsLses2", e, [](Env& x) { x.m_lse_arg = &x.m_lses[2].t; }, kInvalid,
+       {"lse_out overlaps lses[2]"}},
+      {"LseOutPartlyOverLses0", e, [](Env& x) { x.m_lse.t.data = x.m_lses[0].data.data() + 3; },
+       kInvalid, {"lse_out overlaps lses[0]", "same elements"}},
+      {"LseOutOverOuts1", e, [](Env& x) { x.m_lse.t.data = x.m_outs[1].data.data() + 10; },
+       kInvalid, {"lse_out overlaps outs[1]"}},
+      {"LseOutOverOut", e, [](Env& x) { x.m_lse.t.data = x.m_out.data.data() + 30; }, kInvalid,
+       {"out overlaps lse_out"}},
+      {"SinksInsideOut", e,
+       [=](Env& x) {
+         std::fill(in_out(x, 4), in_out(x, 8), 0.5f);  // valid values
+         x.m_sinks_arg = in_out(x, 4);
+       },
+       kInvalid, {"out overlaps sinks"}},
+      {"DescriptorInsideOut", e,
+       [=](Env& x) {
+         hwyattn_tensor* d = reinterpret_cast<hwyattn_tensor*>(in_out(x, 8));  // 8-byte aligned
+         std::memcpy(static_cast<void*>(d), &x.m_outs[1].t, sizeof(*d));
+         x.m_out_ptrs[1] = d;
+       },
+       kInvalid, {"out overlaps outs[1] (the descriptor)"}},
+      {"ArrayInsideLseOut", e,
+       [](Env& x) {
+         const hwyattn_tensor** a = reinterpret_cast<const hwyattn_tensor**>(x.m_lse.data.data() + 2);
+         std::memcpy(static_cast<void*>(a), x.m_lse_ptrs, sizeof(x.m_lse_ptrs));
+         x.m_lses_arg = a;
+       },
+       kInvalid, {"lse_out overlaps lses (the array)"}},
+  };
+  return c;
+}
+
 std::vector<BadCase> AllBadCases() {
   std::vector<BadCase> all;
-  for (auto* f : {&SdpaCases, &MhaCreateCases, &MhaForwardCases, &OtherCases}) {
+  for (auto* f : {&SdpaCases, &MhaCreateCases, &MhaForwardCases, &OtherCases, &MergeCases}) {
     for (BadCase& c : f()) all.push_back(std::move(c));
   }
   return all;
@@ -770,7 +936,7 @@ std::vector<BadCase> AllBadCases() {
 // The unmutated arguments are valid: every row's failure is its mutation's.
 TEST(BadInputBaseline, EveryEntryPointAcceptsTheBase) {
   for (Entry e : {Entry::kSdpa, Entry::kMhaCreate, Entry::kMhaForward, Entry::kContiguous,
-                  Entry::kSetThreads}) {
+                  Entry::kSetThreads, Entry::kMerge}) {
     Env env;
     const int saved = hwyattn_get_num_threads();
     EXPECT_EQ(Invoke(e, env), HWYATTN_OK) << EntryName(e) << ": " << hwyattn_last_error();

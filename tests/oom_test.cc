@@ -251,4 +251,50 @@ TEST(SteadyState, WarmCallsAllocateNothing) {
   hwyattn_mha_destroy(m);
 }
 
+
+// hwyattn_merge_states allocates nothing at all, not even on its first call
+// on a fresh thread (its kernel keeps a block's row state on the stack and
+// views the caller's descriptors in place): with every library allocation
+// failing and operator new counted, cold calls (out of place and in place,
+// with sinks, on 1 and 2 threads) succeed and allocate nothing.
+TEST(SteadyState, MergeStatesAllocatesNothingEvenCold) {
+  const int64_t B = 2, H = 4, L = 33, Dv = 72;
+  std::vector<std::vector<float>> o(3, std::vector<float>(B * H * L * Dv)),
+      l(3, std::vector<float>(B * H * L));
+  for (int i = 0; i < 3; ++i) {
+    for (size_t j = 0; j < o[i].size(); ++j) o[i][j] = static_cast<float>((j * (i + 3)) % 17) * 0.1f;
+    for (size_t j = 0; j < l[i].size(); ++j) l[i][j] = static_cast<float>((j + i) % 5) - 2.0f;
+  }
+  std::vector<float> out(o[0].size()), lse(l[0].size()), sinks(H, 0.5f);
+  hwyattn_tensor to[3], tl[3];
+  const hwyattn_tensor* outs[3];
+  const hwyattn_tensor* lses[3];
+  for (int i = 0; i < 3; ++i) {
+    to[i] = Dense(o[i].data(), {B, H, L, Dv});
+    tl[i] = Dense(l[i].data(), {B, H, L});
+    outs[i] = &to[i];
+    lses[i] = &tl[i];
+  }
+  hwyattn_tensor t_out = Dense(out.data(), {B, H, L, Dv}), t_lse = Dense(lse.data(), {B, H, L});
+  for (int threads : {1, 2}) {
+    ASSERT_EQ(hwyattn_set_num_threads(threads), HWYATTN_OK);
+    hwyattn_status status[2] = {HWYATTN_INTERNAL_ERROR, HWYATTN_INTERNAL_ERROR};
+    std::thread([&] {
+      hwyattn::FailAllocationsAfter(0);
+      g_allocations = 0;
+      g_counting = true;
+      status[0] = hwyattn_merge_states(3, outs, lses, sinks.data(), &t_out, &t_lse);
+      status[1] = hwyattn_merge_states(3, outs, lses, nullptr, &to[0], &tl[0]);  // in place
+      g_counting = false;
+      hwyattn::FailAllocationsAfter(-1);
+    }).join();
+    EXPECT_EQ(status[0], HWYATTN_OK) << "out of place, " << threads << " threads";
+    EXPECT_EQ(status[1], HWYATTN_OK) << "in place, " << threads << " threads";
+    if (HWYATTN_COUNT_NEW) {
+      EXPECT_EQ(g_allocations.load(), 0) << "operator new in merge_states on " << threads << " threads";
+    }
+  }
+  hwyattn_set_num_threads(0);
+}
+
 }  // namespace

@@ -6,6 +6,11 @@ A thin ctypes binding of the C library's hwyattn.h; no compiled extension.
     import numpy as np, hwyattn
     q = np.random.rand(1, 8, 128, 64).astype(np.float32)   # [B, H, L, D]
     out = hwyattn.sdpa(q, q, q, causal=True)
+    # split-KV: shards of the keys, each with its lse, merged exactly
+    k = v = np.random.rand(1, 8, 1024, 64).astype(np.float32)
+    (o1, l1), (o2, l2) = (hwyattn.sdpa(q, k[..., :512, :], v[..., :512, :], return_lse=True),
+                          hwyattn.sdpa(q, k[..., 512:, :], v[..., 512:, :], return_lse=True))
+    out, lse = hwyattn.merge_states([o1, o2], [l1, l2])
 
     mha = hwyattn.MultiheadAttention.from_torch_state(torch_module.state_dict(), num_heads=8)
     y, w = mha(x, need_weights=True)                          # x: [B, L, E]
@@ -19,12 +24,13 @@ from ._capi import (Error, InvalidArgumentError, OutOfMemoryError, UnsupportedEr
                     ABI_VERSION, library_path)
 from . import _capi
 from ._attention import sdpa
+from ._merge import merge_states
 from ._mha import MultiheadAttention
 
 __version__ = "0.2.0"
 
 __all__ = [
-    "sdpa", "MultiheadAttention", "Error", "InvalidArgumentError", "UnsupportedError",
+    "sdpa", "merge_states", "MultiheadAttention", "Error", "InvalidArgumentError", "UnsupportedError",
     "OutOfMemoryError", "version", "abi_version", "simd_target", "set_num_threads",
     "get_num_threads", "library_path", "ABI_VERSION",
 ]

@@ -192,6 +192,8 @@ def _declare(lib):
                                              P(c.c_int64)]),
         "hwyattn_sdpa_options_init_sized": (None, [P(SdpaOptions), c.c_size_t]),
         "hwyattn_sdpa": (_enum, [P(Tensor), P(Tensor), P(Tensor), P(Tensor), P(SdpaOptions)]),
+        "hwyattn_merge_states": (_enum, [c.c_int32, P(P(Tensor)), P(P(Tensor)), P(c.c_float),
+                                         P(Tensor), P(Tensor)]),
         # The multi-head attention module (bound if the library has it).
         "hwyattn_mha_config_init_sized": (None, [P(MhaConfig), c.c_size_t]),
         "hwyattn_mha_create": (_enum, [P(MhaConfig), P(MhaWeights), P(c.c_void_p)]),

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// libFuzzer target for hwyattn_sdpa and hwyattn_mha_forward (built with
+// libFuzzer target for hwyattn_sdpa, hwyattn_mha_forward and
+// hwyattn_merge_states (FuzzMerge below) (built with
 // -DHWYATTN_BUILD_FUZZ=ON and clang, run by scripts/test.sh --sanitizers
 // under AddressSanitizer + UndefinedBehaviorSanitizer).
 //
@@ -604,9 +605,163 @@ int FuzzMha(FuzzedDataProvider& in) {
   return 0;
 }
 
+
+// hwyattn_merge_states: 1..5 partials of a random [B, H, L, Dv] in random
+// layouts (permuted, padded, broadcast), lses with -inf rows, optional sinks
+// (some -inf) and lse_out, sometimes in place (out = outs[0], lse_out =
+// lses[0]), sometimes a NULL element or a bad n, and optionally one field of
+// one descriptor corrupted. Accepted: out and lse_out match the merge
+// computed in double from the inputs as they were, and no input changed
+// (but the in-place ones). Rejected: a clean error, nothing written.
+int FuzzMerge(FuzzedDataProvider& in) {
+  const int64_t B = in.ConsumeIntegralInRange(1, 3), H = in.ConsumeIntegralInRange(1, 4);
+  const int64_t L = in.ConsumeIntegralInRange(1, 40), Dv = in.ConsumeIntegralInRange(1, 70);
+  const int n = in.ConsumeIntegralInRange(1, 5);
+  const bool in_place = in.ConsumeIntegralInRange(0, 3) == 0;
+  const bool has_lse = in.ConsumeBool(), has_sinks = in.ConsumeBool();
+  const int64_t os[4] = {B, H, L, Dv}, ls[4] = {1, B, H, L};
+  std::vector<Arg> outs(static_cast<size_t>(n)), lses(static_cast<size_t>(n));
+  Arg out, lse;
+  std::vector<Arg*> args;
+  for (int i = 0; i < n; ++i) {
+    Describe(&outs[static_cast<size_t>(i)], in, os, HWYATTN_F32, false);
+    Describe(&lses[static_cast<size_t>(i)], in, ls, HWYATTN_F32, false, 3);
+    args.push_back(&outs[static_cast<size_t>(i)]);
+    args.push_back(&lses[static_cast<size_t>(i)]);
+  }
+  if (!in_place) {
+    Describe(&out, in, os, HWYATTN_F32, true);
+    args.push_back(&out);
+    if (has_lse) {
+      Describe(&lse, in, ls, HWYATTN_F32, true, 3);
+      args.push_back(&lse);
+    }
+  }
+  OptionsStorage unused;
+  memset(&unused, 0, sizeof(unused));
+  std::vector<int32_t> no_kv_len;
+  if (in.ConsumeIntegralInRange(0, 2) == 0) Corrupt(in, args, &unused.opts, &no_kv_len);
+  bool certainly_invalid = false;
+  for (Arg* a : args) {
+    if (!Allocate(a)) return 0;
+    certainly_invalid |= a->certainly_invalid;
+  }
+  for (int i = 0; i < n; ++i) {
+    Fill(&outs[static_cast<size_t>(i)], in, 1.0f);
+    Arg& l = lses[static_cast<size_t>(i)];
+    Fill(&l, in, 3.0f);
+    if (l.t.dtype == HWYATTN_F32) {
+      const int every = in.ConsumeIntegralInRange(1, 6);
+      float* f = reinterpret_cast<float*>(l.block.get());
+      for (size_t j = 0; j < l.bytes / 4; j += static_cast<size_t>(every)) {
+        if (every != 6) f[j] = -INFINITY;
+      }
+    }
+  }
+  std::vector<float> sinks;
+  if (has_sinks) {
+    for (int64_t h = 0; h < H; ++h) {
+      sinks.push_back(in.ConsumeIntegralInRange(0, 3) == 0 ? -INFINITY
+                                                           : in.ConsumeFloatingPointInRange(-2.0f, 4.0f));
+    }
+    if (in.ConsumeIntegralInRange(0, 7) == 0) {  // an invalid sink
+      sinks[static_cast<size_t>(in.ConsumeIntegralInRange<int64_t>(0, H - 1))] =
+          in.ConsumeBool() ? NAN : INFINITY;
+      certainly_invalid = true;
+    }
+  }
+  Arg* const out_arg = in_place ? &outs[0] : &out;
+  Arg* const lse_arg = in_place ? (has_lse ? &lses[0] : nullptr) : (has_lse ? &lse : nullptr);
+  if (!in_place) memset(out.block.get(), 0xC3, out.bytes);
+  if (!in_place && has_lse) memset(lse.block.get(), 0xC3, lse.bytes);
+  std::vector<const hwyattn_tensor*> out_ptrs, lse_ptrs;
+  for (int i = 0; i < n; ++i) {
+    out_ptrs.push_back(&outs[static_cast<size_t>(i)].t);
+    lse_ptrs.push_back(&lses[static_cast<size_t>(i)].t);
+  }
+  int32_t count = n;
+  switch (in.ConsumeIntegralInRange(0, 15)) {
+    case 0: count = in.ConsumeBool() ? 0 : -n; certainly_invalid = true; break;
+    case 1: out_ptrs[static_cast<size_t>(n - 1)] = nullptr; certainly_invalid = true; break;
+    case 2: lse_ptrs[0] = nullptr; certainly_invalid = true; break;
+    default: break;
+  }
+  // Every input as it was (the in-place ones are overwritten by a success).
+  std::vector<std::string> inputs_before;
+  for (const Arg* a : args) inputs_before.push_back(Bytes(*a));
+  std::vector<std::pair<const Arg*, std::string>> before = {{out_arg, Bytes(*out_arg)}};
+  if (lse_arg != nullptr) before.push_back({lse_arg, Bytes(*lse_arg)});
+  if (in.ConsumeBool()) hwyattn_set_num_threads(in.ConsumeIntegralInRange(1, 3));
+  MarkLastError();
+  const hwyattn_status s = hwyattn_merge_states(count, out_ptrs.data(), lse_ptrs.data(),
+                                                has_sinks ? sinks.data() : nullptr, &out_arg->t,
+                                                lse_arg != nullptr ? &lse_arg->t : nullptr);
+  if (s != HWYATTN_OK) {
+    ExpectCleanError(s, before);
+    return 0;
+  }
+  if (certainly_invalid) Die("merge status", "a certainly invalid call returned OK");
+  // The inputs as they were: descriptors over copies of their blocks.
+  auto as_before = [&](const Arg& a) {
+    hwyattn_tensor t = a.t;
+    for (size_t j = 0; j < args.size(); ++j) {
+      if (args[j] == &a) t.data = const_cast<char*>(inputs_before[j].data());
+    }
+    return t;
+  };
+  for (size_t j = 0; j < args.size(); ++j) {
+    const Arg* a = args[j];
+    if (a == out_arg || a == lse_arg) continue;
+    if (Bytes(*a) != inputs_before[j]) Die("merge", "an input changed");
+  }
+  int64_t shape[4], stride[4];
+  if (!hwyattn_test::LogicalDims(outs[0].t, shape, stride)) Die("merge", "bad dims");
+  const int64_t b_n = shape[0], h_n = shape[1], l_n = shape[2], d_n = shape[3];
+  std::vector<hwyattn_tensor> o_was, l_was;
+  for (int i = 0; i < n; ++i) {
+    o_was.push_back(as_before(outs[static_cast<size_t>(i)]));
+    l_was.push_back(as_before(lses[static_cast<size_t>(i)]));
+  }
+  std::vector<double> want(static_cast<size_t>(b_n * h_n * l_n * d_n), 0.0),
+      want_lse(static_cast<size_t>(b_n * h_n * l_n));
+  for (int64_t b = 0; b < b_n; ++b)
+    for (int64_t h = 0; h < h_n; ++h)
+      for (int64_t l = 0; l < l_n; ++l) {
+        const size_t row = static_cast<size_t>((b * h_n + h) * l_n + l);
+        const double sink = has_sinks ? sinks[static_cast<size_t>(h)] : -INFINITY;
+        std::vector<double> x;
+        double top = sink;
+        for (int i = 0; i < n; ++i) {
+          const int64_t idx[4] = {0, b, h, l};
+          x.push_back(hwyattn_test::ReadElement(l_was[static_cast<size_t>(i)], idx));
+          top = std::max(top, x.back());
+        }
+        if (top == -INFINITY) {
+          want_lse[row] = -INFINITY;
+          continue;
+        }
+        double sum = std::exp(sink - top);
+        for (double xi : x) sum += std::exp(xi - top);
+        want_lse[row] = top + std::log(sum);
+        for (int i = 0; i < n; ++i) {
+          if (x[static_cast<size_t>(i)] == -INFINITY) continue;
+          const double w = std::exp(x[static_cast<size_t>(i)] - want_lse[row]);
+          for (int64_t d = 0; d < d_n; ++d) {
+            const int64_t idx[4] = {b, h, l, d};
+            want[row * static_cast<size_t>(d_n) + static_cast<size_t>(d)] +=
+                w * hwyattn_test::ReadElement(o_was[static_cast<size_t>(i)], idx);
+          }
+        }
+      }
+  Compare("merge out", out_arg->t, want, /*floor=*/1.0);  // |outs| <= 1
+  if (lse_arg != nullptr) Compare("merge lse", lse_arg->t, want_lse, /*floor=*/1.0);
+  return 0;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
-  return in.ConsumeBool() ? FuzzMha(in) : FuzzSdpa(in);
+  if (in.ConsumeBool()) return FuzzMha(in);
+  return in.ConsumeIntegralInRange(0, 2) == 0 ? FuzzMerge(in) : FuzzSdpa(in);
 }

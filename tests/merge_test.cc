@@ -3,18 +3,19 @@
 // hwyattn_merge_states through the C ABI, per SIMD target (ctest runs the
 // binary once per target with HWYATTN_TARGET).
 //
-//  - SplitAndMerge: random problems (causal top-left and bottom-right, BOOL
-//    and additive masks, GQA, kv_len, Lq != Lk, F16 keys, permuted and
-//    padded layouts) whose keys are cut into 2..7 shards at random points.
+//  - SplitAndMerge: random problems (causal top-left and bottom-right,
+//    sliding windows, BOOL and additive masks, GQA, kv_len, Lq != Lk, F16
+//    keys, permuted and padded layouts) whose keys are cut into 2..7 shards
+//    at random points.
 //    Each shard is an hwyattn_sdpa call on strided views of K and V (no
 //    copy) that reproduces the whole problem's mask: causal and kv_len
-//    become a BOOL (or additive) mask slice, or kv_len a per-shard kv_len,
-//    or, for the last shard of a bottom-right problem, its own causal rule
-//    (its diagonal is the whole problem's). The merge must give the unsplit
+//    and windows become a BOOL (or additive) mask slice, or kv_len a
+//    per-shard kv_len, or, for the last shard of a bottom-right problem, its
+//    own causal rule and windows (its positions are the whole problem's). The merge must give the unsplit
 //    call within 2e-6 relative (or 4 fp32 ulps of the largest |lse|), and
 //    the oracle within 1e-5. With random sinks it must give the definition
-//    computed in double from the partials, and the oracle's unsplit problem
-//    with those sinks.
+//    computed in double from the partials, the oracle's unsplit problem
+//    with those sinks, and the library's unsplit call with them (2e-6).
 //  - Edges: a hand-computed merge, in place, n = 1, all partials -inf (with
 //    and without sinks), -inf partials holding garbage, huge lses, NaN and
 //    +inf confinement, sinks along the head axis of a [T, H, Dv] view, and
@@ -204,6 +205,8 @@ Problem RandomProblem(std::mt19937& rng) {
   if (rng() % 4 == 0) p.kv_batch = 1;
   if (rng() % 5 == 0) p.k_dtype = p.v_dtype = HWYATTN_F16;
   p.causal = static_cast<hwyattn_causal>(rng() % 3);
+  if (rng() % 3 == 0) p.window_left = pick(1, p.k_len + 2);
+  if (rng() % 5 == 0) p.window_right = pick(1, 20);
   p.q_amp = p.k_amp = rng() % 3 == 0 ? 3.0f : 1.0f;
   if (rng() % 3 == 0) p.scale = 0.5f;
   if (rng() % 2 == 0) p.q_layout.order = {0, 2, 1, 3};
@@ -226,13 +229,14 @@ Problem RandomProblem(std::mt19937& rng) {
   return p;
 }
 
-// Key j of row (b, h, i) is allowed by the whole problem's causal rule.
+// Key j of row (b, h, i) is allowed by the whole problem's causal rule and
+// windows (positions: query i at i + Lk - Lq under bottom-right, else i).
 bool CausalAllows(const Problem& p, int64_t i, int64_t j) {
-  switch (p.causal) {
-    case HWYATTN_CAUSAL_TOP_LEFT: return j <= i;
-    case HWYATTN_CAUSAL_BOTTOM_RIGHT: return j <= i + p.k_len - p.q_len;
-    default: return true;
-  }
+  const int64_t pos = p.causal == HWYATTN_CAUSAL_BOTTOM_RIGHT ? i + p.k_len - p.q_len : i;
+  if (p.causal != HWYATTN_CAUSAL_NONE && j > pos) return false;
+  if (p.window_left > 0 && j <= pos - p.window_left) return false;
+  if (p.window_right > 0 && j >= pos + p.window_right) return false;
+  return true;
 }
 
 // The whole problem's mask over [B, Hq, Lq, Lk] as one dense tensor of the
@@ -315,8 +319,8 @@ TEST_P(SplitAndMergeTest, MatchesUnsplitCallAndOracle) {
   // How each shard reproduces the whole problem's mask.
   const bool kv_len_per_shard = !p.kv_len.empty() && rng() % 2 == 0;
   const bool last_own_causal = p.causal == HWYATTN_CAUSAL_BOTTOM_RIGHT && rng() % 2 == 0;
-  const bool needs_mask = p.has_mask || p.causal != HWYATTN_CAUSAL_NONE ||
-                          (!p.kv_len.empty() && !kv_len_per_shard);
+  const bool needs_mask = p.has_mask || p.causal != HWYATTN_CAUSAL_NONE || p.window_left != 0 ||
+                          p.window_right != 0 || (!p.kv_len.empty() && !kv_len_per_shard);
   DenseMask folded(whole, /*fold_causal=*/true, !kv_len_per_shard);
   DenseMask unfolded(whole, /*fold_causal=*/false, !kv_len_per_shard);
   const bool last_needs_mask = p.has_mask || (!p.kv_len.empty() && !kv_len_per_shard);
@@ -331,7 +335,12 @@ TEST_P(SplitAndMergeTest, MatchesUnsplitCallAndOracle) {
     opts.scale = p.scale;
     hwyattn_tensor mask{};
     if (last && last_own_causal) {
-      opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;  // the whole problem's diagonal
+      // The whole problem's diagonal and windows: the last shard ends at Lk,
+      // so its own bottom-right positions are the whole problem's minus
+      // `first`, as are its keys.
+      opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+      opts.window_left = p.window_left;
+      opts.window_right = p.window_right;
       if (last_needs_mask) mask = unfolded.Slice(p, first, len);
     } else if (needs_mask) {
       mask = folded.Slice(p, first, len);
@@ -405,6 +414,21 @@ TEST_P(SplitAndMergeTest, MatchesUnsplitCallAndOracle) {
                             &ref_sinks, &error)) << error;
   EXPECT_TRUE(CompareRelative("merged out with sinks vs oracle", sunk, ref_sinks.out, 1e-5));
   EXPECT_TRUE(CompareLse("merged lse with sinks vs oracle", sunk_lse, ref_sinks.lse, 1e-5, 0.0));
+  // And the library's own unsplit call with the sinks (API.md: shards
+  // computed without sinks, merged with them, give the unsplit result).
+  Problem with = p;
+  with.sinks = sinks;
+  Call whole_sinks(with);
+  ASSERT_EQ(whole_sinks.Run(), HWYATTN_OK) << hwyattn_last_error();
+  const std::vector<double> want_sinks_lse = Dense(whole_sinks.lse);
+  double max_sink_lse = 0.0;
+  for (double x : want_sinks_lse) {
+    if (std::isfinite(x)) max_sink_lse = std::max(max_sink_lse, std::fabs(x));
+  }
+  EXPECT_TRUE(CompareRelative("merged out with sinks vs unsplit with sinks", sunk,
+                              Dense(whole_sinks.out), SplitTolerance(max_sink_lse)));
+  EXPECT_TRUE(CompareLse("merged lse with sinks vs unsplit with sinks", sunk_lse, want_sinks_lse,
+                         2e-6, 4.0 * Ulp(max_sink_lse)));
 }
 
 std::vector<SplitCase> SplitCases() {

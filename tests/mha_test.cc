@@ -29,6 +29,7 @@ struct MhaCase {
   bool bool_mask;      // a [Lq, Lk] BOOL attn_mask
   bool key_lengths;    // kv_len per batch (key_padding_mask)
   bool weights;        // per-head weights output
+  bool modifiers = false;  // a sliding window, softcap, ALiBi and sinks
 };
 
 // y[m][n] = sum_k x[m][k] w[n][k] + b[n] (nn.Linear), in double.
@@ -69,6 +70,7 @@ struct Layer {
   std::vector<float> wq, wk, wv, wo, bq, bk, bv, bo, xq, xk, xv;
   std::vector<uint8_t> mask;
   std::vector<int32_t> lengths;
+  std::vector<float> slopes, sinks;  // [heads], with c.modifiers
   hwyattn_mha* m = nullptr;
 
   explicit Layer(const MhaCase& mc) : c(mc) {
@@ -140,6 +142,18 @@ struct Layer {
     hwyattn_sdpa_options_init(opts);
     opts->causal = c.causal;
     if (c.key_lengths) opts->kv_len = lengths.data();
+    if (c.modifiers) {
+      slopes.resize(static_cast<size_t>(c.heads));
+      sinks.resize(static_cast<size_t>(c.heads));
+      for (int64_t h = 0; h < c.heads; ++h) {
+        slopes[h] = 0.25f / static_cast<float>(h + 1);
+        sinks[h] = 0.5f * static_cast<float>(h) - 1.0f;
+      }
+      opts->window_left = 7;
+      opts->softcap = 2.0f;
+      opts->alibi_slopes = slopes.data();
+      opts->sinks = sinks.data();
+    }
   }
 
   // The reference output [B, Lq, E] and weights [B, H, Lq, Lk].
@@ -295,6 +309,10 @@ const MhaCase kCases[] = {
     // Projections of 19-39 MFLOP and 576 attention rows: every stage runs on
     // several threads.
     {"threaded", 3, 192, 0, 128, 4, 0, 2, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, false, false},
+    // Every score modifier, through the module (self-attention, GQA, causal,
+    // weights; cross-attention with padding and a mask).
+    {"modifiers_self", 2, 40, 0, 32, 4, 0, 2, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false, false, true, true},
+    {"modifiers_cross", 2, 9, 60, 32, 4, 8, 2, 24, 40, false, false, HWYATTN_CAUSAL_BOTTOM_RIGHT, true, true, true, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, MhaTest, testing::ValuesIn(kCases),

@@ -166,6 +166,16 @@ TEST(OutOfMemory, SdpaPrefillAndDecode) {
     hwyattn_sdpa_options_init(&opts);
     opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;  // also allocates the non-finite flags
     ExpectCleanOutOfMemory([&] { return hwyattn_sdpa(&tq, &tk, &tv, &to, &opts); }, out);
+    // With every score modifier (a window left of the rows, softcap, ALiBi,
+    // sinks) and an lse: the same allocations, the same clean failures.
+    std::vector<float> per_head = {0.5f, -0.25f, 0.125f, -1.0f}, lse(2 * 4 * q_len, -7.0f);
+    hwyattn_tensor tlse = Dense(lse.data(), {2, 4, q_len});
+    opts.window_left = 64;
+    opts.softcap = 5.0f;
+    opts.alibi_slopes = per_head.data();
+    opts.sinks = per_head.data();
+    opts.lse = &tlse;
+    ExpectCleanOutOfMemory([&] { return hwyattn_sdpa(&tq, &tk, &tv, &to, &opts); }, out);
   }
 }
 

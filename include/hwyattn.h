@@ -155,12 +155,12 @@ typedef void (*hwyattn_task_fn)(void* task_ctx, int64_t index);
  *  How a call uses it: each parallel phase of the call (packing K/V, the
  *  query tiles of a prefill, the key chunks of a decode and then their merge,
  *  the projections of hwyattn_mha_forward) is one parallel_for of n tasks,
- *  1 <= n <= num_workers; task i is worker i of the phase, which runs its own
- *  share of the phase's work items and then helps with the shares of the
- *  workers that have not started yet. The phases of a call run one after the
- *  other, all from the calling thread. A phase too small to gain from
- *  threads runs on the calling thread without calling parallel_for, and a
- *  call on a tiny problem may never call it at all.
+ *  1 <= n <= num_workers; task i is worker i of the phase and runs its own
+ *  share of the phase's work items (in most phases it then helps with the
+ *  shares of workers that have not started yet). The phases of a call run
+ *  one after the other, all from the calling thread. A phase too small to
+ *  gain from threads runs on the calling thread without calling
+ *  parallel_for, and a call on a tiny problem may never call it at all.
  *
  *  Correctness never depends on the pool's timing: the tasks of a phase
  *  never wait for each other, so a pool may run them all at once, one at a
@@ -169,9 +169,9 @@ typedef void (*hwyattn_task_fn)(void* task_ctx, int64_t index);
  *  what, so results are bit-identical whatever pool runs them and whatever
  *  num_workers says (the same promise as for thread counts). num_workers
  *  only bounds n (and the per-worker scratch the call sizes): a pool that
- *  claims more workers than a phase has work items (e.g. 16 for a problem
- *  of 4 kv heads) gets fewer tasks, never empty ones; a pool that claims
- *  fewer than it has just gets less parallelism.
+ *  claims more workers than a phase has work items (e.g. 16 workers for
+ *  the 4 K/V heads of a packing phase) gets fewer tasks, never empty ones;
+ *  a pool that claims fewer than it has just gets less parallelism.
  *
  *  The pool is read during the call only (validated and copied when the
  *  call starts); hwyattn_set_num_threads does not apply to calls with a

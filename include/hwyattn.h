@@ -173,6 +173,15 @@ typedef void (*hwyattn_task_fn)(void* task_ctx, int64_t index);
  *  the 4 K/V heads of a packing phase) gets fewer tasks, never empty ones;
  *  a pool that claims fewer than it has just gets less parallelism.
  *
+ *  Speed: a call makes a few parallel_for calls back to back (a decode
+ *  step 2, a prefill 1 or 2, hwyattn_mha_forward up to 4 more for its
+ *  projections), so for sub-millisecond calls the pool's own start and end
+ *  latency counts: a pool whose threads sleep between jobs pays an OS
+ *  wake-up for each, where OpenMP's threads poll for a while first. On 2
+ *  cores (bench_attention TP1), a sleeping pool ran a 1024-token prefill at
+ *  98% of OpenMP's speed but a 0.66 ms decode step at 86-90%; the same pool
+ *  polling for 100 us before sleeping, task i on worker i, at 100% and 97-99%.
+ *
  *  The pool is read during the call only (validated and copied when the
  *  call starts); hwyattn_set_num_threads does not apply to calls with a
  *  pool. A library built with HWYATTN_OPENMP=OFF (no OpenMP runtime linked:

@@ -91,10 +91,11 @@ float* AttentionScratch(size_t shared_floats, size_t per_thread_floats, int64_t 
 
 // Items [*begin, *end) of worker `me` of `workers`: contiguous ranges of
 // about equal total weight. The split depends only on the problem and the
-// worker count, never on timing, so every call gives a worker the same items: in decode, the K/V
-// a core read in the previous step are still in its caches (its L2 and its
-// share of L3, which on a multi-CCD machine is its own L3), where a dynamic
-// schedule would hand many of them to the other core. D1's shape (32 MiB of
+// worker count, never on timing, so every call gives a worker the same
+// items: in decode, the K/V a core read in the previous step are still in
+// its caches (its L2 and its share of L3, which on a multi-CCD machine is
+// its own L3), where a dynamic schedule would hand many of them to the
+// other core. D1's shape (32 MiB of
 // K/V, 2 threads, median of 5 processes): 0.385 ms with dynamic scheduling,
 // 0.355 ms with this.
 template <typename Weight>

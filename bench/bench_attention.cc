@@ -4,6 +4,18 @@
 // (include/hwyattn.h, linked to libhwyattn.so), at 1 and 2 threads:
 //
 //   BM_Attention/<id>/threads:<n>     id in P1 P2 P3 D1 D2 X1 M1 T1 W1
+//   BM_Attention/TP1/<id>/threads:2   TP1: P1's and D1's shapes on the caller's
+//                                     pool (opts->parallel): a plain pthread pool
+//                                     of 2 workers (the calling thread and one
+//                                     pthread), instead of the library's OpenMP
+//                                     threads; compare with <id>/threads:2
+//   BM_Attention/TP1spin/<id>/threads:2  the same pool polling for 100 us before
+//                                     it sleeps (the worker for the next job, the
+//                                     caller for the end of this one), task i
+//                                     always on worker i: what OpenMP's threads
+//                                     do. The library's side is the same for
+//                                     both; the gap between them (D1 is two
+//                                     phases of ~0.3 ms) is the pool's wake-ups.
 //
 // P*, D*, X1 and T1 call hwyattn_sdpa; M1 runs a whole self-attention layer
 // (Q/K/V/O projections with biases, as nn.MultiheadAttention) through
@@ -56,6 +68,11 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <pthread.h>
+
+#include <atomic>
+#include <chrono>
 
 #include <benchmark/benchmark.h>
 
@@ -193,6 +210,151 @@ struct Tensors {
   }
 };
 
+// TP1's pool: what an engine's pool looks like, kept plain (spin_us = 0: no
+// spinning, no affinity): `threads` pthreads sleep on a condition variable
+// between parallel_for calls; the calling thread runs tasks too, so 2
+// workers are the caller and one pthread, as OpenMP's team of 2. Tasks are
+// claimed from an atomic counter. A worker joins a job (under the mutex)
+// only while it has unclaimed tasks and is counted in `active` until it
+// leaves it; parallel_for returns only when every task is finished and no
+// worker is still in the job, so a late worker never claims tasks of the
+// next job. TP1spin (spin_us = 100) polls before sleeping and runs task i
+// on worker i (RunTasks).
+class PthreadPool {
+ public:
+  // spin_us > 0: a worker that finished a job polls for the next one that
+  // long before it goes to sleep.
+  PthreadPool(int threads, int spin_us) : threads_(threads), spin_us_(spin_us) {
+    pthread_mutex_init(&mu_, nullptr);
+    pthread_cond_init(&wake_, nullptr);
+    pthread_cond_init(&done_, nullptr);
+    for (int t = 0; t < threads_; ++t) {
+      args_[t] = {this, t + 1};
+      pthread_create(&ids_[t], nullptr, &PthreadPool::Main, &args_[t]);
+    }
+    hwyattn_parallel_init(&parallel_);
+    parallel_.num_workers = threads_ + 1;
+    parallel_.pool = this;
+    parallel_.parallel_for = &PthreadPool::ParallelFor;
+  }
+  ~PthreadPool() {
+    pthread_mutex_lock(&mu_);
+    stop_ = true;
+    pthread_cond_broadcast(&wake_);
+    pthread_mutex_unlock(&mu_);
+    for (int t = 0; t < threads_; ++t) pthread_join(ids_[t], nullptr);
+    pthread_cond_destroy(&done_);
+    pthread_cond_destroy(&wake_);
+    pthread_mutex_destroy(&mu_);
+  }
+  const hwyattn_parallel* parallel() const { return &parallel_; }
+
+ private:
+  static void ParallelFor(void* self, int64_t n, hwyattn_task_fn task, void* ctx) {
+    PthreadPool* p = static_cast<PthreadPool*>(self);
+    pthread_mutex_lock(&p->mu_);
+    p->n_ = n;
+    p->task_ = task;
+    p->ctx_ = ctx;
+    p->next_.store(0);
+    p->finished_.store(0);
+    ++p->generation_;
+    pthread_cond_broadcast(&p->wake_);
+    pthread_mutex_unlock(&p->mu_);
+    p->RunTasks(0, n, task, ctx);
+    if (p->spin_us_ > 0) {  // poll for the other workers before sleeping
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(p->spin_us_);
+      for (int k = 1; p->finished_.load() < n || p->active_.load() > 0; ++k) {
+        __builtin_ia32_pause();
+        if (k % 64 == 0 && std::chrono::steady_clock::now() > until) break;
+      }
+    }
+    pthread_mutex_lock(&p->mu_);
+    while (p->finished_.load() < n || p->active_ > 0) pthread_cond_wait(&p->done_, &p->mu_);
+    pthread_mutex_unlock(&p->mu_);
+  }
+
+  // Participant `me` (0 = the caller, t + 1 = pthread t): tasks from the
+  // shared counter, or, when spinning, task i on participant i % workers
+  // (OpenMP's static schedule: a worker index keeps its thread, and so its
+  // caches, from call to call).
+  void RunTasks(int me, int64_t n, hwyattn_task_fn task, void* ctx) {
+    if (spin_us_ > 0) {
+      for (int64_t i = me; i < n; i += threads_ + 1) {
+        task(ctx, i);
+        finished_.fetch_add(1);
+      }
+      return;
+    }
+    for (int64_t i = next_.fetch_add(1); i < n; i = next_.fetch_add(1)) {
+      task(ctx, i);
+      finished_.fetch_add(1);
+    }
+  }
+
+  struct ThreadArg {
+    PthreadPool* pool;
+    int me;
+  };
+
+  static void* Main(void* arg) {
+    PthreadPool* p = static_cast<ThreadArg*>(arg)->pool;
+    const int me = static_cast<ThreadArg*>(arg)->me;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->mu_);
+    for (;;) {
+      if (p->spin_us_ > 0 && p->generation_.load() == seen) {
+        pthread_mutex_unlock(&p->mu_);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(p->spin_us_);
+        for (int k = 1; p->generation_.load(std::memory_order_relaxed) == seen && !p->stop_.load(); ++k) {
+          __builtin_ia32_pause();
+          if (k % 64 == 0 && std::chrono::steady_clock::now() > until) break;
+        }
+        pthread_mutex_lock(&p->mu_);
+      }
+      while (!p->stop_ && p->generation_ == seen) pthread_cond_wait(&p->wake_, &p->mu_);
+      if (p->stop_) break;
+      seen = p->generation_;
+      // A job whose tasks are all claimed may already have returned (the
+      // caller ran them): joining it would claim tasks of the next job.
+      if (p->spin_us_ == 0 && p->next_.load() >= p->n_) continue;
+      const int64_t n = p->n_;
+      hwyattn_task_fn task = p->task_;
+      void* ctx = p->ctx_;
+      ++p->active_;
+      pthread_mutex_unlock(&p->mu_);
+      p->RunTasks(me, n, task, ctx);
+      pthread_mutex_lock(&p->mu_);
+      --p->active_;
+      pthread_cond_signal(&p->done_);
+    }
+    pthread_mutex_unlock(&p->mu_);
+    return nullptr;
+  }
+
+  int threads_;
+  pthread_t ids_[8];
+  ThreadArg args_[8];
+  pthread_mutex_t mu_;
+  pthread_cond_t wake_, done_;
+  int spin_us_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> active_{0};
+  int64_t n_ = 0;
+  hwyattn_task_fn task_ = nullptr;
+  void* ctx_ = nullptr;
+  std::atomic<int64_t> next_{0}, finished_{0};
+  hwyattn_parallel parallel_;
+};
+
+// TP1's pool, started on first use and kept for the run.
+const hwyattn_parallel* Tp1Pool(bool spin) {
+  static PthreadPool* const plain = new PthreadPool(1, 0);
+  static PthreadPool* const spinning = new PthreadPool(1, 100);
+  return spin ? spinning->parallel() : plain->parallel();
+}
+
 // One set of inputs per row, created on first use and kept for the run.
 Tensors& GetTensors(const Row& r) {
   static std::map<std::string, std::unique_ptr<Tensors>> cache;
@@ -244,9 +406,12 @@ std::string SpotCheck(const Row& r, const Tensors& t) {
   return "";
 }
 
-void BM_Attention(benchmark::State& state, const Row* row) {
+// on_pool: every call runs on TP1's pool (opts->parallel; 2 workers, the
+// row's thread count), else on the library's threads (state.range(0)).
+void BM_Attention(benchmark::State& state, const Row* row, int on_pool) {
   const Row& r = *row;
   const int threads = static_cast<int>(state.range(0));
+  const hwyattn_parallel* pool = on_pool ? Tp1Pool(on_pool == 2) : nullptr;
   Tensors& t = GetTensors(r);
   static std::string error;  // SkipWithError keeps the pointer
 
@@ -256,6 +421,7 @@ void BM_Attention(benchmark::State& state, const Row* row) {
   hwyattn_sdpa_options_init(&opts);
   opts.causal = r.causal ? HWYATTN_CAUSAL_TOP_LEFT : HWYATTN_CAUSAL_NONE;
   opts.window_left = r.window;
+  opts.parallel = pool;
 
   // Decode rows are memory-bound, and on a shared machine the memory bandwidth
   // and the share of the L3 left to this VM change within minutes (46 to 84
@@ -492,10 +658,23 @@ int main(int argc, char** argv) {
     std::string name = std::string("BM_Attention/") + r.id;
     benchmark::internal::Benchmark* b =
         r.d_model > 0 ? benchmark::RegisterBenchmark(name.c_str(), BM_Mha, &r)
-                      : benchmark::RegisterBenchmark(name.c_str(), BM_Attention, &r);
+                      : benchmark::RegisterBenchmark(name.c_str(), BM_Attention, &r, 0);
     b->ArgName("threads");
     for (int n : kThreadCounts) b->Arg(n);
     b->UseRealTime()->Unit(r.unit)->MinTime(r.min_time);
+  }
+  // TP1: P1 and D1 on the caller's pool of 2 workers.
+  for (const Row& r : kRows) {
+    if (strcmp(r.id, "P1") != 0 && strcmp(r.id, "D1") != 0) continue;
+    for (int kind : {1, 2}) {
+      const std::string name = std::string(kind == 1 ? "BM_Attention/TP1/" : "BM_Attention/TP1spin/") + r.id;
+      benchmark::RegisterBenchmark(name.c_str(), BM_Attention, &r, kind)
+          ->ArgName("threads")
+          ->Arg(2)
+          ->UseRealTime()
+          ->Unit(r.unit)
+          ->MinTime(r.min_time);
+    }
   }
 
   benchmark::Initialize(&argc, argv);

@@ -294,8 +294,9 @@ hwyattn_status CheckHeadValues(const char* name, const float* values, int64_t Hq
   return HWYATTN_OK;
 }
 
-// The 0.2 fields of opts: score modifiers, the caller's pool, precision.
-hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq) {
+// The 0.2 fields of opts: score modifiers, the caller's pool (copied into
+// *executor once valid), precision.
+hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq, Executor* executor) {
   if (opts->window_left < 0) {
     return Fail(kInvalid, "opts: window_left is %" PRId64 "; must be >= 0 (0 = unbounded)",
                 opts->window_left);
@@ -330,6 +331,7 @@ hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq) {
     if (pool.parallel_for == nullptr) {
       return Fail(kInvalid, "opts: parallel: parallel_for is NULL");
     }
+    executor->pool = pool;
   }
   const int64_t precision = RawEnum(opts->precision);
   if (precision < HWYATTN_PRECISION_F32 || precision > HWYATTN_PRECISION_BF16) {
@@ -340,10 +342,6 @@ hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq) {
   if (precision == HWYATTN_PRECISION_BF16) {
     return Fail(HWYATTN_UNSUPPORTED, "opts: precision is HWYATTN_PRECISION_BF16, which this "
                 "build does not implement yet");
-  }
-  if (opts->parallel != nullptr) {
-    return Fail(HWYATTN_UNSUPPORTED, "opts: parallel is set, which this build does not "
-                "implement yet");
   }
   return HWYATTN_OK;
 }
@@ -369,7 +367,7 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
     return Fail(HWYATTN_UNSUPPORTED, "opts: reserved0 is %" PRId32 "; must be 0 (a field of a "
                 "newer hwyattn.h that this library does not know)", opts->reserved0);
   }
-  HWYATTN_RETURN_IF_ERROR(CheckModifiers(opts, Hq));
+  HWYATTN_RETURN_IF_ERROR(CheckModifiers(opts, Hq, &p->executor));
   const Checked* all_inputs[8];
   const Checked* all_outputs[8];
   size_t n_in = 0, n_out = 0;

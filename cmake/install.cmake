@@ -9,7 +9,8 @@
 #   <libdir>/libhwyattn.so.0.2.0                shared library, SONAME libhwyattn.so.1
 #   <libdir>/libhwyattn.so.1 -> .so.0.2.0       (runtime link)
 #   <libdir>/libhwyattn.so   -> .so.1           (development link)
-#   <libdir>/libhwyattn.a                       static library (C++ and OpenMP inside)
+#   <libdir>/libhwyattn.a                       static library (C++, and OpenMP inside
+#                                               unless built with HWYATTN_OPENMP=OFF)
 #   <includedir>/hwyattn.h                      the C ABI (hwyattn.hpp too if it exists)
 #   <libdir>/cmake/hwyattn/hwyattnConfig.cmake  find_package(hwyattn CONFIG):
 #                                               hwyattn::hwyattn (shared), hwyattn::hwyattn_static
@@ -99,8 +100,14 @@ endif()
 file(RELATIVE_PATH HWYATTN_PC_PREFIX_FROM_PCDIR
   "/prefix/${HWYATTN_INSTALL_PKGCONFIGDIR}" "/prefix")
 string(REGEX REPLACE "/$" "" HWYATTN_PC_PREFIX_FROM_PCDIR "${HWYATTN_PC_PREFIX_FROM_PCDIR}")
-# OpenMP flags for static linking, as the compiler spells them (-fopenmp for GCC).
-set(HWYATTN_PC_OPENMP_FLAGS "${OpenMP_CXX_FLAGS}")
+# OpenMP flags for static linking, as the compiler spells them (-fopenmp for
+# GCC); none in a HWYATTN_OPENMP=OFF build, which the variable `openmp` says.
+if(HWYATTN_OPENMP)
+  set(HWYATTN_PC_OPENMP_FLAGS "${OpenMP_CXX_FLAGS}")
+else()
+  set(HWYATTN_PC_OPENMP_FLAGS "")
+endif()
+set(HWYATTN_PC_OPENMP ${HWYATTN_OPENMP_BUILT})
 configure_file("${CMAKE_CURRENT_LIST_DIR}/hwyattn.pc.in"
                "${PROJECT_BINARY_DIR}/hwyattn.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/hwyattn.pc"

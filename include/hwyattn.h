@@ -135,7 +135,11 @@ HWYATTN_API const char* hwyattn_simd_target(void);
  *  HWYATTN_UNSUPPORTED (the OpenMP runtime aborts the process when it cannot
  *  start that many threads). Process-wide and
  *  thread-safe. Results never depend on it (they are bit-identical for any
- *  thread count); a call too small to gain from threads runs on one thread. */
+ *  thread count); a call too small to gain from threads runs on one thread.
+ *  It does not apply to calls with opts->parallel (they use the caller's
+ *  pool, sized by its num_workers), nor to a library built with
+ *  HWYATTN_OPENMP=OFF, where calls without a pool run on the calling thread
+ *  (the value is still kept and reported by hwyattn_get_num_threads). */
 HWYATTN_API hwyattn_status hwyattn_set_num_threads(int n);
 /** The number of threads later calls may use (0 resolved to the core count). */
 HWYATTN_API int hwyattn_get_num_threads(void);
@@ -144,20 +148,62 @@ HWYATTN_API int hwyattn_get_num_threads(void);
 typedef void (*hwyattn_task_fn)(void* task_ctx, int64_t index);
 
 /** The caller's thread pool, for embedders that must not start a second set
- *  of threads (opts->parallel). The library cuts each parallel phase into
- *  work items fixed by the problem alone, never by num_workers, so results
- *  are bit-identical whatever pool runs them and whatever num_workers says
- *  (the same promise as for thread counts). */
+ *  of threads (opts->parallel): an engine with its own pool passes it, and
+ *  the call then starts no thread of its own (no OpenMP team), so the cores
+ *  are not oversubscribed and no second OpenMP runtime is involved.
+ *
+ *  How a call uses it: each parallel phase of the call (packing K/V, the
+ *  query tiles of a prefill, the key chunks of a decode and then their merge,
+ *  the projections of hwyattn_mha_forward) is one parallel_for of n tasks,
+ *  1 <= n <= num_workers; task i is worker i of the phase and runs its own
+ *  share of the phase's work items (in most phases it then helps with the
+ *  shares of workers that have not started yet). The phases of a call run
+ *  one after the other, all from the calling thread. A phase too small to
+ *  gain from threads runs on the calling thread without calling
+ *  parallel_for, and a call on a tiny problem may never call it at all.
+ *
+ *  Correctness never depends on the pool's timing: the tasks of a phase
+ *  never wait for each other, so a pool may run them all at once, one at a
+ *  time, in any order, or inline on the calling thread. The work items are
+ *  fixed by the problem alone, never by num_workers or by which task runs
+ *  what, so results are bit-identical whatever pool runs them and whatever
+ *  num_workers says (the same promise as for thread counts). num_workers
+ *  only bounds n (and the per-worker scratch the call sizes): a pool that
+ *  claims more workers than a phase has work items (e.g. 16 workers for
+ *  the 4 K/V heads of a packing phase) gets fewer tasks, never empty ones;
+ *  a pool that claims fewer than it has just gets less parallelism.
+ *
+ *  Speed: a call makes a few parallel_for calls back to back (a decode
+ *  step 2, a prefill 1 or 2, hwyattn_mha_forward up to 4 more for its
+ *  projections), so for sub-millisecond calls the pool's own start and end
+ *  latency counts: a pool whose threads sleep between jobs pays an OS
+ *  wake-up for each, where OpenMP's threads poll for a while first. On 2
+ *  cores (bench_attention TP1), a sleeping pool ran a 1024-token prefill at
+ *  98% of OpenMP's speed but a 0.66 ms decode step at 86-90%; the same pool
+ *  polling for 100 us before sleeping, task i on worker i, at 100% and 97-99%.
+ *
+ *  The pool is read during the call only (validated and copied when the
+ *  call starts); hwyattn_set_num_threads does not apply to calls with a
+ *  pool. A library built with HWYATTN_OPENMP=OFF (no OpenMP runtime linked:
+ *  pkg-config --variable=openmp hwyattn says OFF) runs calls without a pool
+ *  on the calling thread and calls with one on the pool, as any build does. */
 typedef struct hwyattn_parallel {
   uint32_t struct_size;  /* sizeof(hwyattn_parallel); hwyattn_parallel_init sets it */
-  /** >= 1: how many tasks the pool runs at once; the library sizes its
-   *  per-worker scratch and the number of tasks of a phase by it. */
+  /** >= 1: how many tasks the pool runs at once (usually its thread count,
+   *  counting the caller's thread if the pool runs tasks on it). Every
+   *  parallel_for gets n <= num_workers, and the library sizes its per-worker
+   *  scratch by it; it never changes a result. */
   int32_t num_workers;
   /** The caller's context, passed back to parallel_for. */
   void* pool;
   /** Runs task(task_ctx, i) exactly once for every i in [0, n), on any
-   *  threads, concurrently or not, and returns when all have finished. The
-   *  library never calls parallel_for from inside a task. Required. */
+   *  threads, concurrently or not, and returns when all have finished, with
+   *  their writes visible to the calling thread (as any pool's wait on a
+   *  mutex, condition variable or join gives). n >= 1. The library never
+   *  calls parallel_for from inside a task, so a pool need not support
+   *  nesting; tasks do not block on each other, so a pool may also run them
+   *  on the calling thread. Several threads may call the library with the
+   *  same pool at once: parallel_for must then be thread-safe. Required. */
   void (*parallel_for)(void* pool, int64_t n, hwyattn_task_fn task, void* task_ctx);
 } hwyattn_parallel;
 
@@ -283,8 +329,10 @@ typedef struct hwyattn_sdpa_options {
    *  HWYATTN_INVALID_ARGUMENT. */
   const float* sinks;
   /** Optional: run the call's parallel phases on the caller's thread pool
-   *  instead of OpenMP (see hwyattn_parallel). NULL = the library's own
-   *  threads (hwyattn_set_num_threads). */
+   *  instead of OpenMP (see hwyattn_parallel; hwyattn_mha_forward runs its
+   *  projections on it too). NULL = the library's own threads
+   *  (hwyattn_set_num_threads). A struct_size that is not hwyattn_parallel's,
+   *  num_workers < 1 or a NULL parallel_for: HWYATTN_INVALID_ARGUMENT. */
   const struct hwyattn_parallel* parallel;
   /** HWYATTN_PRECISION_F32 (0, the default) or HWYATTN_PRECISION_BF16. */
   hwyattn_precision precision;

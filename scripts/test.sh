@@ -4,7 +4,11 @@
 # scripts/test.sh: build hwyattn (Release) with its tests and run them all with
 # ctest: the unit and C ABI tests (tests/) and the consumer tests that install
 # the build into a temporary prefix and use it via CMake and pkg-config
-# (tests/install/). Exits non-zero if anything fails.
+# (tests/install/). Then the same for the supported HWYATTN_OPENMP=OFF build
+# in $NOOMP_BUILD_DIR (default build-noomp; no benchmarks): no OpenMP runtime
+# linked (install.library checks the NEEDED entries), threads only through
+# opts->parallel (pool_test, examples.thread_pool_c). Exits non-zero if
+# anything fails.
 #
 # Usage (from anywhere; as root on a fresh Debian 12 it installs what is missing):
 #   scripts/test.sh [extra ctest flags, e.g. -R install]
@@ -20,13 +24,16 @@
 #      (-fno-sanitize-recover=all) plus the libFuzzer target; runs every C/C++
 #      test (not the Python and install tests, which load or link the library
 #      from outside the instrumented build), then fuzz_sdpa for FUZZ_SECONDS
-#      (default 60) over a copy of tests/fuzz/corpus.
+#      (default 60) over a copy of tests/fuzz/corpus, and FUZZ_POOL_SECONDS
+#      (default 20) more with every call on an inline pool of 3 workers
+#      (FUZZ_POOL_WORKERS=3).
 #   2. $TSAN_BUILD_DIR (default build-tsan): -DHWYATTN_SANITIZE=thread with
 #      -DHWYATTN_OPENMP=OFF (libgomp/libomp synchronisation is invisible to
 #      TSan; the OpenMP loops run serially, so TSan checks what callers can
 #      race on: the shared module, scratch, thread settings, last error);
 #      runs the multi-threaded tests (concurrency_test, threads_test,
-#      mha_test) for every SIMD target.
+#      mha_test, and pool_test, whose pools' threads run the library's
+#      parallel phases without OpenMP, so TSan sees them) for every SIMD target.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -51,12 +58,20 @@ if [[ $MODE == normal ]]; then
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_TESTS=ON
   cmake --build "$BUILD_DIR" -j"$JOBS"
   ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" "$@"
+  NOOMP_BUILD_DIR=${NOOMP_BUILD_DIR:-build-noomp}
+  echo "test.sh: the HWYATTN_OPENMP=OFF build (${SECONDS}s)"
+  cmake -S . -B "$NOOMP_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_TESTS=ON \
+    -DHWYATTN_BUILD_BENCH=OFF -DHWYATTN_OPENMP=OFF
+  cmake --build "$NOOMP_BUILD_DIR" -j"$JOBS"
+  ctest --test-dir "$NOOMP_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" "$@"
+  echo "test.sh: both builds passed (${SECONDS}s)"
   exit 0
 fi
 
 ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
 TSAN_BUILD_DIR=${TSAN_BUILD_DIR:-build-tsan}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+FUZZ_POOL_SECONDS=${FUZZ_POOL_SECONDS:-20}
 export CC=clang-14 CXX=clang++-14
 # Lean configurations: no benchmarks, no examples.
 lean=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DHWYATTN_BUILD_TESTS=ON -DHWYATTN_BUILD_BENCH=OFF
@@ -81,6 +96,9 @@ cp tests/fuzz/corpus/* "$corpus"/
 # ASan build directory (reproduce: $ASAN_BUILD_DIR/tests/fuzz/fuzz_sdpa crash-...).
 (cd "$ASAN_BUILD_DIR" && ./tests/fuzz/fuzz_sdpa -max_total_time="$FUZZ_SECONDS" \
    -print_final_stats=1 "$corpus")
+stamp "fuzz_sdpa on an inline pool (opts->parallel) for ${FUZZ_POOL_SECONDS}s"
+(cd "$ASAN_BUILD_DIR" && FUZZ_POOL_WORKERS=3 ./tests/fuzz/fuzz_sdpa \
+   -max_total_time="$FUZZ_POOL_SECONDS" -print_final_stats=1 "$corpus")
 
 stamp "ThreadSanitizer build (HWYATTN_OPENMP=OFF)"
 cmake -S . -B "$TSAN_BUILD_DIR" "${lean[@]}" -DHWYATTN_SANITIZE=thread -DHWYATTN_OPENMP=OFF
@@ -88,5 +106,5 @@ cmake --build "$TSAN_BUILD_DIR" -j"$JOBS"
 stamp "ThreadSanitizer tests"
 TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
   ctest --test-dir "$TSAN_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" \
-    -R '^(concurrency_test|threads_test|mha_test)\.' "$@"
+    -R '^(concurrency_test|threads_test|mha_test|pool_test)\.' "$@"
 stamp "all sanitizer runs passed"

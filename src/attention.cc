@@ -2,12 +2,14 @@
 //
 // The attention planner: picks the kernel (row by row for tiny problems,
 // decode for a few query rows per kv head, the fused prefill kernel
-// otherwise), sizes the packed operands and the per-thread scratch, decides
-// how many threads a call deserves, and runs the phases over OpenMP:
-// decode = key chunks (a fixed split; an item may take two in a row), then
-// their merge per kv head;
-// prefill = packing or scanning K/V per kv head where needed, then the query
-// tiles (a contiguous share per worker, then helping the others: ItemShare).
+// otherwise), sizes the packed operands and the per-worker scratch, decides
+// how many workers a call deserves, and runs the phases as parallel regions
+// (src/threading.h: OpenMP, or the caller's pool):
+// decode = key chunks (a fixed split; an item may take two in a row), then,
+// in a second region, their merge per kv head;
+// prefill = packing or scanning K/V per kv head where needed, then, in a
+// second region, the query tiles (a contiguous share per worker, then
+// helping the others: ItemShare).
 #include "src/attention.h"
 
 #include <math.h>
@@ -15,6 +17,7 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "src/ops/decode_attention.h"
 #include "src/ops/flash_attention.h"
@@ -60,9 +63,12 @@ struct Work {
   }
 };
 
-// Threads worth waking for `flops` of work split into `items` pieces.
-int64_t ThreadsFor(double flops, int64_t items) {
-  int64_t threads = std::min<int64_t>(NumThreads(), static_cast<int64_t>(flops / kMinFlopsPerThread) + 1);
+// Workers worth waking for `flops` of work split into `items` pieces (at
+// most what the executor has: the caller's pool's num_workers or the
+// thread count; never more than the items).
+int64_t ThreadsFor(const Executor& executor, double flops, int64_t items) {
+  int64_t threads = std::min<int64_t>(executor.MaxWorkers(),
+                                      static_cast<int64_t>(flops / kMinFlopsPerThread) + 1);
   return std::max<int64_t>(1, std::min(threads, items));
 }
 
@@ -83,18 +89,18 @@ float* AttentionScratch(size_t shared_floats, size_t per_thread_floats, int64_t 
   return static_cast<float*>(ThreadScratch(ScratchSlot::kAttention, total * sizeof(float)));
 }
 
-// Items [*begin, *end) of this worker: contiguous ranges of about equal total
-// weight. The split depends only on the problem and the thread count, never
-// on timing, so every call gives a worker the same items: in decode, the K/V
-// a core read in the previous step are still in its caches (its L2 and its
-// share of L3, which on a multi-CCD machine is its own L3), where a dynamic
-// schedule would hand many of them to the other core. D1's shape (32 MiB of
+// Items [*begin, *end) of worker `me` of `workers`: contiguous ranges of
+// about equal total weight. The split depends only on the problem and the
+// worker count, never on timing, so every call gives a worker the same
+// items: in decode, the K/V a core read in the previous step are still in
+// its caches (its L2 and its share of L3, which on a multi-CCD machine is
+// its own L3), where a dynamic schedule would hand many of them to the
+// other core. D1's shape (32 MiB of
 // K/V, 2 threads, median of 5 processes): 0.385 ms with dynamic scheduling,
 // 0.355 ms with this.
 template <typename Weight>
-void WorkerRange(int64_t items, double total_weight, const Weight& weight, int64_t* begin,
-                 int64_t* end) {
-  const int64_t workers = WorkerCount(), me = WorkerIndex();
+void WorkerRange(int64_t items, double total_weight, const Weight& weight, int64_t me,
+                 int64_t workers, int64_t* begin, int64_t* end) {
   *begin = *end = 0;
   double before = 0.0;
   for (int64_t i = 0; i < items; ++i) {
@@ -127,7 +133,7 @@ hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
   // Work items: runs of consecutive chunks when that still leaves 4 items
   // per thread (a contiguous split of fewer is uneven), else single chunks.
   // The run length never changes a result, only which thread does what.
-  const int64_t threads = ThreadsFor(flops, heads * plan.chunks);
+  const int64_t threads = ThreadsFor(p.executor, flops, heads * plan.chunks);
   const int64_t runs = (plan.chunks + kDecodeRun - 1) / kDecodeRun;
   plan.run = heads * runs >= 4 * threads ? kDecodeRun : 1;
   const int64_t runs_per_head = (plan.chunks + plan.run - 1) / plan.run;
@@ -168,17 +174,21 @@ hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
   };
   double total_weight = 0.0;
   for (int64_t i = 0; i < items; ++i) total_weight += weight(i);
-#pragma omp parallel num_threads(static_cast<int>(threads))
-  {
-    float* mine = scratch + static_cast<size_t>(WorkerIndex()) * plan.scratch_floats;
+  ParallelRegion(p.executor, threads, [&](int64_t me) {
+    float* mine = scratch + static_cast<size_t>(me) * plan.scratch_floats;
     int64_t begin, end;
-    WorkerRange(items, total_weight, weight, &begin, &end);
+    WorkerRange(items, total_weight, weight, me, threads, &begin, &end);
     for (int64_t i = begin; i < end; ++i) attend(i, mine);
-    if (chunks > 1) {
-#pragma omp barrier
-#pragma omp for schedule(static)
-      for (int64_t h = 0; h < heads; ++h) kernels.merge(plan, h / kv_heads, h % kv_heads);
-    }
+  });
+  if (chunks > 1) {
+    // The merges read every chunk of their head: a second region (the
+    // barrier). Contiguous runs of heads, as the chunks were split.
+    const int64_t mergers = std::min(threads, heads);
+    ParallelRegion(p.executor, mergers, [&](int64_t me) {
+      for (int64_t h = heads * me / mergers; h < heads * (me + 1) / mergers; ++h) {
+        kernels.merge(plan, h / kv_heads, h % kv_heads);
+      }
+    });
   }
   return HWYATTN_OK;
 }
@@ -234,7 +244,7 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
   const int64_t query_tile = static_cast<int64_t>(g.query_tile);
   work.tiles_per_head = (rows_per_head + query_tile - 1) / query_tile;
   const int64_t items = work.heads * work.tiles_per_head;
-  const int64_t threads = ThreadsFor(flops, items);
+  const int64_t threads = ThreadsFor(p.executor, flops, items);
   // The workers' shares follow the packed K/V (bounded by the thread count).
   const size_t share_floats = ShareFloats(threads);
   size_t shared_floats;
@@ -253,15 +263,22 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
     for (int64_t i = 0; i < items; ++i) work.Attend(i, i + 1 < items ? i + 1 : -1, scratch);
     return HWYATTN_OK;
   }
-  ItemShare* shares = InitShares(memory + packed_floats, threads, items);
-#pragma omp parallel num_threads(static_cast<int>(threads))
-  {
-    const int64_t me = WorkerIndex();
-    float* mine = scratch + static_cast<size_t>(me) * plan.scratch_floats;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < pack_items; ++i) work.Pack(i);
-    RunShares(shares, threads, me, [&](int64_t i, int64_t next) { work.Attend(i, next, mine); });
+  if (pack_items > 0) {
+    // Heads handed out one at a time (they differ in cost under masks); the
+    // query tiles read them all: a second region.
+    std::atomic<int64_t> next_head{0};
+    ParallelRegion(p.executor, std::min(threads, pack_items), [&](int64_t /*me*/) {
+      for (int64_t i = next_head.fetch_add(1, std::memory_order_relaxed); i < pack_items;
+           i = next_head.fetch_add(1, std::memory_order_relaxed)) {
+        work.Pack(i);
+      }
+    });
   }
+  ItemShare* shares = InitShares(memory + packed_floats, threads, items);
+  ParallelRegion(p.executor, threads, [&](int64_t me) {
+    float* mine = scratch + static_cast<size_t>(me) * plan.scratch_floats;
+    RunShares(shares, threads, me, [&](int64_t i, int64_t next) { work.Attend(i, next, mine); });
+  });
   return HWYATTN_OK;
 }
 

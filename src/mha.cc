@@ -61,18 +61,21 @@ hwyattn_status MhaLayer::Forward(MhaCall& call) const {
   const RowsView q_rows_view = RowsView::Dense(q, q_rows, q_width, q_width);
   const RowsView k_rows_view = RowsView::Dense(k, kv_rows, kv_width, kv_width);
   const RowsView v_rows_view = RowsView::Dense(v, kv_rows, kv_width, kv_width);
+  // Every phase (the projections, the attention's) runs on the call's
+  // executor: the caller's pool or the library's threads.
+  const Executor& executor = p.executor;
   hwyattn_status s;
   if (call.self_attention) {
     // One packing of the input feeds all three projections.
     const LinearOutput qkv[3] = {{&w_q_, q_rows_view}, {&w_k_, k_rows_view}, {&w_v_, v_rows_view}};
-    s = Linear(call.query, qkv, 3);
+    s = Linear(call.query, qkv, 3, executor);
   } else {
     const LinearOutput q_out[1] = {{&w_q_, q_rows_view}};
     const LinearOutput k_out[1] = {{&w_k_, k_rows_view}};
     const LinearOutput v_out[1] = {{&w_v_, v_rows_view}};
-    s = Linear(call.query, q_out, 1);
-    if (s == HWYATTN_OK) s = Linear(call.key, k_out, 1);
-    if (s == HWYATTN_OK) s = Linear(call.value, v_out, 1);
+    s = Linear(call.query, q_out, 1, executor);
+    if (s == HWYATTN_OK) s = Linear(call.key, k_out, 1, executor);
+    if (s == HWYATTN_OK) s = Linear(call.value, v_out, 1, executor);
   }
   if (s != HWYATTN_OK) return s;
 
@@ -84,7 +87,7 @@ hwyattn_status MhaLayer::Forward(MhaCall& call) const {
   if (s != HWYATTN_OK) return s;
 
   const LinearOutput o_out[1] = {{&w_o_, call.out}};
-  return Linear(RowsView::Dense(attended, q_rows, q_width, q_width), o_out, 1);
+  return Linear(RowsView::Dense(attended, q_rows, q_width, q_width), o_out, 1, executor);
 }
 
 }  // namespace hwyattn

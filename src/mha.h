@@ -25,7 +25,9 @@ struct MhaCall {
   bool self_attention = true;   // key = value = query
   RowsView query, key, value;   // [B * L, width] rows of the caller's activations
   RowsView out;                 // [B * Lq, embed_dim]
-  SdpaProblem attention;        // sizes and options; q/k/v/out are set by Forward
+  // Sizes and options; q/k/v/out are set by Forward. attention.executor (the
+  // caller's pool from opts->parallel, or OpenMP) runs the projections too.
+  SdpaProblem attention;
 };
 
 class MhaLayer {

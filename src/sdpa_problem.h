@@ -10,6 +10,7 @@
 
 #include "include/hwyattn.h"
 #include "src/tensor.h"
+#include "src/threading.h"
 
 namespace hwyattn {
 
@@ -36,6 +37,8 @@ struct SdpaProblem {
   float softcap = 0.0f;
   const float* alibi_slopes = nullptr;  // [Hq]
   const float* sinks = nullptr;         // [Hq]
+  // Who runs the parallel phases: opts->parallel as validated, or OpenMP.
+  Executor executor;
 
   int64_t group() const { return q_heads / kv_heads; }
   // Element offset, in a [B, Hq, Lq, *] tensor (q, out, weights), of row r of

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
+//
+// The only place that starts threads or calls the caller's pool: every
+// parallel phase of the library goes through RunWorkers.
 #include "src/threading.h"
 
 #ifdef _OPENMP
@@ -25,19 +28,35 @@ int NumThreads() {
 #endif
 }
 
-int WorkerIndex() {
+int64_t Executor::MaxWorkers() const {
+  if (HasPool()) return pool.num_workers;  // validated: >= 1
 #ifdef _OPENMP
-  return omp_get_thread_num();
+  return NumThreads();
 #else
-  return 0;
+  return 1;  // HWYATTN_OPENMP=OFF: no threads but the caller's pool
 #endif
 }
 
-int WorkerCount() {
+void RunWorkers(const Executor& executor, int64_t workers, WorkerFn fn, void* ctx) {
+  if (workers <= 1) {
+    fn(ctx, 0);
+    return;
+  }
+  if (executor.HasPool()) {
+    // A worker is exactly a task: same signature, same index.
+    executor.pool.parallel_for(executor.pool.pool, workers, fn, ctx);
+    return;
+  }
 #ifdef _OPENMP
-  return omp_get_num_threads();
+#pragma omp parallel num_threads(static_cast<int>(workers))
+  {
+    // Normally one worker per thread; fewer threads than asked for (inside
+    // another parallel region, a thread limit) each take several in turn.
+    const int64_t threads = omp_get_num_threads();
+    for (int64_t w = omp_get_thread_num(); w < workers; w += threads) fn(ctx, w);
+  }
 #else
-  return 1;
+  for (int64_t w = 0; w < workers; ++w) fn(ctx, w);
 #endif
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The thread count that calls may use (hwyattn_set_num_threads), and the
-// work sharing of the parallel phases (ItemShare).
+// Who runs a call's parallel phases (Executor: OpenMP, or the caller's pool
+// from opts->parallel), the one way every phase is started (ParallelRegion),
+// and the work sharing inside a phase (ItemShare, RunShares).
 #ifndef HWYATTN_SRC_THREADING_H_
 #define HWYATTN_SRC_THREADING_H_
 
@@ -11,19 +12,58 @@
 #include <atomic>
 #include <new>
 
+#include "include/hwyattn.h"
+
 namespace hwyattn {
 
 // n >= 0; 0 = all available cores (OpenMP's default for the calling thread).
 void SetNumThreads(int n);
-// The resolved count, >= 1.
+// The resolved count, >= 1 (what hwyattn_get_num_threads reports; with
+// HWYATTN_OPENMP=OFF calls without a pool still run on one thread).
 int NumThreads();
 
-// This thread's index in the enclosing parallel region (0 outside one, and
-// always 0 when built with HWYATTN_OPENMP=OFF): which slice of the caller's
-// scratch a worker uses.
-int WorkerIndex();
-// The number of threads in the enclosing parallel region (1 outside one).
-int WorkerCount();
+// Where one call's parallel phases run: the caller's pool (opts->parallel,
+// as validated: a copy, so the caller's struct is not read again), or, when
+// pool.parallel_for is null, the library's own OpenMP threads.
+struct Executor {
+  hwyattn_parallel pool = {};
+
+  bool HasPool() const { return pool.parallel_for != nullptr; }
+  // The most workers a phase may have: the pool's num_workers, else
+  // NumThreads() (1 when built with HWYATTN_OPENMP=OFF). Planners take the
+  // min of this and what a phase's work is worth, so a phase never has more
+  // workers than work items.
+  int64_t MaxWorkers() const;
+};
+
+// A worker of a parallel region: body(ctx, worker).
+using WorkerFn = void (*)(void* ctx, int64_t worker);
+
+// Runs fn(ctx, w) exactly once for every worker w in [0, workers), and
+// returns when all have finished:
+// - workers <= 1: fn(ctx, 0) on the calling thread (no pool call, no fork);
+// - with a pool: one parallel_for of `workers` tasks, task w = worker w;
+// - else an OpenMP region of `workers` threads; if OpenMP grants fewer (a
+//   call from inside the caller's own parallel region, a thread limit), each
+//   thread runs several workers in turn;
+// - built with HWYATTN_OPENMP=OFF: the workers in turn on the calling thread.
+// Workers must not depend on running at the same time as each other (no
+// barrier, no waiting for another worker): a pool may run its tasks one at a
+// time, in any order. A phase that needs a barrier is two regions. A worker
+// never starts a region itself, so parallel_for is never called from inside
+// a task.
+void RunWorkers(const Executor& executor, int64_t workers, WorkerFn fn, void* ctx);
+
+// The parallel region of a phase: body(worker) for every worker in
+// [0, workers), on `executor` (see RunWorkers). Worker w owns slice w of the
+// call's per-worker scratch and share w of an ItemShare set.
+template <typename Body>
+void ParallelRegion(const Executor& executor, int64_t workers, const Body& body) {
+  RunWorkers(
+      executor, workers,
+      [](void* ctx, int64_t worker) { (*static_cast<const Body*>(ctx))(worker); },
+      const_cast<void*>(static_cast<const void*>(&body)));
+}
 
 // Work sharing with affinity: items [0, n) are split into one contiguous
 // share per worker; worker w takes its own share in order through an atomic
@@ -56,8 +96,10 @@ inline ItemShare* InitShares(void* memory, int64_t count, int64_t n) {
 // Runs the items of all `count` shares, starting with worker `me`'s own:
 // run(i, next), where next is the item that follows i in its share (-1 at
 // the share's end), the one this worker takes next unless another took it.
-// Every worker walks all shares, so if OpenMP gave the region fewer threads
-// than `count`, the missing workers' shares are still done.
+// Every worker walks all shares, so whichever workers run, in whatever order
+// and however many at once (a pool that runs its tasks one at a time: the
+// first does every item, the others find nothing left), every item is run
+// exactly once.
 template <typename Run>
 void RunShares(ItemShare* shares, int64_t count, int64_t me, const Run& run) {
   for (int64_t k = 0; k < count; ++k) {

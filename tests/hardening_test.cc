@@ -743,6 +743,20 @@ std::vector<BadCase> MhaForwardCases() {
          x.mha_opts.sinks = x.head_values.data();
        },
        kInvalid, {"opts: sinks[3] is nan"}},
+      // The caller's pool runs the projections too: checked on this entry.
+      {"ParallelNoFunction", e,
+       [](Env& x) {
+         hwyattn_parallel_init(&x.pool);
+         x.mha_opts.parallel = &x.pool;
+       },
+       kInvalid, {"opts: parallel: parallel_for is NULL"}},
+      {"ParallelWorkersInt32Min", e,
+       [](Env& x) {
+         hwyattn_parallel_init(&x.pool);
+         x.pool.num_workers = INT32_MIN;
+         x.mha_opts.parallel = &x.pool;
+       },
+       kInvalid, {"opts: parallel: num_workers is -2147483648", ">= 1"}},
       {"QueryCountOverflows", e,
        [](Env& x) {
          x.query.t.shape[0] = k2e40, x.query.t.shape[1] = k2e40;

@@ -10,6 +10,10 @@
 // And the converse: once a thread's scratch is warm, calls of the same shapes
 // allocate nothing at all (SteadyState below): no AlignedAlloc (the hook made
 // to fail) and no C++ heap allocation (this binary counts operator new).
+//
+// Both also run with the caller's pool (opts->parallel, tests/test_pools.h):
+// the workers then run on the pool's threads (or on the caller), with the
+// calling thread's scratch.
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,12 +21,14 @@
 #include <atomic>
 #include <functional>
 #include <new>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "hwyattn.h"
 #include "src/scratch.h"
+#include "tests/test_pools.h"
 
 // Every C++ heap allocation of the process, counted while g_counting is set,
 // by replacing operator new; not under sanitizers, whose runtimes bring their
@@ -156,27 +162,43 @@ struct TestModule {
   }
 };
 
+// Pools for the tests below: 2 worker threads, and every task inline.
+struct Pools {
+  hwyattn_test::TestPool threads{hwyattn_test::PoolKind::kThreads, 2, 2};
+  hwyattn_test::TestPool inline_pool{hwyattn_test::PoolKind::kInline, 0, 3};
+  // nullptr (the library's own threads) and the two pools.
+  const hwyattn_parallel* all[3] = {nullptr, threads.parallel(), inline_pool.parallel()};
+};
+
 TEST(OutOfMemory, SdpaPrefillAndDecode) {
-  for (int64_t q_len : {1, 100}) {  // the decode and the prefill kernel
-    std::vector<float> q(2 * 4 * q_len * 32, 0.25f), k(2 * 2 * 300 * 32, 0.5f),
-        v(2 * 2 * 300 * 32, 0.75f), out(q.size(), -7.0f);
-    hwyattn_tensor tq = Dense(q.data(), {2, 4, q_len, 32}), tk = Dense(k.data(), {2, 2, 300, 32}),
-                   tv = Dense(v.data(), {2, 2, 300, 32}), to = Dense(out.data(), {2, 4, q_len, 32});
-    hwyattn_sdpa_options opts;
-    hwyattn_sdpa_options_init(&opts);
-    opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;  // also allocates the non-finite flags
-    ExpectCleanOutOfMemory([&] { return hwyattn_sdpa(&tq, &tk, &tv, &to, &opts); }, out);
-    // With every score modifier (a window left of the rows, softcap, ALiBi,
-    // sinks) and an lse: the same allocations, the same clean failures.
-    std::vector<float> per_head = {0.5f, -0.25f, 0.125f, -1.0f}, lse(2 * 4 * q_len, -7.0f);
-    hwyattn_tensor tlse = Dense(lse.data(), {2, 4, q_len});
-    opts.window_left = 64;
-    opts.softcap = 5.0f;
-    opts.alibi_slopes = per_head.data();
-    opts.sinks = per_head.data();
-    opts.lse = &tlse;
-    ExpectCleanOutOfMemory([&] { return hwyattn_sdpa(&tq, &tk, &tv, &to, &opts); }, out);
+  Pools pools;
+  for (const hwyattn_parallel* pool : pools.all) {
+    for (int64_t q_len : {1, 100}) {  // the decode and the prefill kernel
+      std::vector<float> q(2 * 4 * q_len * 32, 0.25f), k(2 * 2 * 300 * 32, 0.5f),
+          v(2 * 2 * 300 * 32, 0.75f), out(q.size(), -7.0f);
+      hwyattn_tensor tq = Dense(q.data(), {2, 4, q_len, 32}), tk = Dense(k.data(), {2, 2, 300, 32}),
+                     tv = Dense(v.data(), {2, 2, 300, 32}), to = Dense(out.data(), {2, 4, q_len, 32});
+      hwyattn_sdpa_options opts;
+      hwyattn_sdpa_options_init(&opts);
+      opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;  // also allocates the non-finite flags
+      opts.parallel = pool;
+      ExpectCleanOutOfMemory([&] { return hwyattn_sdpa(&tq, &tk, &tv, &to, &opts); }, out);
+      // With every score modifier (a window left of the rows, softcap,
+      // ALiBi, sinks) and an lse: the same allocations, the same clean
+      // failures.
+      std::vector<float> per_head = {0.5f, -0.25f, 0.125f, -1.0f}, lse(2 * 4 * q_len, -7.0f);
+      hwyattn_tensor tlse = Dense(lse.data(), {2, 4, q_len});
+      opts.window_left = 64;
+      opts.softcap = 5.0f;
+      opts.alibi_slopes = per_head.data();
+      opts.sinks = per_head.data();
+      opts.lse = &tlse;
+      ExpectCleanOutOfMemory([&] { return hwyattn_sdpa(&tq, &tk, &tv, &to, &opts); }, out);
+    }
   }
+  EXPECT_EQ(pools.threads.violation(), "");
+  EXPECT_EQ(pools.inline_pool.violation(), "");
+  EXPECT_GT(pools.threads.MaxTasks(), 1) << "the pool was never used";
 }
 
 TEST(OutOfMemory, MhaCreateAndForward) {
@@ -196,15 +218,25 @@ TEST(OutOfMemory, MhaCreateAndForward) {
   hwyattn_tensor tx = Dense(x.data(), {2, 9, E}), to = Dense(out.data(), {2, 9, E});
   ExpectCleanOutOfMemory([&] { return hwyattn_mha_forward(m, &tx, nullptr, nullptr, &to, nullptr); },
                          out);
+  Pools pools;
+  for (const hwyattn_parallel* pool : pools.all) {
+    hwyattn_sdpa_options opts;
+    hwyattn_sdpa_options_init(&opts);
+    opts.parallel = pool;
+    ExpectCleanOutOfMemory([&] { return hwyattn_mha_forward(m, &tx, nullptr, nullptr, &to, &opts); },
+                           out);
+  }
+  EXPECT_EQ(pools.threads.violation(), "");
+  EXPECT_EQ(pools.inline_pool.violation(), "");
   hwyattn_mha_destroy(m);
 }
 
 // Warm calls allocate nothing: the prefill kernel (with weights and lse), the
 // decode kernel over a long cache (key chunks merged by log-sum-exp), the
-// small kernel, and the MHA layer, on 1 and 2 threads. Each shape runs once to
-// warm this thread's scratch; then, with every library allocation made to
-// fail and operator new counted (not under sanitizers), the same calls must
-// succeed and allocate nothing.
+// small kernel, and the MHA layer, on 1 and 2 threads and on a pool of 2
+// threads. Each shape runs once to warm this thread's scratch; then, with
+// every library allocation made to fail and operator new counted (not under
+// sanitizers), the same calls must succeed and allocate nothing.
 TEST(SteadyState, WarmCallsAllocateNothing) {
   std::vector<float> pq(1 * 4 * 100 * 32, 0.25f), pk(1 * 2 * 100 * 32, 0.5f), pv(pk.size(), 0.75f),
       pout(pq.size()), pweights(1 * 4 * 100 * 100), plse(1 * 4 * 100);
@@ -217,11 +249,13 @@ TEST(SteadyState, WarmCallsAllocateNothing) {
   hwyattn_tensor d_q = Dense(dq.data(), {2, 8, 1, 64}), d_k = Dense(dk.data(), {2, 2, 4096, 64}),
                  d_v = Dense(dv.data(), {2, 2, 4096, 64}), d_out = Dense(dout.data(), {2, 8, 1, 64});
   hwyattn_tensor t_q = Dense(tq.data(), {1, 2, 3, 2}), t_out = Dense(tout.data(), {1, 2, 3, 2});
-  hwyattn_sdpa_options causal;
+  hwyattn_sdpa_options causal, plain;
   hwyattn_sdpa_options_init(&causal);
   causal.causal = HWYATTN_CAUSAL_TOP_LEFT;
   causal.weights = &p_w;
   causal.lse = &p_lse;
+  hwyattn_sdpa_options_init(&plain);
+  hwyattn_test::TestPool pool(hwyattn_test::PoolKind::kThreads, 2, 2);
 
   const int64_t E = 64;
   const TestModule module(E);
@@ -232,12 +266,14 @@ TEST(SteadyState, WarmCallsAllocateNothing) {
 
   const std::function<hwyattn_status()> calls[] = {
       [&] { return hwyattn_sdpa(&p_q, &p_k, &p_v, &p_out, &causal); },
-      [&] { return hwyattn_sdpa(&d_q, &d_k, &d_v, &d_out, nullptr); },
-      [&] { return hwyattn_sdpa(&t_q, &t_q, &t_q, &t_out, nullptr); },
-      [&] { return hwyattn_mha_forward(m, &mx, nullptr, nullptr, &my, nullptr); },
+      [&] { return hwyattn_sdpa(&d_q, &d_k, &d_v, &d_out, &plain); },
+      [&] { return hwyattn_sdpa(&t_q, &t_q, &t_q, &t_out, &plain); },
+      [&] { return hwyattn_mha_forward(m, &mx, nullptr, nullptr, &my, &plain); },
   };
-  for (int threads : {1, 2}) {
-    ASSERT_EQ(hwyattn_set_num_threads(threads), HWYATTN_OK);
+  for (int threads : {1, 2, 0}) {  // 0: on the pool
+    ASSERT_EQ(hwyattn_set_num_threads(threads == 0 ? 1 : threads), HWYATTN_OK);
+    causal.parallel = plain.parallel = threads == 0 ? pool.parallel() : nullptr;
+    const std::string mode = threads == 0 ? "the pool" : std::to_string(threads) + " threads";
     for (const auto& call : calls) ASSERT_EQ(call(), HWYATTN_OK) << hwyattn_last_error();
     hwyattn::FailAllocationsAfter(0);
     g_allocations = 0;
@@ -248,13 +284,18 @@ TEST(SteadyState, WarmCallsAllocateNothing) {
     }
     g_counting = false;
     hwyattn::FailAllocationsAfter(-1);
+    if (threads == 0) {
+      EXPECT_EQ(pool.violation(), "");
+      EXPECT_GT(pool.MaxTasks(), 1) << "the pool was never used";
+      pool.Reset();
+    }
     for (int c = 0; c < 4; ++c) {
       for (int rep = 0; rep < 3; ++rep) {
-        EXPECT_EQ(status[c][rep], HWYATTN_OK) << "call " << c << " allocated on " << threads << " threads";
+        EXPECT_EQ(status[c][rep], HWYATTN_OK) << "call " << c << " allocated on " << mode;
       }
     }
     if (HWYATTN_COUNT_NEW) {
-      EXPECT_EQ(g_allocations.load(), 0) << "operator new during warm calls on " << threads << " threads";
+      EXPECT_EQ(g_allocations.load(), 0) << "operator new during warm calls on " << mode;
     }
   }
   hwyattn_set_num_threads(0);

@@ -273,7 +273,8 @@ bool PackedWeights::Pack(const float* w, const float* bias, int64_t n, int64_t k
   return true;
 }
 
-hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num_outputs) {
+hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num_outputs,
+                      const Executor& executor) {
   const MatmulKernels& kernels = GetMatmulKernels();
   const int64_t rows_per_item = static_cast<int64_t>(kernels.tile_rows * kernels.row_panels);
   const int64_t items = (x.rows + rows_per_item - 1) / rows_per_item;
@@ -282,7 +283,8 @@ hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num
     flops += 2.0 * static_cast<double>(x.rows) * static_cast<double>(x.cols) *
              static_cast<double>(outputs[o].w->n());
   }
-  int64_t threads = std::min<int64_t>(NumThreads(), static_cast<int64_t>(flops / kMinFlopsPerThread) + 1);
+  int64_t threads = std::min<int64_t>(executor.MaxWorkers(),
+                                      static_cast<int64_t>(flops / kMinFlopsPerThread) + 1);
   threads = std::max<int64_t>(1, std::min(threads, items));
   // Per worker: its A panels; before them, the workers' item shares.
   const size_t item_floats =
@@ -303,14 +305,12 @@ hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num
   // RunFlash), still in its L2 (M1 on 2 threads: +1.7-2.2% over handing out
   // items one by one).
   ItemShare* shares = InitShares(scratch, threads, items);
-#pragma omp parallel num_threads(static_cast<int>(threads))
-  {
-    const int64_t me = WorkerIndex();
+  ParallelRegion(executor, threads, [&](int64_t me) {
     float* mine = panels + static_cast<size_t>(me) * item_floats;
     RunShares(shares, threads, me, [&](int64_t i, int64_t /*next*/) {
       kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, mine);
     });
-  }
+  });
   return HWYATTN_OK;
 }
 

@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "include/hwyattn.h"
+#include "src/threading.h"
 
 namespace hwyattn {
 
@@ -76,9 +77,12 @@ struct LinearOutput {
 
 // Computes every output from one packing of x (so a self-attention layer
 // packs its input once for Q, K and V). x.cols must equal each w->k().
-// Threads: up to NumThreads(), fewer for small products. Returns
-// HWYATTN_OUT_OF_MEMORY if scratch cannot be allocated.
-hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num_outputs);
+// Workers: up to executor.MaxWorkers() (the caller's pool, or the library's
+// threads: the default), fewer for small products; the rows are split into
+// items of MC rows whatever the count, so the bits do not depend on it.
+// Returns HWYATTN_OUT_OF_MEMORY if scratch cannot be allocated.
+hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num_outputs,
+                      const Executor& executor = Executor());
 
 }  // namespace hwyattn
 

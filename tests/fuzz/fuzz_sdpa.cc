@@ -20,6 +20,12 @@
 // A descriptor that is certainly invalid (rank, negative size or stride,
 // span overflow) must be rejected. Requests too large to run quickly are
 // skipped, not called.
+//
+// FUZZ_POOL_WORKERS=n (n >= 1) in the environment: every call also passes
+// opts->parallel, an inline pool announcing n workers that runs each task on
+// the calling thread, and holds the library to the pool contract (every
+// parallel_for has 1 <= tasks <= n and is never made from inside a task);
+// scripts/test.sh --sanitizers runs a share of the fuzzing time that way.
 
 #include <fuzzer/FuzzedDataProvider.h>
 #include <stdint.h>
@@ -256,6 +262,36 @@ void Compare(const char* what, const hwyattn_tensor& t, const std::vector<double
   }
 }
 
+// The inline pool of FUZZ_POOL_WORKERS (see the top), or null.
+thread_local bool t_in_task = false;
+
+void InlineParallelFor(void* pool, int64_t n, hwyattn_task_fn task, void* ctx) {
+  const int32_t workers = static_cast<const hwyattn_parallel*>(pool)->num_workers;
+  if (t_in_task) Die("pool", "parallel_for called from inside a task");
+  if (n < 1 || n > workers) {
+    Die("pool", "parallel_for with n = " + std::to_string(n) + ", num_workers " + std::to_string(workers));
+  }
+  t_in_task = true;
+  for (int64_t i = 0; i < n; ++i) task(ctx, i);
+  t_in_task = false;
+}
+
+const hwyattn_parallel* FuzzPool() {
+  static const hwyattn_parallel* const pool = [] {
+    const char* env = getenv("FUZZ_POOL_WORKERS");
+    const int workers = env != nullptr ? atoi(env) : 0;
+    if (workers < 1) return static_cast<hwyattn_parallel*>(nullptr);
+    static hwyattn_parallel p;
+    hwyattn_parallel_init(&p);
+    p.num_workers = workers;
+    p.pool = &p;
+    p.parallel_for = &InlineParallelFor;
+    fprintf(stderr, "fuzz_sdpa: every call on an inline pool of %d workers\n", workers);
+    return &p;
+  }();
+  return pool;
+}
+
 // Sets this thread's last error to a marker, so that a failing call's own
 // message can be told from an older one.
 constexpr int kMarkerThreads = -424242;
@@ -387,6 +423,7 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   const std::vector<std::pair<const Arg*, std::string>> before = {
       {&out, Bytes(out)}, {&weights, Bytes(weights)}, {&lse, Bytes(lse)}};
   if (in.ConsumeBool()) hwyattn_set_num_threads(in.ConsumeIntegralInRange(1, 3));
+  opts.parallel = FuzzPool();
   MarkLastError();
   const hwyattn_status s = hwyattn_sdpa(&q.t, &k.t, &v.t, &out.t, &opts);
   if (s != HWYATTN_OK) {
@@ -520,6 +557,7 @@ int FuzzMha(FuzzedDataProvider& in) {
   }
   const std::vector<std::pair<const Arg*, std::string>> before = {{&out, Bytes(out)},
                                                                   {&weights, Bytes(weights)}};
+  opts.parallel = FuzzPool();
   MarkLastError();
   const hwyattn_status s = hwyattn_mha_forward(m, &query.t, self ? nullptr : &key.t,
                                                self ? nullptr : &value.t, &out.t, &opts);

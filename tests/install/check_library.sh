@@ -3,10 +3,11 @@
 #
 # Test install.library: the installed shared library exports only the C ABI
 # (hwyattn_*), carries SONAME libhwyattn.so.<ABI>, and the usual symlink chain
-# libhwyattn.so -> libhwyattn.so.<ABI> -> libhwyattn.so.<VERSION> is in place.
-# Usage: check_library.sh <libdir> <version> <abi> [nm] [readelf]
+# libhwyattn.so -> libhwyattn.so.<ABI> -> libhwyattn.so.<VERSION> is in place,
+# and it needs an OpenMP runtime exactly when built with HWYATTN_OPENMP=ON.
+# Usage: check_library.sh <libdir> <version> <abi> [nm] [readelf] [ON|OFF]
 set -euo pipefail
-libdir=$1 version=$2 abi=$3 nm=${4:-nm} readelf=${5:-readelf}
+libdir=$1 version=$2 abi=$3 nm=${4:-nm} readelf=${5:-readelf} openmp=${6:-}
 real="$libdir/libhwyattn.so.$version"
 fail() { echo "FAILED: $*" >&2; exit 1; }
 
@@ -37,5 +38,15 @@ done
 if "$readelf" -d "$real" | grep -E '\((RPATH|RUNPATH)\)'; then
   fail "installed library carries an RPATH/RUNPATH"
 fi
-echo "NEEDED: $("$readelf" -d "$real" | sed -n 's/.*(NEEDED).*\[\(.*\)\].*/\1/p' | tr '\n' ' ')"
+needed=$("$readelf" -d "$real" | sed -n 's/.*(NEEDED).*\[\(.*\)\].*/\1/p' | tr '\n' ' ')
+echo "NEEDED: $needed"
+# libgomp (GCC), libomp (LLVM), libiomp5 (Intel).
+omp_runtime=$(grep -o -E 'lib(gomp|omp|iomp5)\.so[^ ]*' <<<"$needed" || true)
+case "$openmp" in
+  ON) [[ -n "$omp_runtime" ]] || fail "built with HWYATTN_OPENMP=ON but no OpenMP runtime is NEEDED" ;;
+  OFF) [[ -z "$omp_runtime" ]] || fail "built with HWYATTN_OPENMP=OFF but $omp_runtime is NEEDED" ;;
+  "") ;;
+  *) fail "the OpenMP argument is '$openmp', expected ON or OFF" ;;
+esac
+echo "OpenMP ${openmp:-not checked}: ${omp_runtime:-no OpenMP runtime}"
 echo "library OK"

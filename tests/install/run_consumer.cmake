@@ -4,6 +4,9 @@
 # project (tests/install/consumer) against the installed tree in PREFIX via
 # find_package(hwyattn CONFIG) and CMAKE_PREFIX_PATH, in a fresh BINARY_DIR.
 #   -DLINK=shared|static  -DLANGUAGES="C" or "C;CXX"  -DEXAMPLE=<sdpa_example.c>
+#   -DOPENMP=ON|OFF       how the library was built: hwyattnConfig.cmake's
+#                         hwyattn_OPENMP must say so, and a static consumer of an
+#                         OFF build must not need an OpenMP runtime
 foreach(var SOURCE_DIR BINARY_DIR PREFIX LINK LANGUAGES)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_consumer.cmake: -D${var}=... is required")
@@ -43,6 +46,9 @@ if(EXAMPLE)
   list(APPEND args "-DCONSUMER_EXAMPLE=${EXAMPLE}")
 endif()
 run("configure" "${CMAKE_COMMAND}" ${args})
+if(NOT "${OPENMP}" STREQUAL "" AND NOT run_output MATCHES "hwyattn_OPENMP=${OPENMP}\n")
+  message(FATAL_ERROR "hwyattnConfig.cmake does not set hwyattn_OPENMP to ${OPENMP}")
+endif()
 run("build" "${CMAKE_COMMAND}" --build "${BINARY_DIR}" --config Release)
 
 # The package found must be the one under PREFIX.
@@ -65,6 +71,9 @@ if(READELF)
   if(LINK STREQUAL "static")
     if(dyn MATCHES "libhwyattn\\.so")
       message(FATAL_ERROR "static consumer still needs libhwyattn.so:\n${dyn}")
+    endif()
+    if(OPENMP STREQUAL "OFF" AND dyn MATCHES "lib(gomp|omp|iomp5)\\.so")
+      message(FATAL_ERROR "static consumer of a HWYATTN_OPENMP=OFF build needs OpenMP:\n${dyn}")
     endif()
   elseif(NOT dyn MATCHES "NEEDED[^\n]*libhwyattn\\.so\\.[0-9]+\\]")
     message(FATAL_ERROR "shared consumer does not need libhwyattn.so.N:\n${dyn}")

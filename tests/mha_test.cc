@@ -99,6 +99,12 @@ struct Layer {
     if (c.key_lengths) {
       for (int64_t b = 0; b < c.batch; ++b) lengths.push_back(static_cast<int32_t>((lk * (b + 1) + 1) / (c.batch + 1) + 1));
     }
+    if (c.modifiers) {
+      for (int64_t h = 0; h < c.heads; ++h) {
+        slopes.push_back(0.25f / static_cast<float>(h + 1));
+        sinks.push_back(0.5f * static_cast<float>(h) - 1.0f);
+      }
+    }
     hwyattn_mha_config cfg;
     hwyattn_mha_config_init(&cfg);
     cfg.embed_dim = c.embed;
@@ -142,13 +148,7 @@ struct Layer {
     hwyattn_sdpa_options_init(opts);
     opts->causal = c.causal;
     if (c.key_lengths) opts->kv_len = lengths.data();
-    if (c.modifiers) {
-      slopes.resize(static_cast<size_t>(c.heads));
-      sinks.resize(static_cast<size_t>(c.heads));
-      for (int64_t h = 0; h < c.heads; ++h) {
-        slopes[h] = 0.25f / static_cast<float>(h + 1);
-        sinks[h] = 0.5f * static_cast<float>(h) - 1.0f;
-      }
+    if (c.modifiers) {  // slopes and sinks: filled once, at construction
       opts->window_left = 7;
       opts->softcap = 2.0f;
       opts->alibi_slopes = slopes.data();

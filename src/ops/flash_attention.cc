@@ -607,7 +607,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
       return p.out.As<float>() + p.RowOffset(p.out, b, kvh, row0 + c);
     });
   }
-  ahead.Spread((key_end + static_cast<int64_t>(kMR) - 1) / static_cast<int64_t>(kMR));
+  ahead.Spread((key_end - tile_begin + static_cast<int64_t>(kMR) - 1) / static_cast<int64_t>(kMR));
 
   const float* k_packed = plan.PackedK(b, kvh);
   int64_t ldk = 0;

@@ -87,16 +87,6 @@ struct ScoreModifiers {
     return hn::Mul(hn::Set(df, cap), Tanh(df, hn::Mul(x, hn::Set(df, inv_cap))));
   }
 
-  // One score of query head `head` at key distance j - p (the row's
-  // position p): the scalar form, on a lane of the same vector tanh.
-  float Apply(float score, int64_t head, int64_t distance) const {
-    if (cap != 0.0f) {
-      const hn::ScalableTag<float> df;
-      score = hn::GetLane(Cap(df, hn::Set(df, score)));
-    }
-    return score + Slope(head) * static_cast<float>(distance);
-  }
-
   // Scores s[0, keys) of one row of query head `head` whose key 0 is at
   // distance `distance0` from the row's position, in place, a vector at a
   // time (s has room for whole vectors; lanes past `keys` are left alone).

@@ -6,7 +6,8 @@
 # when something is missing.
 
 HWYATTN_PACKAGES=(cmake g++ make pkg-config libhwy-dev libbenchmark-dev libgtest-dev
-                  python3 python3-numpy python3-protobuf)
+                  python3 python3-numpy python3-protobuf
+                  rustc cargo golang-go libopenmpi-dev openmpi-bin)
 # scripts/test.sh --sanitizers adds these: clang with its sanitizer and
 # libFuzzer runtimes (and libomp for clang's -fopenmp).
 HWYATTN_SANITIZER_PACKAGES=(clang-14 libclang-rt-14-dev libomp-14-dev)

@@ -18,12 +18,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <new>
 
 #include "src/ops/decode_attention.h"
 #include "src/ops/flash_attention.h"
 #include "src/ops/score_rules.h"
 #include "src/ops/small_attention.h"
 #include "src/scratch.h"
+#include "src/targets.h"
 #include "src/threading.h"
 
 namespace hwyattn {
@@ -123,6 +125,7 @@ hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
   plan.rows = p.q_len * p.group();
   plan.chunks = (p.kv_len + kDecodeChunk - 1) / kDecodeChunk;
   plan.q_scale = p.scale * kLog2e;
+  plan.prefetch_l2 = StreamPrefetchLevel() == StreamPrefetch::kL2;
   plan.scratch_floats = DecodeScratchFloats(p, plan.rows, kernels.lanes);
   const int64_t heads = p.batch * p.kv_heads;
   // Partials: [heads][chunks][rows] of Dv outputs and 2 stats; the sizes
@@ -130,6 +133,11 @@ hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
   const size_t partial_rows = static_cast<size_t>(heads * plan.chunks * plan.rows);
   const size_t out_floats = PadFloats(partial_rows * static_cast<size_t>(p.value_dim));
   const size_t stat_floats = PadFloats(partial_rows * 2);
+  // One counter per head of its work items still running (a float slot each).
+  const size_t counter_floats = PadFloats(static_cast<size_t>(heads));
+  static_assert(sizeof(std::atomic<int32_t>) == sizeof(float) &&
+                    alignof(std::atomic<int32_t>) <= alignof(float),
+                "a head's counter takes one float slot");
   // Work items: runs of consecutive chunks when that still leaves 4 items
   // per thread (a contiguous split of fewer is uneven), else single chunks.
   // The run length never changes a result, only which thread does what.
@@ -138,27 +146,30 @@ hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
   plan.run = heads * runs >= 4 * threads ? kDecodeRun : 1;
   const int64_t runs_per_head = (plan.chunks + plan.run - 1) / plan.run;
   const int64_t items = heads * runs_per_head;
-  float* memory = AttentionScratch(out_floats + stat_floats, plan.scratch_floats, threads);
+  float* memory = AttentionScratch(out_floats + stat_floats + counter_floats, plan.scratch_floats, threads);
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
   plan.partial_out = memory;
   plan.partial_stats = memory + out_floats;
-  float* scratch = memory + out_floats + stat_floats;
+  std::atomic<int32_t>* remaining = reinterpret_cast<std::atomic<int32_t>*>(memory + out_floats + stat_floats);
+  for (int64_t h = 0; h < heads; ++h) new (&remaining[h]) std::atomic<int32_t>(static_cast<int32_t>(runs_per_head));
+  float* scratch = memory + out_floats + stat_floats + counter_floats;
 
-  // Item i is run i % runs_per_head of kv head i / runs_per_head. A lone
-  // chunk is merged (normalised) right away; several wait for all of their
-  // head's chunks.
+  // Item i is run i % runs_per_head of kv head i / runs_per_head. The merge
+  // of a head (which normalises a lone chunk, and combines several in their
+  // fixed order) is done by whichever worker finishes the head's last item:
+  // a decode step is one parallel phase, with no barrier between the chunks
+  // and the merges (a pool that sleeps between phases pays one wake-up, not
+  // two). The acq_rel decrement orders every item's partials before the
+  // merge that reads them; which worker merges never changes a bit.
   const int64_t kv_heads = p.kv_heads, chunks = plan.chunks, run = plan.run;
   const auto attend = [&](int64_t i, float* mine) {
     const int64_t head = i / runs_per_head, b = head / kv_heads, kvh = head % kv_heads;
     const int64_t chunk0 = i % runs_per_head * run;
     kernels.attend_chunks(plan, b, kvh, chunk0, std::min(run, chunks - chunk0), mine);
-    if (chunks == 1) kernels.merge(plan, b, kvh);
+    if (remaining[head].fetch_sub(1, std::memory_order_acq_rel) == 1) kernels.merge(plan, b, kvh);
   };
   if (threads == 1) {
     for (int64_t i = 0; i < items; ++i) attend(i, scratch);
-    if (chunks > 1) {
-      for (int64_t h = 0; h < heads; ++h) kernels.merge(plan, h / kv_heads, h % kv_heads);
-    }
     return HWYATTN_OK;
   }
   // Work of an item: its chunks' visible keys plus a fixed cost per chunk
@@ -180,16 +191,6 @@ hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
     WorkerRange(items, total_weight, weight, me, threads, &begin, &end);
     for (int64_t i = begin; i < end; ++i) attend(i, mine);
   });
-  if (chunks > 1) {
-    // The merges read every chunk of their head: a second region (the
-    // barrier). Contiguous runs of heads, as the chunks were split.
-    const int64_t mergers = std::min(threads, heads);
-    ParallelRegion(p.executor, mergers, [&](int64_t me) {
-      for (int64_t h = heads * me / mergers; h < heads * (me + 1) / mergers; ++h) {
-        kernels.merge(plan, h / kv_heads, h % kv_heads);
-      }
-    });
-  }
   return HWYATTN_OK;
 }
 

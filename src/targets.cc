@@ -3,6 +3,11 @@
 
 #include <stdlib.h>
 #include <strings.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "hwy/targets.h"
 
@@ -24,7 +29,29 @@ int64_t CapFromEnvironment() {
   return ~int64_t{0};
 }
 
+StreamPrefetch PrefetchLevelFromCpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax, ebx, ecx, edx;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return StreamPrefetch::kL1;
+  char vendor[12];
+  memcpy(vendor, &ebx, 4);
+  memcpy(vendor + 4, &edx, 4);
+  memcpy(vendor + 8, &ecx, 4);
+  if (memcmp(vendor, "AuthenticAMD", 12) != 0) return StreamPrefetch::kL1;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return StreamPrefetch::kL1;
+  const unsigned family = ((eax >> 8) & 0xF) + ((eax >> 20) & 0xFF);
+  return family == 0x19 ? StreamPrefetch::kL2 : StreamPrefetch::kL1;
+#else
+  return StreamPrefetch::kL1;
+#endif
+}
+
 }  // namespace
+
+StreamPrefetch StreamPrefetchLevel() {
+  static const StreamPrefetch level = PrefetchLevelFromCpu();
+  return level;
+}
 
 int64_t AllowedTargets() {
   static const int64_t allowed = hwy::SupportedTargets() & CapFromEnvironment();

@@ -41,6 +41,15 @@ const Kernels* PickKernels(const Kernels* (*const (&table)[kN])()) {
   return best != nullptr ? best : worst;
 }
 
+// Where the kernels' software prefetches of streamed data (a decode step's K
+// and V) should land: L1 (prefetcht0) or L2 (prefetcht1). A per-core choice,
+// made once from the CPU's identity: AMD family 19h (Zen 3 and Zen 4) runs a
+// decode step from L3 or memory at twice the speed with L2 prefetches (its
+// 32 KiB L1 is flooded by a 32-keys-ahead stream), while Zen 5 measured L1
+// prefetches the faster; every other CPU keeps L1, the measured default.
+enum class StreamPrefetch { kL1, kL2 };
+StreamPrefetch StreamPrefetchLevel();
+
 // Highway's name of a target bit, e.g. "AVX3".
 const char* TargetName(int64_t target);
 

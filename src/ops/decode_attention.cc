@@ -54,12 +54,21 @@ constexpr size_t kLanes = HWY_LANES(float);
 
 // K and V lines are prefetched this many keys ahead of their use (one
 // prefetch per vector load, interleaved with the loads). Without it a decode
-// step streaming K/V from L3 or memory is latency-bound: with 64-byte aligned
-// rows D1 ran at 0.56 ms, yet at 0.30 ms when the rows started 16 bytes into
-// a line (each split load then doubled as a prefetch of the next line).
-// 32 keys ahead: 0.34 ms; 16: 0.38 ms. Prefetches past the end of a tensor
-// are harmless: they never fault.
+// step streaming K/V from L3 or memory is latency-bound (D1 at half speed).
+// 32 keys ahead: 10% faster than 16 on D1; further made no difference.
+// Prefetches past the end of a tensor are harmless: they never fault.
 constexpr int64_t kPrefetchKeys = 32;
+
+// A prefetch of a streamed K or V line into L1 or L2 (StreamPrefetchLevel,
+// a template parameter of the whole chunk so the loops carry no branch).
+template <bool kL2, typename T>
+HWY_INLINE void PrefetchStream(const T* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, kL2 ? 2 : 3);
+#else
+  hwy::Prefetch(p);
+#endif
+}
 
 // Transposes-and-sums kLanes accumulators (one per key) into one vector of
 // the keys' totals: pairwise, lanes [0, N/2) of a level's result sum adjacent
@@ -84,10 +93,12 @@ HWY_INLINE VF ReduceKeys(VF (&acc)[kLanes]) {
 // scaled query rows (`ldq` apart) over the first dim_vec (a multiple of
 // kLanes, possibly 0) head dims; the first `rows` rows are stored, each as
 // kKeys consecutive floats `lds` apart. One accumulator per (row, key): each
-// K vector loaded feeds kRows FMAs and each q vector kKeys, so a GQA group's
-// rows share every K load; ReduceKeys then puts (row r, key k) in lane
-// r * kKeys + k.
-template <size_t kRows, typename T>
+// K vector loaded feeds kRows FMAs, so a GQA group's rows share every K load;
+// ReduceKeys then puts (row r, key k) in lane r * kKeys + k. Key by key, each
+// key row read front to back: reading dim-major (one vector of each of the
+// kKeys rows, then the next) keeps up to 16 lines 256 B apart in flight and
+// ran D2 (one row per kv head) 1.5x slower on Zen 4. The sums are the same.
+template <bool kL2, size_t kRows, typename T>
 HWY_INLINE void ScoreKeyGroup(const float* HWY_RESTRICT q, size_t ldq, size_t dim_vec,
                               const T* HWY_RESTRICT k, int64_t ldk, size_t rows,
                               float* HWY_RESTRICT s, size_t lds) {
@@ -96,19 +107,15 @@ HWY_INLINE void ScoreKeyGroup(const float* HWY_RESTRICT q, size_t ldq, size_t di
   VF acc[kLanes];
   HWY_UNROLL(16)
   for (size_t i = 0; i < kLanes; ++i) acc[i] = hn::Zero(df);
-  for (size_t d = 0; d < dim_vec; d += kLanes) {
-    VF kv[kKeys];
-    HWY_UNROLL(16)
-    for (size_t kk = 0; kk < kKeys; ++kk) {
-      hwy::Prefetch(k + static_cast<int64_t>(kk + kPrefetchKeys) * ldk + d);
-      kv[kk] = LoadWide(k + static_cast<int64_t>(kk) * ldk + d);
-    }
-    HWY_UNROLL(16)
-    for (size_t r = 0; r < kRows; ++r) {
-      const VF qv = hn::Load(df, q + r * ldq + d);
+  HWY_UNROLL(16)
+  for (size_t kk = 0; kk < kKeys; ++kk) {
+    const T* kr = k + static_cast<int64_t>(kk) * ldk;
+    for (size_t d = 0; d < dim_vec; d += kLanes) {
+      PrefetchStream<kL2>(kr + kPrefetchKeys * ldk + d);
+      const VF kv = LoadWide(kr + d);
       HWY_UNROLL(16)
-      for (size_t kk = 0; kk < kKeys; ++kk) {
-        acc[r * kKeys + kk] = hn::MulAdd(qv, kv[kk], acc[r * kKeys + kk]);
+      for (size_t r = 0; r < kRows; ++r) {
+        acc[r * kKeys + kk] = hn::MulAdd(hn::Load(df, q + r * ldq + d), kv, acc[r * kKeys + kk]);
       }
     }
   }
@@ -124,14 +131,14 @@ HWY_INLINE void ScoreKeyGroup(const float* HWY_RESTRICT q, size_t ldq, size_t di
 
 // Scores of the chunk's first `full` keys (a multiple of kLanes / kRows) for
 // all rows, in groups of kRows rows.
-template <size_t kRows, typename T>
+template <bool kL2, size_t kRows, typename T>
 void ScoreKeyBlocks(const float* HWY_RESTRICT q, size_t ldq, size_t dim_vec,
                     const T* HWY_RESTRICT k, int64_t ldk, size_t rows, int64_t full,
                     float* HWY_RESTRICT s, size_t lds) {
   constexpr int64_t kKeys = static_cast<int64_t>(kLanes / kRows);
   for (int64_t j = 0; j < full; j += kKeys) {
     for (size_t r0 = 0; r0 < rows; r0 += kRows) {
-      ScoreKeyGroup<kRows>(q + r0 * ldq, ldq, dim_vec, k + j * ldk, ldk,
+      ScoreKeyGroup<kL2, kRows>(q + r0 * ldq, ldq, dim_vec, k + j * ldk, ldk,
                            std::min(kRows, rows - r0), s + r0 * lds + j, lds);
     }
   }
@@ -146,7 +153,7 @@ constexpr size_t GroupRows(size_t rows) {
 
 // out[r][dv] = sum_j p[r][j] v[j][dv] for kRows rows (p rows `ldp` apart) and
 // kVecs vectors of value dims from dv0, keys [0, keys).
-template <size_t kRows, size_t kVecs, typename T>
+template <bool kL2, size_t kRows, size_t kVecs, typename T>
 HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t keys,
                                const T* HWY_RESTRICT v, int64_t ldv,
                                float* HWY_RESTRICT out, size_t ldo) {
@@ -160,7 +167,7 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t k
   for (size_t j = 0; j < keys; ++j) {
     HWY_UNROLL(4)
     for (size_t c = 0; c < kVecs; ++c) {
-      hwy::Prefetch(v + static_cast<int64_t>(j + kPrefetchKeys) * ldv + c * kLanes);
+      PrefetchStream<kL2>(v + static_cast<int64_t>(j + kPrefetchKeys) * ldv + c * kLanes);
     }
     VF vv[kVecs];
     HWY_UNROLL(4)
@@ -180,14 +187,14 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t k
 }
 
 // WeightedValues for `rows` <= 4 rows: a switch to the compiled tile shapes.
-template <size_t kVecs, typename T>
+template <bool kL2, size_t kVecs, typename T>
 void WeightedValuesRows(size_t rows, const float* p, size_t ldp, size_t keys, const T* v,
                         int64_t ldv, float* out, size_t ldo) {
   switch (rows) {
-    case 1: WeightedValues<1, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
-    case 2: WeightedValues<2, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
-    case 3: WeightedValues<3, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
-    default: WeightedValues<4, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
+    case 1: WeightedValues<kL2, 1, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
+    case 2: WeightedValues<kL2, 2, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
+    case 3: WeightedValues<kL2, 3, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
+    default: WeightedValues<kL2, 4, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
   }
 }
 
@@ -245,7 +252,7 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t kvh, size_t dim_p
 
 // Scores of the chunk's `keys` keys from c0 for every row into s [rows][ld]
 // (log2 units, lanes past the last key up to a whole vector -inf), masked.
-template <typename T>
+template <bool kL2, typename T>
 void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
                 const float* HWY_RESTRICT q, size_t dim_pad, float* HWY_RESTRICT s) {
   const DF df;
@@ -265,13 +272,13 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
   const int64_t group_keys = static_cast<int64_t>(kLanes / group_rows);
   const int64_t full = keys / group_keys * group_keys;
   switch (group_rows) {
-    case 1: ScoreKeyBlocks<1>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
+    case 1: ScoreKeyBlocks<kL2, 1>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
 #if HWY_TARGET != HWY_SCALAR
-    case 2: ScoreKeyBlocks<2>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
-    case 4: ScoreKeyBlocks<4>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
+    case 2: ScoreKeyBlocks<kL2, 2>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
+    case 4: ScoreKeyBlocks<kL2, 4>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
 #endif
 #if HWY_MAX_BYTES >= 32
-    default: ScoreKeyBlocks<8>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
+    default: ScoreKeyBlocks<kL2, 8>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
 #endif
   }
   const size_t keys_pad = (static_cast<size_t>(keys) + kLanes - 1) / kLanes * kLanes;
@@ -348,7 +355,7 @@ void SoftmaxChunk(int64_t rows, int64_t keys, float* HWY_RESTRICT s, float* HWY_
 
 // Unnormalised outputs of the chunk's `keys` keys from c0 into out [rows][Dv]:
 // 4 rows x 4 vectors of value dims per pass.
-template <typename T>
+template <bool kL2, typename T>
 void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
                  const float* HWY_RESTRICT s, float* HWY_RESTRICT out) {
   const SdpaProblem& p = *plan.problem;
@@ -373,10 +380,10 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
     float* o = out + r0 * value_dim;
     size_t dv = 0;
     for (; dv + 4 * kLanes <= dv_vec; dv += 4 * kLanes) {
-      WeightedValuesRows<4>(nr, pr, ld, ukeys, v + dv, ldv, o + dv, static_cast<size_t>(value_dim));
+      WeightedValuesRows<kL2, 4>(nr, pr, ld, ukeys, v + dv, ldv, o + dv, static_cast<size_t>(value_dim));
     }
     for (; dv < dv_vec; dv += kLanes) {
-      WeightedValuesRows<1>(nr, pr, ld, ukeys, v + dv, ldv, o + dv, static_cast<size_t>(value_dim));
+      WeightedValuesRows<kL2, 1>(nr, pr, ld, ukeys, v + dv, ldv, o + dv, static_cast<size_t>(value_dim));
     }
     for (; dv < static_cast<size_t>(value_dim); ++dv) {
       for (size_t r = 0; r < nr; ++r) {
@@ -392,7 +399,7 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
 // partial result exactly as if alone, but phase by phase over all of them:
 // the scores of every chunk (one stream over their K), then the softmaxes,
 // then the outputs (one stream over their V). K and V elements of type T.
-template <typename T>
+template <bool kL2, typename T>
 void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0, int64_t count,
                     float* HWY_RESTRICT scratch) {
   const SdpaProblem& p = *plan.problem;
@@ -420,14 +427,14 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
         stats[g][2 * r + 1] = 0.0f;
       }
     } else {
-      ScoreChunk<T>(plan, b, kvh, c0[g], keys[g], q, dim_pad, s0 + g * chunk_scores);
+      ScoreChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], q, dim_pad, s0 + g * chunk_scores);
     }
   }
   for (int64_t g = 0; g < count; ++g) {
     if (keys[g] != 0) SoftmaxChunk(rows, keys[g], s0 + g * chunk_scores, stats[g]);
   }
   for (int64_t g = 0; g < count; ++g) {
-    if (keys[g] != 0) ValuesChunk<T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g]);
+    if (keys[g] != 0) ValuesChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g]);
   }
 }
 
@@ -436,7 +443,11 @@ void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0
   // K and V have one dtype (DecodeApplies): F16/BF16 caches are read in
   // place, widened on load (they halve the bytes a memory-bound step streams).
   DispatchFloatDtype(plan.problem->k.dtype, [&](auto tag) {
-    AttendChunksOf<decltype(tag)>(plan, b, kvh, chunk0, count, scratch);
+    if (plan.prefetch_l2) {
+      AttendChunksOf<true, decltype(tag)>(plan, b, kvh, chunk0, count, scratch);
+    } else {
+      AttendChunksOf<false, decltype(tag)>(plan, b, kvh, chunk0, count, scratch);
+    }
   });
 }
 

@@ -50,6 +50,7 @@ struct DecodePlan {
   int64_t chunks;          // ceil(Lk / kDecodeChunk)
   int64_t run;             // chunks per work item: 1 .. kDecodeRun
   float q_scale;           // scale * log2(e)
+  bool prefetch_l2;        // StreamPrefetchLevel() == kL2
   float* partial_out;      // [B * Hkv][chunks][rows][Dv]
   float* partial_stats;    // [B * Hkv][chunks][rows][2]: running max (log2), sum
   size_t scratch_floats;   // per worker thread

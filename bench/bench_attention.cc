@@ -150,9 +150,9 @@ Peaks g_peaks;
 
 // The FMA peak right before one repetition of a row (best of 3 runs of 50 ms
 // after a 50 ms warm-up; 0 without measurements). The clock and the share of
-// the core that co-tenants leave drift within minutes (the start-up peak was
-// 267-280 GFLOP/s on 1 thread from run to run, the same spread as the rows'
-// own GFLOP/s), so pct_peak compares each repetition with the peak measured
+// the core that co-tenants leave drift within minutes (the start-up peak
+// moved by up to 5% between runs, as much as the rows' own GFLOP/s), so
+// pct_peak compares each repetition with the peak measured
 // next to it, and Google Benchmark's median over the repetitions does the
 // rest; pct_startup_peak keeps the comparison with the start-up figure.
 double RowFmaPeak(int threads) {
@@ -424,9 +424,9 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool) {
   opts.parallel = pool;
 
   // Decode rows are memory-bound, and on a shared machine the memory bandwidth
-  // and the share of the L3 left to this VM change within minutes (46 to 84
-  // GB/s on 2 threads in one afternoon; re-reading D1's 32 MiB at 33 to 94
-  // GB/s): their references are measured again right here, just before the
+  // and the share of the L3 left to this VM change within minutes (the
+  // 2-thread streaming read halved within an afternoon): their references
+  // are measured again right here, just before the
   // row runs (and before the warm-up call, so that the K/V are in cache
   // again for the timed loop).
   const double row_peak = RowFmaPeak(threads);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// bench_attention.cc: the attention rows of BENCH.md through the C ABI only
+// bench_attention.cc: the attention rows of bench/README.md through the C ABI only
 // (include/hwyattn.h, linked to libhwyattn.so), at 1 and 2 threads:
 //
 //   BM_Attention/<id>/threads:<n>     id in P1 P2 P3 D1 D2 X1 M1 T1 W1
@@ -22,7 +22,7 @@
 // hwyattn_mha_forward, on a module created once with hwyattn_mha_create.
 //
 // Counters (medians across repetitions when run with --benchmark_repetitions):
-//   GFLOPS    attention FLOPs per second (BENCH.md: non-causal 4*B*Hq*Lq*Lk*D,
+//   GFLOPS    attention FLOPs per second (bench/README.md: non-causal 4*B*Hq*Lq*Lk*D,
 //             causal with Lq = Lk = L 2*B*Hq*L*(L+1)*D; M1 adds the projections,
 //             8*B*L*d_model^2)
 //   fma_peak_GFLOPS  the fp32 FMA peak at the row's thread count, measured
@@ -92,7 +92,7 @@ struct Row {
   int64_t window = 0;  // opts.window_left (0: none)
 };
 
-// BENCH.md rows (fp32, Dv = D).
+// The rows of bench/README.md (fp32, Dv = D).
 const Row kRows[] = {
     {"P1", 1, 8, 8, 1024, 1024, 64, false, false, 0, 0.4, benchmark::kMillisecond},
     {"P2", 1, 8, 8, 2048, 2048, 64, true, false, 0, 0.4, benchmark::kMillisecond},

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// bench_attention.cc: the attention rows of BENCH.md through the C ABI only
+// bench_attention.cc: the attention rows of bench/README.md through the C ABI only
 // (include/hwyattn.h, linked to libhwyattn.so), at 1 and 2 threads:
 //
 //   BM_Attention/<id>/threads:<n>     id in P1 P2 P3 D1 D2 X1 M1 T1 W1
@@ -22,7 +22,7 @@
 // hwyattn_mha_forward, on a module created once with hwyattn_mha_create.
 //
 // Counters (medians across repetitions when run with --benchmark_repetitions):
-//   GFLOPS    attention FLOPs per second (BENCH.md: non-causal 4*B*Hq*Lq*Lk*D,
+//   GFLOPS    attention FLOPs per second (bench/README.md: non-causal 4*B*Hq*Lq*Lk*D,
 //             causal with Lq = Lk = L 2*B*Hq*L*(L+1)*D; M1 adds the projections,
 //             8*B*L*d_model^2)
 //   fma_peak_GFLOPS  the fp32 FMA peak at the row's thread count, measured
@@ -92,7 +92,7 @@ struct Row {
   int64_t window = 0;  // opts.window_left (0: none)
 };
 
-// BENCH.md rows (fp32, Dv = D).
+// The rows of bench/README.md (fp32, Dv = D).
 const Row kRows[] = {
     {"P1", 1, 8, 8, 1024, 1024, 64, false, false, 0, 0.4, benchmark::kMillisecond},
     {"P2", 1, 8, 8, 2048, 2048, 64, true, false, 0, 0.4, benchmark::kMillisecond},
@@ -150,9 +150,9 @@ Peaks g_peaks;
 
 // The FMA peak right before one repetition of a row (best of 3 runs of 50 ms
 // after a 50 ms warm-up; 0 without measurements). The clock and the share of
-// the core that co-tenants leave drift within minutes (the start-up peak was
-// 267-280 GFLOP/s on 1 thread from run to run, the same spread as the rows'
-// own GFLOP/s), so pct_peak compares each repetition with the peak measured
+// the core that co-tenants leave drift within minutes (the start-up peak
+// moved by up to 5% between runs, as much as the rows' own GFLOP/s), so
+// pct_peak compares each repetition with the peak measured
 // next to it, and Google Benchmark's median over the repetitions does the
 // rest; pct_startup_peak keeps the comparison with the start-up figure.
 double RowFmaPeak(int threads) {
@@ -424,9 +424,9 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool) {
   opts.parallel = pool;
 
   // Decode rows are memory-bound, and on a shared machine the memory bandwidth
-  // and the share of the L3 left to this VM change within minutes (46 to 84
-  // GB/s on 2 threads in one afternoon; re-reading D1's 32 MiB at 33 to 94
-  // GB/s): their references are measured again right here, just before the
+  // and the share of the L3 left to this VM change within minutes (the
+  // 2-thread streaming read halved within an afternoon): their references
+  // are measured again right here, just before the
   // row runs (and before the warm-up call, so that the K/V are in cache
   // again for the timed loop).
   const double row_peak = RowFmaPeak(threads);

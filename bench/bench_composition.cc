@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// bench_composition.cc: what fusion buys. Every BENCH.md attention row (P1-P3,
+// bench_composition.cc: what fusion buys. Every attention row of bench/README.md (P1-P3,
 // D1, D2, X1, T1) and the attention inside M1, each computed two ways in the
 // same run, at 1 and 2 threads:
 //
@@ -25,7 +25,7 @@
 //        (and V^T) once for the 4 query rows of its group
 //   D2   B=8 H=8 Lq=1 Lk=2048 D=64
 //   X1   B=4 H=8 Lq=128 Lk=768 D=64
-//   M1a  B=4 H=8 L=512 D=64: the attention inside BENCH.md's M1 layer,
+//   M1a  B=4 H=8 L=512 D=64: the attention inside M1's layer,
 //        without its projections
 //   T1   B=1 H=2 L=3 D=2
 //
@@ -34,7 +34,7 @@
 // inactive), the coarsest and cheapest split; with 1 thread it is one loop.
 // The fused path uses hwyattn_set_num_threads.
 //
-// FLOPs for both by BENCH.md's formulas (non-causal 4*B*H*Lq*Lk*D, causal
+// FLOPs for both by bench/README.md's formulas (non-causal 4*B*H*Lq*Lk*D, causal
 // 2*B*H*L*(L+1)*D), so GFLOPS compares time only: the composed P2 really
 // executes twice its counted FLOPs. Counters: GFLOPS, pct_peak (% of the fp32
 // FMA peak measured at start-up). At its first run each row checks the

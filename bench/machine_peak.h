@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // machine_peak.h: this machine's limits, measured in the same process as the
-// benchmarks they are compared with (BENCH.md: "% of the FMA peak measured in
-// the same run"), because frequency, co-tenants and virtualisation make
-// datasheet peaks meaningless on shared machines.
+// benchmarks they are compared with (bench/README.md: limits "measured in the
+// same run"), because frequency, co-tenants and virtualisation make datasheet
+// peaks meaningless on shared machines.
 //
 // Both measurements use Highway's dynamic dispatch and run on the widest
 // target this CPU supports (AVX3 = AVX-512 on Zen 5), like the library.

@@ -15,9 +15,9 @@ The median aggregates are used; a run without repetitions uses its single
 (or median) iteration entry instead.
 
 Output:
-    <out-dir>/table.md        one line per BENCH.md row: time, GFLOP/s and % of the
+    <out-dir>/table.md        one line per benchmark row (bench/README.md): time, GFLOP/s and % of the
                               measured FMA peak at 1 and 2 threads, 2t/1t scaling,
-                              K/V GB/s for decode rows, the BENCH.md target
+                              K/V GB/s for decode rows, the row's target
     <out-dir>/attention.svg   GFLOP/s per row at 1 and 2 threads, with the measured
                               peaks as lines (hand-written SVG, no matplotlib)
     table.md, more sections   bench_matmul: hwyattn's packed matmul against oneDNN's
@@ -40,7 +40,7 @@ from xml.sax.saxutils import escape
 
 ROW_ORDER = ["P1", "P2", "P3", "D1", "D2", "X1", "M1", "T1"]
 
-# BENCH.md, "Targets for hwyattn (fp32)", 1 thread / 2 threads.
+# bench/README.md's targets, 1 thread / 2 threads.
 TARGETS = {
     "P1": ">= 85% / 82% of peak",
     "X1": ">= 85% / 82% of peak",
@@ -210,7 +210,7 @@ def write_table(path, context, results, source, extra_sections=()):
             "so each row's median samples the whole run rather than one stretch of it)"
         )
     lines.append(
-        "%s, wall time per call; GFLOP/s by the BENCH.md formulas "
+        "%s, wall time per call; GFLOP/s by the formulas of bench/README.md "
         "(causal rows count only the unmasked half). Source: `%s`." % (how, source)
     )
     load = context.get("load_avg")
@@ -258,7 +258,7 @@ def write_table(path, context, results, source, extra_sections=()):
     lines.append("")
     lines.append(
         "| id | shape | time 1t | GFLOP/s 1t | % peak 1t | time 2t | GFLOP/s 2t | % peak 2t "
-        "| 2t/1t | K/V GB/s 1t / 2t (% read bw, % same-size re-read) | BENCH.md target |"
+        "| 2t/1t | K/V GB/s 1t / 2t (% read bw, % same-size re-read) | target (bench/README.md) |"
     )
     lines.append("|----|-------|--------:|-----------:|----------:|--------:|-----------:|----------:"
                  "|------:|------|------|")
@@ -546,7 +546,7 @@ def composition_section(context, results, source):
         "library's matmul (K packed on every call), a separate "
         "row softmax over the whole Lq x Lk matrix (Highway, three passes), O = P V (V^T packed on every call); "
         "heads split over the threads. fused = `hwyattn_sdpa`. Same process and inputs, outputs checked "
-        "against each other; %s, fused and composed repetitions randomly interleaved. GFLOP/s by the BENCH.md "
+        "against each other; %s, fused and composed repetitions randomly interleaved. GFLOP/s by bench/README.md's "
         "formulas for both (the composed P2 and P3 execute the full square but are credited with the causal "
         "half), "
         "%% of the FMA peak measured in this run (%s / %s GFLOP/s). Source: `%s`."

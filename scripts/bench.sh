@@ -3,7 +3,7 @@
 #
 # scripts/bench.sh: build hwyattn in Release and run the benchmarks, each
 # measuring this machine's FMA peak in the same run, then write
-#   bench/results/latest.json       bench_attention: BENCH.md rows at 1 and 2 threads,
+#   bench/results/latest.json       bench_attention: the rows of bench/README.md at 1 and 2 threads,
 #                                   with the peak and the read bandwidth
 #   bench/results/matmul.json       bench_matmul: the packed matmul against oneDNN's sgemm
 #   bench/results/composition.json  bench_composition: fused against Q K^T + softmax + P V

@@ -97,9 +97,7 @@ float* AttentionScratch(size_t shared_floats, size_t per_thread_floats, int64_t 
 // items: in decode, the K/V a core read in the previous step are still in
 // its caches (its L2 and its share of L3, which on a multi-CCD machine is
 // its own L3), where a dynamic schedule would hand many of them to the
-// other core. D1's shape (32 MiB of
-// K/V, 2 threads, median of 5 processes): 0.385 ms with dynamic scheduling,
-// 0.355 ms with this.
+// other core (D1, 2 threads: 8% faster than a dynamic schedule).
 template <typename Weight>
 void WorkerRange(int64_t items, double total_weight, const Weight& weight, int64_t me,
                  int64_t workers, int64_t* begin, int64_t* end) {

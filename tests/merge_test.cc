@@ -414,7 +414,7 @@ TEST_P(SplitAndMergeTest, MatchesUnsplitCallAndOracle) {
                             &ref_sinks, &error)) << error;
   EXPECT_TRUE(CompareRelative("merged out with sinks vs oracle", sunk, ref_sinks.out, 1e-5));
   EXPECT_TRUE(CompareLse("merged lse with sinks vs oracle", sunk_lse, ref_sinks.lse, 1e-5, 0.0));
-  // And the library's own unsplit call with the sinks (API.md: shards
+  // And the library's own unsplit call with the sinks (hwyattn.h: shards
   // computed without sinks, merged with them, give the unsplit result).
   Problem with = p;
   with.sinks = sinks;

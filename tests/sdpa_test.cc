@@ -1022,7 +1022,7 @@ INSTANTIATE_TEST_SUITE_P(
                       RankCase{"WeightsRank2LseRank1", 2, 2, 2, 2, 1, 1}),
     [](const ::testing::TestParamInfo<RankCase>& info) { return info.param.name; });
 
-// The shapes of BENCH.md's rows, with the long sequences shortened so the
+// The shapes of the benchmark rows (bench/README.md), with the long sequences shortened so the
 // oracle stays quick (the decode rows keep their full cache length).
 struct BenchCase {
   std::string id;
@@ -1303,7 +1303,7 @@ TEST(EdgeTest, SingleElement) {
   }
 }
 
-// The toy call T1 of BENCH.md: B=1, H=2, L=3, D=2.
+// The toy call T1 of bench/README.md: B=1, H=2, L=3, D=2.
 TEST(EdgeTest, ToyShapeT1) {
   for (hwyattn_causal causal :
        {HWYATTN_CAUSAL_NONE, HWYATTN_CAUSAL_TOP_LEFT, HWYATTN_CAUSAL_BOTTOM_RIGHT}) {

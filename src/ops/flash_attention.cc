@@ -111,9 +111,8 @@ struct ValueLinePrefetch {
 // item's query rows, which PackQueries reads when that item starts, and this
 // item's output rows, which StoreOutputs writes when it ends. Left to those
 // moments, both come from L3 or memory in a burst the register tiles cannot
-// hide (X1, 1 thread: +1.6-1.8%). The next head's K/V the same way made that
-// head's last item 10-30% slower: their thousands of lines crowd out the
-// tiles' own prefetches.
+// hide (spread: +1.7% on X1, 1 thread). Not the next head's K/V: their
+// thousands of lines crowd out the tiles' own prefetches.
 class RowLinesAhead {
  public:
   // Adds `rows` rows of `bytes` each, row c at row(c) (a byte pointer).

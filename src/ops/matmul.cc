@@ -73,9 +73,9 @@ constexpr size_t kNR = kTileVectors * HWY_LANES(float);
 //   half the L2). Later depth blocks accumulate into Y (MC x NR floats, in L1).
 // - NC = NR: W is streamed panel by panel, each read from L3 once per MC rows,
 //   the next slice prefetched into L2 while the current one's tiles run.
-// Smaller KC for an L1-resident W slice (128 or 256: 24-48 KiB) measured 3-5%
-// slower here: the L2 feeds the micro-kernel at full speed, and each depth
-// block adds a tile's loads and stores of Y.
+// Smaller KC for an L1-resident W slice (128 or 256: 24-48 KiB): 3-5% slower
+// on every bench_matmul shape: the L2 feeds the micro-kernel at full speed,
+// and each depth block adds a tile's loads and stores of Y.
 constexpr size_t kRowPanels = 8;
 constexpr size_t kDepth = 1024;
 constexpr size_t kLineFloats = 64 / sizeof(float);

@@ -66,7 +66,7 @@ bool ValuesFinite(const T* HWY_RESTRICT v, size_t keys, int64_t ldv, size_t valu
 // softcap (c tanh(s / c) becomes c2 tanh(s2 / c2) with c2 = c log2(e): the
 // same form) and then ALiBi (slope[h] (j - p), times log2(e)). Applied to a
 // score before the caller's mask and the blocking rules, which turn it into
-// -inf whatever it became (API.md: scale, softcap, then ALiBi and the mask).
+// -inf whatever it became (hwyattn.h: scale, softcap, then ALiBi and the mask).
 struct ScoreModifiers {
   bool any = false;
   float cap = 0.0f, inv_cap = 0.0f;  // 0: no softcap

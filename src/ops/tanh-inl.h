@@ -56,11 +56,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 //
 // Cost on AVX3: 18 operations per vector: or + max (-|x|, clamped), FMA +
 // shift + sub + FMA (n, 2^(n+1), r), mul + 5 FMAs (e^(2r) - 1), 4 FMAs (em,
-// 2 + em), div, ternlog (copy the sign); Exp2 is 9. Measured on a Sapphire
-// Rapids-class core (shared; an L1-resident loop): 3.5-4.0 ns per 16-lane
-// vector, 1.6-2.1x Exp2's time. The division is a plain vdivps: rcp14 with
-// a Newton-Raphson correction (4 operations, same accuracy) ran 12-30%
-// slower there.
+// 2 + em), div, ternlog (copy the sign); Exp2 is 9, and takes about half
+// the time. The division is a plain vdivps: rcp14 with a Newton-Raphson
+// correction (4 operations, same accuracy) ran 12-30% slower.
 template <class DF, class VF = hn::Vec<DF>>
 HWY_INLINE VF Tanh(DF df, VF x) {
   const hn::RebindToUnsigned<DF> du;

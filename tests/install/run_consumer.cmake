@@ -24,6 +24,9 @@ function(run what)
 endfunction()
 
 file(REMOVE_RECURSE "${BINARY_DIR}")
+# "C;CXX" would split into two arguments on its way through run()'s ARGN (the
+# consumer then saw only C); it travels as "C,CXX" instead.
+string(REPLACE ";" "," languages_csv "${LANGUAGES}")
 set(args
   -S "${SOURCE_DIR}" -B "${BINARY_DIR}"
   "-DCMAKE_PREFIX_PATH=${PREFIX}"
@@ -31,7 +34,7 @@ set(args
   -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
   -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
   "-DCONSUMER_LINK=${LINK}"
-  "-DCONSUMER_LANGUAGES=${LANGUAGES}"
+  "-DCONSUMER_LANGUAGES=${languages_csv}"
   -DCMAKE_BUILD_TYPE=Release)
 if(GENERATOR)
   list(APPEND args -G "${GENERATOR}")

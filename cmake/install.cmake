@@ -11,7 +11,8 @@
 #   <libdir>/libhwyattn.so   -> .so.1           (development link)
 #   <libdir>/libhwyattn.a                       static library (C++, and OpenMP inside
 #                                               unless built with HWYATTN_OPENMP=OFF)
-#   <includedir>/hwyattn.h                      the C ABI (hwyattn.hpp too if it exists)
+#   <includedir>/hwyattn.h                      the C ABI
+#   <includedir>/hwyattn.hpp                    the header-only C++17 binding over it
 #   <libdir>/cmake/hwyattn/hwyattnConfig.cmake  find_package(hwyattn CONFIG):
 #                                               hwyattn::hwyattn (shared), hwyattn::hwyattn_static
 #   <libdir>/cmake/hwyattn/hwyattnConfigVersion.cmake   SameMajorVersion
@@ -55,9 +56,8 @@ install(TARGETS hwyattn hwyattn_static
 # $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}> from the top-level file.)
 
 # --- Headers -----------------------------------------------------------------
-# install(DIRECTORY) globs at install time, so an include/hwyattn.hpp added
-# later is picked up without reconfiguring. Nothing else under include/ is
-# installed.
+# The C header and the header-only C++ binding; nothing else under include/
+# is installed.
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/"
   DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
   COMPONENT dev

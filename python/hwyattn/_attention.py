@@ -125,10 +125,20 @@ class Options(object):
                  heads=None):
         self.c = _capi.SdpaOptions()
         _capi.init_struct("hwyattn_sdpa_options", self.c)
+        # None is the default 1/sqrt(head_dim), which the C ABI spells 0. An
+        # explicit 0 is refused rather than passed on: PyTorch's scale=0.0
+        # means uniform weights, which the library would silently replace
+        # with the default.
         if scale is not None:
             s = float(scale)
             if not np.isfinite(s):
                 raise _invalid("scale is %r; must be finite (None = 1/sqrt(head_dim))" % (scale,))
+            if s == 0.0:
+                raise _invalid(
+                    "scale is %r; an explicit 0 is not supported: the C ABI reads scale 0 as the "
+                    "default 1/sqrt(head_dim), while PyTorch's scale=0.0 means uniform weights. "
+                    "Pass scale=None for the default, or a tiny nonzero scale (e.g. 1e-30) for "
+                    "uniform weights" % (scale,))
             self.c.scale = s
         self.c.causal = causal_code(causal)
         self._keep = []
@@ -188,7 +198,10 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
     views, broadcast_to), so [B, L, H, D] memory can be given as
     x.transpose(0, 2, 1, 3).
 
-    scale: None = 1/sqrt(D); 1 = plain dot products.
+    scale: None = 1/sqrt(D); 1 = plain dot products. An explicit 0 is
+        refused (InvalidArgumentError): PyTorch's scale=0.0 means uniform
+        weights, but the C library reads 0 as the default 1/sqrt(D); pass a
+        tiny nonzero scale for uniform weights.
     causal: False, True / "top_left" (query i sees keys j <= i, PyTorch's
         is_causal), or "bottom_right" (j <= i + Lk - Lq, the KV-cache one).
     mask: broadcastable to [B, Hq, Lq, Lk]; bool (True = attend) or float

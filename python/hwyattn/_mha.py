@@ -202,7 +202,9 @@ class MultiheadAttention(object):
         need_weights: also return the per-head attention weights
             [B, num_heads, Lq, Lk] (average_attn_weights=True averages the
             heads: [B, Lq, Lk]).
-        scale: None = 1/sqrt(head_dim).
+        scale: None = 1/sqrt(head_dim); an explicit 0 is refused, as in
+            hwyattn.sdpa (PyTorch's 0 means uniform weights, the library's
+            the default).
         window_left, window_right, softcap, alibi_slopes ([num_heads]), sinks
             ([num_heads]): the score modifiers, as in hwyattn.sdpa.
 

@@ -32,6 +32,7 @@ endif()
 
 set(expected
   "${INCLUDEDIR}/hwyattn.h"
+  "${INCLUDEDIR}/hwyattn.hpp"
   "${LIBDIR}/libhwyattn.so"
   "${LIBDIR}/libhwyattn.so.${ABI}"
   "${LIBDIR}/libhwyattn.so.${VERSION}"

@@ -4,6 +4,8 @@
 # project (tests/install/consumer) against the installed tree in PREFIX via
 # find_package(hwyattn CONFIG) and CMAKE_PREFIX_PATH, in a fresh BINARY_DIR.
 #   -DLINK=shared|static  -DLANGUAGES="C" or "C;CXX"  -DEXAMPLE=<sdpa_example.c>
+#   -DCXX_EXAMPLE=<cpp_example.cc>  (with CXX) build it on the installed hwyattn.hpp
+#                         and run it (it exits non-zero on a wrong result)
 #   -DOPENMP=ON|OFF       how the library was built: hwyattnConfig.cmake's
 #                         hwyattn_OPENMP must say so, and a static consumer of an
 #                         OFF build must not need an OpenMP runtime
@@ -24,6 +26,9 @@ function(run what)
 endfunction()
 
 file(REMOVE_RECURSE "${BINARY_DIR}")
+# "C;CXX" would split into two arguments on its way through run()'s ARGN (the
+# consumer then saw only C); it travels as "C,CXX" instead.
+string(REPLACE ";" "," languages_csv "${LANGUAGES}")
 set(args
   -S "${SOURCE_DIR}" -B "${BINARY_DIR}"
   "-DCMAKE_PREFIX_PATH=${PREFIX}"
@@ -31,7 +36,7 @@ set(args
   -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
   -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
   "-DCONSUMER_LINK=${LINK}"
-  "-DCONSUMER_LANGUAGES=${LANGUAGES}"
+  "-DCONSUMER_LANGUAGES=${languages_csv}"
   -DCMAKE_BUILD_TYPE=Release)
 if(GENERATOR)
   list(APPEND args -G "${GENERATOR}")
@@ -44,6 +49,9 @@ if(CXX_COMPILER AND LANGUAGES MATCHES "CXX")
 endif()
 if(EXAMPLE)
   list(APPEND args "-DCONSUMER_EXAMPLE=${EXAMPLE}")
+endif()
+if(CXX_EXAMPLE)
+  list(APPEND args "-DCONSUMER_CXX_EXAMPLE=${CXX_EXAMPLE}")
 endif()
 run("configure" "${CMAKE_COMMAND}" ${args})
 if(NOT "${OPENMP}" STREQUAL "" AND NOT run_output MATCHES "hwyattn_OPENMP=${OPENMP}\n")
@@ -112,5 +120,12 @@ if(EXAMPLE)
                         "documented:\n${expected}\nprinted:\n${got}")
   endif()
   message("sdpa_example prints its documented output")
+endif()
+if(CXX_EXAMPLE)
+  set(cxx_exe "${BINARY_DIR}/cpp_example")
+  if(NOT EXISTS "${cxx_exe}")
+    set(cxx_exe "${BINARY_DIR}/Release/cpp_example")
+  endif()
+  run("cpp_example" "${cxx_exe}")
 endif()
 message("consumer (${LINK}, languages ${LANGUAGES}) OK")

@@ -232,6 +232,32 @@ class SdpaErrorTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             hwyattn.sdpa(self.q, self.k, self.v, mask=np.array([["a"]]))
 
+    def test_explicit_zero_scale_is_refused(self):
+        # PyTorch's scale=0.0 means uniform weights; the C ABI reads 0 as
+        # 1/sqrt(D). Passing it on would silently give the default-scale
+        # result, so an explicit zero (either sign) is an error that says why.
+        for zero in (0.0, -0.0, 0, np.float32(0.0)):
+            e = self.assertInvalid(r"scale is .*0.*C ABI reads scale 0 as the default "
+                                   r"1/sqrt\(head_dim\).*PyTorch.*uniform weights",
+                                   hwyattn.sdpa, self.q, self.k, self.v, scale=zero)
+            self.assertIn("scale=None", str(e))
+        # None is the default, 1/sqrt(D), against the float64 oracle.
+        out = hwyattn.sdpa(self.q, self.k, self.v, scale=None)
+        ref = sdpa_ref(self.q, self.k, self.v, scale=1.0 / np.sqrt(8))[0]
+        self.assertLess(rel_err(out, ref), TOLERANCE)
+        # The workaround the message suggests: a tiny scale gives uniform
+        # weights, i.e. each output row is the mean of its head's values.
+        out = hwyattn.sdpa(self.q, self.k, self.v, scale=1e-30)
+        mean = self.v.astype(np.float64).mean(axis=2, keepdims=True)  # [B, Hkv, 1, Dv]
+        ref = np.broadcast_to(np.repeat(mean, 2, axis=1), out.shape)
+        self.assertLess(rel_err(out, ref), TOLERANCE)
+
+    def test_mha_explicit_zero_scale_is_refused(self):
+        m = hwyattn.MultiheadAttention(16, 2, seed=3)
+        x = np.random.default_rng(5).standard_normal((1, 4, 16)).astype(np.float32)
+        self.assertInvalid(r"scale is 0.0.*uniform weights", m, x, scale=0.0)
+        m.close()
+
     def test_set_num_threads_negative(self):
         self.assertInvalid(r"n: -1", hwyattn.set_num_threads, -1)
 

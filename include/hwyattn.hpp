@@ -1,0 +1,651 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// hwyattn.hpp: a header-only C++17 binding of hwyattn over its C interface,
+// include/hwyattn.h (read that header for what each call computes; this one
+// documents only what the binding adds).
+//
+// The binding has no ABI of its own: everything here is inline functions and
+// classes over the C functions, so it works with any libhwyattn that the C
+// header works with. Link hwyattn::hwyattn (CMake) or `pkg-config --libs
+// hwyattn` as for C.
+//
+// What it adds to the C interface
+// -------------------------------
+// - Errors: a failed call becomes an hwyattn::Error (a std::runtime_error)
+//   carrying the hwyattn_status and the text of hwyattn_last_error(), copied
+//   at once (the C text is thread-local and valid only until the thread's
+//   next call). Every fallible library call comes in two styles:
+//   `sdpa(...)` throws the Error; `try_sdpa(...)` returns an
+//   hwyattn::Result<void> (an expected-style value-or-Error) and never throws
+//   an hwyattn::Error (only std::bad_alloc, if copying a message fails). The
+//   one exception is a view's constructor, which throws for a shape it cannot
+//   describe (a programming error, like a wrong std::vector size).
+// - Tensor views (ConstTensorView for inputs, TensorView for outputs) from a
+//   pointer and a shape (dense, row-major), a pointer, a shape and strides,
+//   or a std::vector<float> of exactly the shape's element count. A view
+//   never owns memory: what it points to must outlive every call that uses
+//   it.
+// - SdpaOptions: a builder for hwyattn_sdpa_options. The scale is a
+//   std::optional<float>: unset means the default 1/sqrt(head_dim); an
+//   explicit 0 is rejected (INVALID_ARGUMENT). The C ABI reads scale 0 as
+//   "the default", while PyTorch's scale=0.0 means uniform weights; passing
+//   a zero through would silently give the default-scale result instead.
+// - MultiheadAttention: an RAII, move-only owner of an hwyattn_mha.
+//
+// Thread safety is the C library's: sdpa, merge_states and
+// MultiheadAttention::forward may run on many threads at once (a module is
+// immutable after creation). Views, options and Results are plain values
+// with no shared state; use one object from one thread at a time, or copy it.
+//
+// Example
+// -------
+//   std::vector<float> q(1 * 8 * 16 * 64), k(1 * 2 * 16 * 64), v = k, o = q;
+//   hwyattn::sdpa(hwyattn::ConstTensorView(q, {1, 8, 16, 64}),
+//                 hwyattn::ConstTensorView(k, {1, 2, 16, 64}),
+//                 hwyattn::ConstTensorView(v, {1, 2, 16, 64}),
+//                 hwyattn::TensorView(o, {1, 8, 16, 64}),
+//                 hwyattn::SdpaOptions().causal(hwyattn::Causal::kTopLeft));
+#ifndef HWYATTN_HPP_
+#define HWYATTN_HPP_
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "hwyattn.h"
+
+namespace hwyattn {
+
+// ---------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------
+
+// A failed hwyattn call: the status and a message naming the argument and the
+// value (for library calls, the text of hwyattn_last_error() at the failure;
+// for the few checks the binding makes itself, e.g. a view over a vector of
+// the wrong size or an explicit scale of 0, its own text in the same style).
+class Error : public std::runtime_error {
+ public:
+  Error(hwyattn_status status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+
+  // The Error of a C call that just returned `status` on this thread: copies
+  // hwyattn_last_error() (or the status's name if that is empty).
+  static Error FromLastError(hwyattn_status status) {
+    const char* detail = hwyattn_last_error();
+    return Error(status, (detail != nullptr && detail[0] != '\0')
+                             ? std::string(detail)
+                             : std::string(hwyattn_status_string(status)));
+  }
+
+  // HWYATTN_INVALID_ARGUMENT, HWYATTN_UNSUPPORTED, HWYATTN_OUT_OF_MEMORY or
+  // HWYATTN_INTERNAL_ERROR (never HWYATTN_OK).
+  hwyattn_status status() const noexcept { return status_; }
+  // The status's static name, e.g. "HWYATTN_INVALID_ARGUMENT: ...".
+  const char* status_string() const noexcept { return hwyattn_status_string(status_); }
+
+ private:
+  hwyattn_status status_;
+};
+
+// Either a T or an Error, like C++23's std::expected<T, Error>: what the
+// try_* functions return. ok() (or a contextual bool) says which; value()
+// returns the T or throws the Error; error() returns the Error. A Result is
+// [[nodiscard]]: ignoring one ignores a possible failure.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
+  Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT: implicit
+
+  bool ok() const noexcept { return v_.index() == 0; }
+  explicit operator bool() const noexcept { return ok(); }
+
+  // The value; throws the Error if there is none.
+  T& value() & {
+    ThrowIfError();
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    ThrowIfError();
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    ThrowIfError();
+    return std::get<0>(std::move(v_));
+  }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+  // The value, or `fallback` if there is none.
+  template <typename U>
+  T value_or(U&& fallback) const& {
+    return ok() ? std::get<0>(v_) : static_cast<T>(std::forward<U>(fallback));
+  }
+
+  // The Error; throws std::logic_error if the Result holds a value.
+  const Error& error() const {
+    if (ok()) throw std::logic_error("hwyattn::Result::error(): the Result holds a value");
+    return std::get<1>(v_);
+  }
+
+ private:
+  void ThrowIfError() const {
+    if (!ok()) throw std::get<1>(v_);
+  }
+  std::variant<T, Error> v_;
+};
+
+// The Result of a call that returns nothing: success, or an Error.
+template <>
+class [[nodiscard]] Result<void> {
+ public:
+  Result() = default;
+  Result(Error error) : error_(std::move(error)) {}  // NOLINT: implicit
+
+  bool ok() const noexcept { return !error_.has_value(); }
+  explicit operator bool() const noexcept { return ok(); }
+  // Throws the Error if there is one (the throwing functions are this).
+  void value() const {
+    if (error_) throw *error_;
+  }
+  // The Error; throws std::logic_error on success.
+  const Error& error() const {
+    if (!error_) throw std::logic_error("hwyattn::Result<void>::error(): the call succeeded");
+    return *error_;
+  }
+
+ private:
+  std::optional<Error> error_;
+};
+
+namespace detail {
+inline Result<void> Check(hwyattn_status status) {
+  if (status == HWYATTN_OK) return Result<void>();
+  return Error::FromLastError(status);
+}
+inline Error Invalid(const std::string& message) {
+  return Error(HWYATTN_INVALID_ARGUMENT, message);
+}
+}  // namespace detail
+
+// ---------------------------------------------------------------------------
+// Version and runtime
+// ---------------------------------------------------------------------------
+
+// The library's version, "MAJOR.MINOR.PATCH" (static storage).
+inline const char* version() { return hwyattn_version(); }
+// The library's ABI version (the SONAME's number).
+inline uint32_t abi_version() { return hwyattn_abi_version(); }
+// True if the library loaded at run time has the ABI this header was compiled
+// for; check it once at start-up to catch a header/library mismatch.
+inline bool abi_compatible() { return hwyattn_abi_version() == HWYATTN_ABI_VERSION; }
+// The SIMD target the kernels run on ("AVX3", "AVX2", "NEON", "EMU128", ...);
+// HWYATTN_TARGET caps it (see hwyattn_simd_target). Static storage.
+inline const char* simd_target() { return hwyattn_simd_target(); }
+
+// Threads later calls may use: 1 = the calling thread only, 0 = all cores
+// (hwyattn_set_num_threads). Process-wide; results never depend on it.
+inline Result<void> try_set_num_threads(int n) {
+  return detail::Check(hwyattn_set_num_threads(n));
+}
+inline void set_num_threads(int n) { try_set_num_threads(n).value(); }
+// The number of threads later calls may use (0 resolved to the core count).
+inline int num_threads() { return hwyattn_get_num_threads(); }
+
+// ---------------------------------------------------------------------------
+// Tensor views
+// ---------------------------------------------------------------------------
+
+// Element types, with the values of hwyattn_dtype.
+enum class DType : int {
+  kF32 = HWYATTN_F32,
+  kF16 = HWYATTN_F16,    // IEEE binary16, stored as uint16_t
+  kBF16 = HWYATTN_BF16,  // bfloat16, stored as uint16_t
+  kBool = HWYATTN_BOOL,  // uint8_t (or bool), nonzero = true
+};
+
+// A list of sizes or strides, e.g. {2, 8, 128, 64}, or a std::vector<int64_t>.
+// hwyattn tensors have 1 to 4 dimensions; a view built from more is an
+// INVALID_ARGUMENT Error.
+class Dims {
+ public:
+  Dims(std::initializer_list<int64_t> dims) { Assign(dims.begin(), dims.size()); }  // NOLINT
+  Dims(const std::vector<int64_t>& dims) { Assign(dims.data(), dims.size()); }      // NOLINT
+
+  // The number of dimensions given (may exceed 4; only the first 4 are kept).
+  size_t size() const noexcept { return size_; }
+  const int64_t* data() const noexcept { return dims_; }
+  int64_t operator[](size_t i) const { return dims_[i]; }
+
+ private:
+  void Assign(const int64_t* dims, size_t n) {
+    size_ = n;
+    for (size_t i = 0; i < n && i < 4; ++i) dims_[i] = dims[i];
+  }
+  int64_t dims_[4] = {0, 0, 0, 0};
+  size_t size_ = 0;
+};
+
+// A read-only view of caller memory as an hwyattn_tensor: the inputs q, k, v,
+// a mask, the merge_states partials. Copying a view copies the descriptor, not
+// the data. Shapes right-align as in C: rank r < 4 describes the last r of the
+// four logical dimensions. Constructors throw an INVALID_ARGUMENT Error for a
+// shape they cannot describe (rank outside 1..4, a size < 1, an element count
+// that overflows, a std::vector of a different element count); strides and
+// every other rule are checked by the call that uses the view.
+class ConstTensorView {
+ public:
+  // Dense row-major F32 over `data`.
+  ConstTensorView(const float* data, Dims shape)
+      : ConstTensorView(static_cast<const void*>(data), DType::kF32, shape) {}
+  // F32 with explicit per-dimension strides, in elements (0 broadcasts).
+  ConstTensorView(const float* data, Dims shape, Dims strides)
+      : ConstTensorView(static_cast<const void*>(data), DType::kF32, shape, strides) {}
+  // Dense row-major, any dtype (F16/BF16 data as uint16_t, BOOL as uint8_t).
+  ConstTensorView(const void* data, DType dtype, Dims shape) {
+    if (shape.size() > 4) throw detail::Invalid(RankMessage(shape.size()));
+    const hwyattn_status s = hwyattn_tensor_contiguous(
+        &t_, const_cast<void*>(data), static_cast<hwyattn_dtype>(dtype),
+        static_cast<int32_t>(shape.size()), shape.data());
+    if (s != HWYATTN_OK) throw Error::FromLastError(s);
+  }
+  // Any dtype, explicit strides in elements (one per dimension of shape).
+  ConstTensorView(const void* data, DType dtype, Dims shape, Dims strides) {
+    if (shape.size() < 1 || shape.size() > 4) throw detail::Invalid(RankMessage(shape.size()));
+    if (strides.size() != shape.size()) {
+      throw detail::Invalid("strides: " + std::to_string(strides.size()) + " strides for a shape of " +
+                            std::to_string(shape.size()) + " dimensions");
+    }
+    t_.data = const_cast<void*>(data);
+    t_.dtype = static_cast<hwyattn_dtype>(dtype);
+    t_.rank = static_cast<int32_t>(shape.size());
+    for (size_t i = 0; i < 4; ++i) {
+      t_.shape[i] = i < shape.size() ? shape[i] : 1;
+      t_.stride[i] = i < shape.size() ? strides[i] : 0;
+    }
+  }
+  // Dense row-major F32 over a vector whose size is exactly the element count
+  // of `shape`. The vector must outlive the view (a temporary cannot bind).
+  ConstTensorView(const std::vector<float>& data, Dims shape)
+      : ConstTensorView(data.data(), shape) {
+    CheckCount(data.size());
+  }
+  ConstTensorView(const std::vector<float>&&, Dims) = delete;
+
+  // The C descriptor, for calls this binding does not wrap.
+  const hwyattn_tensor& c_tensor() const noexcept { return t_; }
+  const void* data() const noexcept { return t_.data; }
+  DType dtype() const noexcept { return static_cast<DType>(t_.dtype); }
+  int rank() const noexcept { return t_.rank; }
+  // Size and stride of dimension i in [0, rank()).
+  int64_t shape(int i) const { return t_.shape[i]; }
+  int64_t stride(int i) const { return t_.stride[i]; }
+  // The number of elements the shape describes (meaningful for a shape the
+  // library accepts: sizes >= 1 whose product fits in int64_t).
+  int64_t num_elements() const noexcept {
+    uint64_t n = 1;
+    for (int i = 0; i < t_.rank; ++i) n *= static_cast<uint64_t>(t_.shape[i]);
+    return static_cast<int64_t>(n);
+  }
+
+ protected:
+  void CheckCount(size_t size) const {
+    const int64_t n = num_elements();
+    if (static_cast<uint64_t>(n) != size) {
+      throw detail::Invalid("data: the vector holds " + std::to_string(size) +
+                            " elements but the shape describes " + std::to_string(n));
+    }
+  }
+  static std::string RankMessage(size_t rank) {
+    return "shape: rank is " + std::to_string(rank) + "; must be 1..4";
+  }
+
+  hwyattn_tensor t_ = {};
+};
+
+// A writable view: outputs (out, weights, lse, lse_out). It converts to a
+// ConstTensorView, so it can also be given as an input. The constructors
+// mirror ConstTensorView's, over non-const memory.
+class TensorView : public ConstTensorView {
+ public:
+  TensorView(float* data, Dims shape) : ConstTensorView(data, shape) {}
+  TensorView(float* data, Dims shape, Dims strides) : ConstTensorView(data, shape, strides) {}
+  TensorView(void* data, DType dtype, Dims shape) : ConstTensorView(data, dtype, shape) {}
+  TensorView(void* data, DType dtype, Dims shape, Dims strides)
+      : ConstTensorView(data, dtype, shape, strides) {}
+  TensorView(std::vector<float>& data, Dims shape) : ConstTensorView(data.data(), shape) {
+    CheckCount(data.size());
+  }
+  TensorView(std::vector<float>&&, Dims) = delete;
+
+  void* data() const noexcept { return t_.data; }
+};
+
+// ---------------------------------------------------------------------------
+// Scaled dot-product attention
+// ---------------------------------------------------------------------------
+
+// hwyattn_causal.
+enum class Causal : int {
+  kNone = HWYATTN_CAUSAL_NONE,
+  kTopLeft = HWYATTN_CAUSAL_TOP_LEFT,          // query i sees keys j <= i (PyTorch is_causal)
+  kBottomRight = HWYATTN_CAUSAL_BOTTOM_RIGHT,  // j <= i + Lk - Lq (decode / KV cache)
+};
+
+// hwyattn_precision.
+enum class Precision : int {
+  kF32 = HWYATTN_PRECISION_F32,
+  kBF16 = HWYATTN_PRECISION_BF16,  // not in this build yet: UNSUPPORTED
+};
+
+// The options of sdpa and MultiheadAttention::forward: a builder for
+// hwyattn_sdpa_options whose setters return *this, e.g.
+//   SdpaOptions().causal(Causal::kBottomRight).window_left(4096).lse(lse_view)
+// Every field starts "off", as hwyattn_sdpa_options_init leaves it; each
+// setter's meaning is that C field's (see hwyattn.h). Pointers and views are
+// stored, not copied: the memory must outlive the calls using the options.
+class SdpaOptions {
+ public:
+  // Multiplies Q K^T. std::nullopt (the default) = 1/sqrt(head_dim). An
+  // explicit 0 (or -0) makes the call fail with INVALID_ARGUMENT: the C ABI
+  // would read it as the default, not as PyTorch's uniform weights (for
+  // those, pass a tiny nonzero scale such as 1e-30f). Must be finite.
+  SdpaOptions& scale(std::optional<float> s) {
+    scale_ = s;
+    return *this;
+  }
+  SdpaOptions& causal(Causal c) {
+    c_.causal = static_cast<hwyattn_causal>(c);
+    return *this;
+  }
+  // Broadcastable to [B, Hq, Lq, Lk]: BOOL (true = attend) or F32 (added).
+  SdpaOptions& mask(const ConstTensorView& m) {
+    mask_ = m.c_tensor();
+    return *this;
+  }
+  // [B] valid key counts (PyTorch's key_padding_mask as lengths).
+  SdpaOptions& kv_len(const int32_t* lengths) {
+    c_.kv_len = lengths;
+    return *this;
+  }
+  SdpaOptions& kv_len(const std::vector<int32_t>& lengths) { return kv_len(lengths.data()); }
+  SdpaOptions& kv_len(const std::vector<int32_t>&&) = delete;
+  // Optional outputs: the probabilities [B, Hq, Lq, Lk] and the log-sum-exp
+  // [B, Hq, Lq], both F32.
+  SdpaOptions& weights(const TensorView& w) {
+    weights_ = w.c_tensor();
+    return *this;
+  }
+  SdpaOptions& lse(const TensorView& l) {
+    lse_ = l.c_tensor();
+    return *this;
+  }
+  // Sliding windows (0 = unbounded): a query at position p sees keys
+  // p - window_left < j < p + window_right.
+  SdpaOptions& window_left(int64_t w) {
+    c_.window_left = w;
+    return *this;
+  }
+  SdpaOptions& window_right(int64_t w) {
+    c_.window_right = w;
+    return *this;
+  }
+  // 0 = off; c > 0: every scaled score s becomes c * tanh(s / c).
+  SdpaOptions& softcap(float c) {
+    c_.softcap = c;
+    return *this;
+  }
+  // [Hq] F32 ALiBi slopes; [Hq] F32 attention-sink logits.
+  SdpaOptions& alibi_slopes(const float* slopes) {
+    c_.alibi_slopes = slopes;
+    return *this;
+  }
+  SdpaOptions& alibi_slopes(const std::vector<float>& slopes) { return alibi_slopes(slopes.data()); }
+  SdpaOptions& alibi_slopes(const std::vector<float>&&) = delete;
+  SdpaOptions& sinks(const float* logits) {
+    c_.sinks = logits;
+    return *this;
+  }
+  SdpaOptions& sinks(const std::vector<float>& logits) { return sinks(logits.data()); }
+  SdpaOptions& sinks(const std::vector<float>&&) = delete;
+  // The caller's thread pool (see hwyattn_parallel); nullptr = the library's.
+  SdpaOptions& parallel(const hwyattn_parallel* pool) {
+    c_.parallel = pool;
+    return *this;
+  }
+  SdpaOptions& precision(Precision p) {
+    c_.precision = static_cast<hwyattn_precision>(p);
+    return *this;
+  }
+
+  const std::optional<float>& scale() const noexcept { return scale_; }
+
+  // Fills *out with these options as the C struct, for calls this binding
+  // does not wrap; the descriptors out's pointers refer to live in *tensors,
+  // which must outlive *out's use. Fails (INVALID_ARGUMENT) on an explicit
+  // scale of 0 and writes nothing then.
+  struct CTensors {
+    hwyattn_tensor mask, weights, lse;
+  };
+  Result<void> to_c(hwyattn_sdpa_options* out, CTensors* tensors) const {
+    if (scale_ && *scale_ == 0.0f) {
+      return detail::Invalid(
+          "scale is 0: an explicit zero is rejected. The C ABI reads scale 0 as the default "
+          "1/sqrt(head_dim), while PyTorch's scale=0.0 means uniform weights; leave the scale "
+          "unset (std::nullopt) for the default, or pass a tiny nonzero scale (e.g. 1e-30f) for "
+          "uniform weights");
+    }
+    *out = c_;
+    out->scale = scale_.value_or(0.0f);
+    if (mask_) {
+      tensors->mask = *mask_;
+      out->mask = &tensors->mask;
+    }
+    if (weights_) {
+      tensors->weights = *weights_;
+      out->weights = &tensors->weights;
+    }
+    if (lse_) {
+      tensors->lse = *lse_;
+      out->lse = &tensors->lse;
+    }
+    return Result<void>();
+  }
+
+ private:
+  static hwyattn_sdpa_options Init() {
+    hwyattn_sdpa_options o;
+    hwyattn_sdpa_options_init(&o);
+    return o;
+  }
+  hwyattn_sdpa_options c_ = Init();  // the scalar fields and plain pointers
+  std::optional<float> scale_;
+  std::optional<hwyattn_tensor> mask_, weights_, lse_;
+};
+
+// out = softmax(q k^T * scale + mask) v: hwyattn_sdpa (shapes, dtypes, GQA,
+// masks and modifiers as documented there). q, k, v: [B, Hq|Hkv, L, D|Dv];
+// out: F32 [B, Hq, Lq, Dv].
+inline Result<void> try_sdpa(const ConstTensorView& q, const ConstTensorView& k,
+                             const ConstTensorView& v, const TensorView& out,
+                             const SdpaOptions& options = SdpaOptions()) {
+  hwyattn_sdpa_options c;
+  SdpaOptions::CTensors tensors;
+  Result<void> r = options.to_c(&c, &tensors);
+  if (!r) return r;
+  hwyattn_tensor o = out.c_tensor();
+  return detail::Check(hwyattn_sdpa(&q.c_tensor(), &k.c_tensor(), &v.c_tensor(), &o, &c));
+}
+inline void sdpa(const ConstTensorView& q, const ConstTensorView& k, const ConstTensorView& v,
+                 const TensorView& out, const SdpaOptions& options = SdpaOptions()) {
+  try_sdpa(q, k, v, out, options).value();
+}
+
+// ---------------------------------------------------------------------------
+// Merging partial states
+// ---------------------------------------------------------------------------
+
+// hwyattn_merge_states: merges n partial results outs[i] [B, H, L, Dv] with
+// their log-sum-exps lses[i] [B, H, L] (as sdpa's lse writes them) into out,
+// and optionally their joint lse into lse_out; sinks is an optional [H] of
+// attention-sink logits. outs and lses must have the same number of entries
+// (at least one). out may be outs[0] and lse_out lses[0] (in place).
+inline Result<void> try_merge_states(const std::vector<ConstTensorView>& outs,
+                                     const std::vector<ConstTensorView>& lses,
+                                     const TensorView& out,
+                                     const std::optional<TensorView>& lse_out = std::nullopt,
+                                     const float* sinks = nullptr) {
+  if (lses.size() != outs.size()) {
+    return detail::Invalid("lses: " + std::to_string(lses.size()) + " entries but outs has " +
+                           std::to_string(outs.size()) + "; they must pair up");
+  }
+  if (outs.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return detail::Invalid("outs: " + std::to_string(outs.size()) +
+                           " partial states; at most 2^31 - 1 are supported");
+  }
+  std::vector<hwyattn_tensor> c_outs, c_lses;
+  std::vector<const hwyattn_tensor*> p_outs, p_lses;
+  c_outs.reserve(outs.size());
+  c_lses.reserve(lses.size());
+  for (const ConstTensorView& t : outs) c_outs.push_back(t.c_tensor());
+  for (const ConstTensorView& t : lses) c_lses.push_back(t.c_tensor());
+  for (const hwyattn_tensor& t : c_outs) p_outs.push_back(&t);
+  for (const hwyattn_tensor& t : c_lses) p_lses.push_back(&t);
+  hwyattn_tensor o = out.c_tensor();
+  hwyattn_tensor l = lse_out ? lse_out->c_tensor() : hwyattn_tensor();
+  return detail::Check(hwyattn_merge_states(static_cast<int32_t>(outs.size()), p_outs.data(),
+                                            p_lses.data(), sinks, &o, lse_out ? &l : nullptr));
+}
+inline void merge_states(const std::vector<ConstTensorView>& outs,
+                         const std::vector<ConstTensorView>& lses, const TensorView& out,
+                         const std::optional<TensorView>& lse_out = std::nullopt,
+                         const float* sinks = nullptr) {
+  try_merge_states(outs, lses, out, lse_out, sinks).value();
+}
+
+// ---------------------------------------------------------------------------
+// Multi-head attention module
+// ---------------------------------------------------------------------------
+
+// hwyattn_mha_config with its defaults: 0 means "derived" as in C (head_dim =
+// embed_dim / num_heads, num_kv_heads = num_heads, kdim = vdim = embed_dim).
+struct MhaConfig {
+  int64_t embed_dim = 0;
+  int64_t num_heads = 0;
+  int64_t head_dim = 0;
+  int64_t num_kv_heads = 0;
+  int64_t kdim = 0;
+  int64_t vdim = 0;
+  bool has_bias = false;
+};
+
+// The projection weights and biases, F32 in the torch nn.Linear layout; see
+// hwyattn_mha_weights. Copied when the module is created.
+using MhaWeights = hwyattn_mha_weights;
+
+// An hwyattn_mha: a multi-head attention layer with its weights packed.
+// Move-only; the destructor frees it. A moved-from module is empty (valid()
+// is false) and its forward fails with INVALID_ARGUMENT. forward is const and
+// thread-safe: many threads may run one module at once.
+class MultiheadAttention {
+ public:
+  // Creates the module (hwyattn_mha_create); throws an Error if cfg or w is
+  // invalid, try_create returns it instead.
+  MultiheadAttention(const MhaConfig& cfg, const MhaWeights& w) { *this = try_create(cfg, w).value(); }
+  static Result<MultiheadAttention> try_create(const MhaConfig& cfg, const MhaWeights& w) {
+    hwyattn_mha_config c;
+    hwyattn_mha_config_init(&c);
+    c.embed_dim = cfg.embed_dim;
+    c.num_heads = cfg.num_heads;
+    c.head_dim = cfg.head_dim;
+    c.num_kv_heads = cfg.num_kv_heads;
+    c.kdim = cfg.kdim;
+    c.vdim = cfg.vdim;
+    c.has_bias = cfg.has_bias ? 1 : 0;
+    hwyattn_mha* m = nullptr;
+    const hwyattn_status s = hwyattn_mha_create(&c, &w, &m);
+    if (s != HWYATTN_OK) return Error::FromLastError(s);
+    return MultiheadAttention(m);
+  }
+  // Takes ownership of a module made with hwyattn_mha_create (may be null).
+  explicit MultiheadAttention(hwyattn_mha* m) noexcept : m_(m) {}
+
+  MultiheadAttention(const MultiheadAttention&) = delete;
+  MultiheadAttention& operator=(const MultiheadAttention&) = delete;
+  MultiheadAttention(MultiheadAttention&& other) noexcept : m_(other.release()) {}
+  MultiheadAttention& operator=(MultiheadAttention&& other) noexcept {
+    if (this != &other) {
+      hwyattn_mha_destroy(m_);
+      m_ = other.release();
+    }
+    return *this;
+  }
+  ~MultiheadAttention() { hwyattn_mha_destroy(m_); }
+
+  bool valid() const noexcept { return m_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+  const hwyattn_mha* get() const noexcept { return m_; }
+  // Gives up ownership: the caller must hwyattn_mha_destroy the result.
+  hwyattn_mha* release() noexcept {
+    hwyattn_mha* m = m_;
+    m_ = nullptr;
+    return m;
+  }
+
+  // Cross-attention: query [B, Lq, embed_dim], key [B, Lk, kdim], value
+  // [B, Lk, vdim], out [B, Lq, embed_dim], all F32 (hwyattn_mha_forward).
+  Result<void> try_forward(const ConstTensorView& query, const ConstTensorView& key,
+                           const ConstTensorView& value, const TensorView& out,
+                           const SdpaOptions& options = SdpaOptions()) const {
+    return Forward(query, &key, &value, out, options);
+  }
+  void forward(const ConstTensorView& query, const ConstTensorView& key,
+               const ConstTensorView& value, const TensorView& out,
+               const SdpaOptions& options = SdpaOptions()) const {
+    try_forward(query, key, value, out, options).value();
+  }
+  // Self-attention: key = value = query.
+  Result<void> try_forward(const ConstTensorView& query, const TensorView& out,
+                           const SdpaOptions& options = SdpaOptions()) const {
+    return Forward(query, nullptr, nullptr, out, options);
+  }
+  void forward(const ConstTensorView& query, const TensorView& out,
+               const SdpaOptions& options = SdpaOptions()) const {
+    try_forward(query, out, options).value();
+  }
+
+ private:
+  Result<void> Forward(const ConstTensorView& query, const ConstTensorView* key,
+                       const ConstTensorView* value, const TensorView& out,
+                       const SdpaOptions& options) const {
+    if (m_ == nullptr) {
+      return detail::Invalid(
+          "MultiheadAttention: the module is empty (moved from or released)");
+    }
+    hwyattn_sdpa_options c;
+    SdpaOptions::CTensors tensors;
+    Result<void> r = options.to_c(&c, &tensors);
+    if (!r) return r;
+    hwyattn_tensor o = out.c_tensor();
+    return detail::Check(hwyattn_mha_forward(m_, &query.c_tensor(),
+                                             key ? &key->c_tensor() : nullptr,
+                                             value ? &value->c_tensor() : nullptr, &o, &c));
+  }
+
+  hwyattn_mha* m_ = nullptr;
+};
+
+}  // namespace hwyattn
+
+#endif  // HWYATTN_HPP_

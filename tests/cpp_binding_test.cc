@@ -1,0 +1,540 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The C++ binding (include/hwyattn.hpp): hwyattn::sdpa and merge_states
+// against the double-precision oracle (tests/reference.h, given C options
+// built here by hand, not by the binding), the error paths in both styles
+// (exceptions and Result), the refusal of an explicit scale of 0, and the
+// RAII MultiheadAttention against the C calls' bits. Compiled with
+// -std=c++17 -Wall -Wextra -pedantic -Werror, so the header is held to that.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "hwyattn.hpp"
+#include "tests/reference.h"
+
+namespace {
+
+using hwyattn::Causal;
+using hwyattn::ConstTensorView;
+using hwyattn::SdpaOptions;
+using hwyattn::TensorView;
+
+std::vector<float> Random(size_t n, uint32_t seed, float amp = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-amp, amp);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// max |got - ref| / max |ref| over all elements.
+double RelErr(const std::vector<float>& got, const std::vector<double>& ref) {
+  EXPECT_EQ(got.size(), ref.size());
+  double err = 0.0, mag = 0.0;
+  for (size_t i = 0; i < got.size() && i < ref.size(); ++i) {
+    err = std::max(err, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    mag = std::max(mag, std::fabs(ref[i]));
+  }
+  return mag > 0.0 ? err / mag : err;
+}
+
+constexpr double kTol = 1e-5;
+constexpr float kPattern = -12345.0f;  // an output's "not yet written"
+
+bool AllEqual(const std::vector<float>& v, float x) {
+  return std::all_of(v.begin(), v.end(), [x](float e) { return e == x; });
+}
+
+hwyattn_tensor CDense(const float* data, std::vector<int64_t> shape) {
+  hwyattn_tensor t;
+  EXPECT_EQ(hwyattn_tensor_contiguous(&t, const_cast<float*>(data), HWYATTN_F32,
+                                      static_cast<int32_t>(shape.size()), shape.data()),
+            HWYATTN_OK);
+  return t;
+}
+
+hwyattn_test::RefResult Reference(const hwyattn_tensor& q, const hwyattn_tensor& k,
+                                  const hwyattn_tensor& v, const hwyattn_sdpa_options& opts) {
+  hwyattn_test::RefResult ref;
+  std::string error;
+  EXPECT_TRUE(hwyattn_test::ReferenceSdpa(q, k, v, &opts, &ref, &error)) << error;
+  return ref;
+}
+
+// One attention problem, dense [B, H, L, D] buffers.
+struct Qkv {
+  int64_t B, Hq, Hkv, Lq, Lk, D, Dv;
+  std::vector<float> q, k, v, out;
+  Qkv(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d, int64_t dv,
+      uint32_t seed)
+      : B(b), Hq(hq), Hkv(hkv), Lq(lq), Lk(lk), D(d), Dv(dv),
+        q(Random(static_cast<size_t>(b * hq * lq * d), seed)),
+        k(Random(static_cast<size_t>(b * hkv * lk * d), seed + 1)),
+        v(Random(static_cast<size_t>(b * hkv * lk * dv), seed + 2)),
+        out(static_cast<size_t>(b * hq * lq * dv), kPattern) {}
+  ConstTensorView Q() const { return ConstTensorView(q, {B, Hq, Lq, D}); }
+  ConstTensorView K() const { return ConstTensorView(k, {B, Hkv, Lk, D}); }
+  ConstTensorView V() const { return ConstTensorView(v, {B, Hkv, Lk, Dv}); }
+  TensorView Out() { return TensorView(out, {B, Hq, Lq, Dv}); }
+  hwyattn_tensor CQ() const { return CDense(q.data(), {B, Hq, Lq, D}); }
+  hwyattn_tensor CK() const { return CDense(k.data(), {B, Hkv, Lk, D}); }
+  hwyattn_tensor CV() const { return CDense(v.data(), {B, Hkv, Lk, Dv}); }
+};
+
+hwyattn_sdpa_options COptions() {
+  hwyattn_sdpa_options o;
+  hwyattn_sdpa_options_init(&o);
+  return o;
+}
+
+// ---------------------------------------------------------------------------
+// sdpa against the oracle
+// ---------------------------------------------------------------------------
+
+TEST(CppSdpa, CausalDefaultScale) {
+  Qkv p(2, 4, 4, 9, 9, 16, 16, 11);
+  hwyattn::sdpa(p.Q(), p.K(), p.V(), p.Out(), SdpaOptions().causal(Causal::kTopLeft));
+  hwyattn_sdpa_options c = COptions();
+  c.causal = HWYATTN_CAUSAL_TOP_LEFT;
+  EXPECT_LT(RelErr(p.out, Reference(p.CQ(), p.CK(), p.CV(), c).out), kTol);
+}
+
+TEST(CppSdpa, GqaCrossAttentionBottomRightExplicitScale) {
+  Qkv p(1, 6, 2, 5, 11, 8, 12, 21);
+  hwyattn::sdpa(p.Q(), p.K(), p.V(), p.Out(),
+                SdpaOptions().scale(0.3f).causal(Causal::kBottomRight));
+  hwyattn_sdpa_options c = COptions();
+  c.scale = 0.3f;
+  c.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+  EXPECT_LT(RelErr(p.out, Reference(p.CQ(), p.CK(), p.CV(), c).out), kTol);
+}
+
+TEST(CppSdpa, BoolMaskKvLenWeightsLseAndStridedQuery) {
+  const int64_t B = 2, H = 3, Lq = 4, Lk = 7, D = 8;
+  // q stored batch_first, [B, Lq, H, D], described as [B, H, Lq, D] by strides.
+  const std::vector<float> q_blh = Random(static_cast<size_t>(B * Lq * H * D), 31);
+  const std::vector<float> k = Random(static_cast<size_t>(B * H * Lk * D), 32);
+  const std::vector<float> v = Random(static_cast<size_t>(B * H * Lk * D), 33);
+  std::vector<uint8_t> mask(static_cast<size_t>(Lq * Lk));  // [Lq, Lk], broadcast
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 7 + 3) % 5 != 0;
+  const std::vector<int32_t> kv_len = {7, 5};
+  std::vector<float> out(static_cast<size_t>(B * H * Lq * D), kPattern);
+  std::vector<float> weights(static_cast<size_t>(B * H * Lq * Lk), kPattern);
+  std::vector<float> lse(static_cast<size_t>(B * H * Lq), kPattern);
+
+  const ConstTensorView q(q_blh.data(), {B, H, Lq, D}, {Lq * H * D, D, H * D, 1});
+  hwyattn::sdpa(q, ConstTensorView(k, {B, H, Lk, D}), ConstTensorView(v, {B, H, Lk, D}),
+                TensorView(out, {B, H, Lq, D}),
+                SdpaOptions()
+                    .mask(ConstTensorView(mask.data(), hwyattn::DType::kBool, {Lq, Lk}))
+                    .kv_len(kv_len)
+                    .weights(TensorView(weights, {B, H, Lq, Lk}))
+                    .lse(TensorView(lse, {B, H, Lq})));
+
+  hwyattn_tensor cq = CDense(q_blh.data(), {B, H, Lq, D});
+  const int64_t strides[4] = {Lq * H * D, D, H * D, 1};
+  std::copy(strides, strides + 4, cq.stride);
+  hwyattn_tensor cmask;
+  const int64_t mshape[2] = {Lq, Lk};
+  ASSERT_EQ(hwyattn_tensor_contiguous(&cmask, mask.data(), HWYATTN_BOOL, 2, mshape), HWYATTN_OK);
+  hwyattn_sdpa_options c = COptions();
+  c.mask = &cmask;
+  c.kv_len = kv_len.data();
+  const hwyattn_test::RefResult ref =
+      Reference(cq, CDense(k.data(), {B, H, Lk, D}), CDense(v.data(), {B, H, Lk, D}), c);
+  EXPECT_LT(RelErr(out, ref.out), kTol);
+  EXPECT_LT(RelErr(weights, ref.weights), kTol);
+  for (size_t i = 0; i < lse.size(); ++i) {
+    EXPECT_NEAR(lse[i], ref.lse[i], 1e-5 * std::max(1.0, std::fabs(ref.lse[i]))) << i;
+  }
+}
+
+TEST(CppSdpa, ScoreModifiers) {
+  Qkv p(1, 4, 2, 6, 10, 16, 8, 41);
+  const std::vector<float> slopes = {0.5f, 0.25f, 0.125f, 0.0625f};
+  const std::vector<float> sinks = {0.5f, -1.0f, 2.0f, -INFINITY};
+  std::vector<float> lse(static_cast<size_t>(p.Hq * p.Lq), kPattern);
+  hwyattn::sdpa(p.Q(), p.K(), p.V(), p.Out(),
+                SdpaOptions()
+                    .causal(Causal::kBottomRight)
+                    .window_left(4)
+                    .softcap(2.0f)
+                    .alibi_slopes(slopes)
+                    .sinks(sinks)
+                    .lse(TensorView(lse, {1, p.Hq, p.Lq})));
+  hwyattn_sdpa_options c = COptions();
+  c.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+  c.window_left = 4;
+  c.softcap = 2.0f;
+  c.alibi_slopes = slopes.data();
+  c.sinks = sinks.data();
+  const hwyattn_test::RefResult ref = Reference(p.CQ(), p.CK(), p.CV(), c);
+  EXPECT_LT(RelErr(p.out, ref.out), kTol);
+  for (size_t i = 0; i < lse.size(); ++i) {
+    EXPECT_NEAR(lse[i], ref.lse[i], 1e-5 * std::max(1.0, std::fabs(ref.lse[i]))) << i;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Errors, both styles
+// ---------------------------------------------------------------------------
+
+TEST(CppErrors, ExceptionCarriesStatusAndLastError) {
+  Qkv p(1, 2, 2, 3, 5, 8, 8, 51);
+  const ConstTensorView k_short(p.k.data(), {1, 2, 5, 4});  // head_dim 4, q has 8
+  try {
+    hwyattn::sdpa(p.Q(), k_short, p.V(), p.Out());
+    FAIL() << "no exception";
+  } catch (const hwyattn::Error& e) {
+    EXPECT_EQ(e.status(), HWYATTN_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("k: head_dim"), std::string::npos) << e.what();
+    EXPECT_STREQ(e.what(), hwyattn_last_error());  // copied, the same text
+    EXPECT_STREQ(e.status_string(), hwyattn_status_string(HWYATTN_INVALID_ARGUMENT));
+  }
+  // An hwyattn::Error is a std::runtime_error.
+  EXPECT_THROW(hwyattn::sdpa(p.Q(), k_short, p.V(), p.Out()), std::runtime_error);
+  EXPECT_TRUE(AllEqual(p.out, kPattern)) << "a failed call wrote its output";
+}
+
+TEST(CppErrors, ResultHoldsTheError) {
+  Qkv p(1, 4, 3, 3, 5, 8, 8, 61);  // 3 kv heads do not divide 4 query heads
+  const hwyattn::Result<void> r = hwyattn::try_sdpa(p.Q(), p.K(), p.V(), p.Out());
+  ASSERT_FALSE(r.ok());
+  EXPECT_FALSE(static_cast<bool>(r));
+  EXPECT_EQ(r.error().status(), HWYATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(r.error().what()).find("does not divide"), std::string::npos)
+      << r.error().what();
+  EXPECT_THROW(r.value(), hwyattn::Error);
+  EXPECT_TRUE(AllEqual(p.out, kPattern));
+
+  Qkv good(1, 2, 2, 3, 5, 8, 8, 62);
+  const hwyattn::Result<void> ok = hwyattn::try_sdpa(good.Q(), good.K(), good.V(), good.Out());
+  EXPECT_TRUE(ok.ok());
+  EXPECT_NO_THROW(ok.value());
+  EXPECT_THROW((void)ok.error(), std::logic_error);
+
+  hwyattn::Result<int> with_value = 7;
+  hwyattn::Result<int> with_error = hwyattn::Error(HWYATTN_UNSUPPORTED, "x: no");
+  EXPECT_EQ(*with_value, 7);
+  EXPECT_EQ(with_error.value_or(3), 3);
+  EXPECT_EQ(with_error.error().status(), HWYATTN_UNSUPPORTED);
+  EXPECT_THROW((void)with_error.value(), hwyattn::Error);
+}
+
+TEST(CppErrors, ViewsRefuseShapesTheyCannotDescribe) {
+  std::vector<float> data(24);
+  try {
+    TensorView t(data, {2, 3, 5});
+    FAIL() << "no exception";
+  } catch (const hwyattn::Error& e) {
+    EXPECT_EQ(e.status(), HWYATTN_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("24 elements but the shape describes 30"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    ConstTensorView t(data.data(), {1, 1, 2, 3, 4});
+    FAIL() << "no exception";
+  } catch (const hwyattn::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank is 5"), std::string::npos) << e.what();
+  }
+  try {
+    ConstTensorView t(data.data(), {4, 0, 6});
+    FAIL() << "no exception";
+  } catch (const hwyattn::Error& e) {  // the library's own check (hwyattn_tensor_contiguous)
+    EXPECT_NE(std::string(e.what()).find("shape[1] is 0"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ConstTensorView(data.data(), {4, 6}, {6}), hwyattn::Error);
+  const ConstTensorView ok(data, {2, 3, 4});
+  EXPECT_EQ(ok.rank(), 3);
+  EXPECT_EQ(ok.stride(0), 12);
+  EXPECT_EQ(ok.num_elements(), 24);
+  // A strided view is checked by the call that uses it.
+  Qkv p(1, 1, 1, 2, 3, 4, 4, 71);
+  const ConstTensorView bad_k(p.k.data(), {1, 1, 3, 4}, {12, 12, -4, 1});
+  const hwyattn::Result<void> r = hwyattn::try_sdpa(p.Q(), bad_k, p.V(), p.Out());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.error().what()).find("k:"), std::string::npos) << r.error().what();
+}
+
+TEST(CppErrors, Runtime) {
+  EXPECT_EQ(std::string(hwyattn::version()),
+            std::to_string(HWYATTN_VERSION_MAJOR) + "." + std::to_string(HWYATTN_VERSION_MINOR) +
+                "." + std::to_string(HWYATTN_VERSION_PATCH));
+  EXPECT_TRUE(hwyattn::abi_compatible());
+  EXPECT_EQ(hwyattn::abi_version(), static_cast<uint32_t>(HWYATTN_ABI_VERSION));
+  EXPECT_STREQ(hwyattn::simd_target(), hwyattn_simd_target());
+  EXPECT_GT(std::strlen(hwyattn::simd_target()), 0u);
+  const int before = hwyattn::num_threads();
+  const hwyattn::Result<void> r = hwyattn::try_set_num_threads(-1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.error().what()).find("n: -1"), std::string::npos) << r.error().what();
+  EXPECT_THROW(hwyattn::set_num_threads(-1), hwyattn::Error);
+  EXPECT_EQ(hwyattn::num_threads(), before);
+}
+
+// ---------------------------------------------------------------------------
+// The scale = 0 trap
+// ---------------------------------------------------------------------------
+
+TEST(CppScale, ExplicitZeroIsRejected) {
+  Qkv p(1, 2, 2, 3, 5, 8, 8, 81);
+  for (float zero : {0.0f, -0.0f}) {
+    try {
+      hwyattn::sdpa(p.Q(), p.K(), p.V(), p.Out(), SdpaOptions().scale(zero));
+      FAIL() << "scale 0 accepted";
+    } catch (const hwyattn::Error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(e.status(), HWYATTN_INVALID_ARGUMENT);
+      EXPECT_EQ(what.rfind("scale", 0), 0u) << what;  // names the argument first
+      EXPECT_NE(what.find("1/sqrt(head_dim)"), std::string::npos) << what;
+      EXPECT_NE(what.find("uniform weights"), std::string::npos) << what;
+    }
+    EXPECT_FALSE(hwyattn::try_sdpa(p.Q(), p.K(), p.V(), p.Out(), SdpaOptions().scale(zero)).ok());
+  }
+  EXPECT_TRUE(AllEqual(p.out, kPattern));
+}
+
+TEST(CppScale, UnsetIsTheDefaultAndTinyIsUniform) {
+  Qkv p(1, 2, 1, 3, 6, 8, 4, 91);
+  // Unset (and reset to nullopt): the C default, 1/sqrt(D), bit for bit.
+  hwyattn::sdpa(p.Q(), p.K(), p.V(), p.Out(), SdpaOptions().scale(0.5f).scale(std::nullopt));
+  std::vector<float> c_out(p.out.size(), kPattern);
+  hwyattn_tensor cq = p.CQ(), ck = p.CK(), cv = p.CV(), co = CDense(c_out.data(), {1, 2, 3, 4});
+  ASSERT_EQ(hwyattn_sdpa(&cq, &ck, &cv, &co, nullptr), HWYATTN_OK);
+  EXPECT_EQ(std::memcmp(p.out.data(), c_out.data(), c_out.size() * sizeof(float)), 0);
+  hwyattn_sdpa_options c = COptions();
+  c.scale = static_cast<float>(1.0 / std::sqrt(8.0));
+  EXPECT_LT(RelErr(p.out, Reference(cq, ck, cv, c).out), kTol);
+  // What the message suggests for PyTorch's scale=0: uniform weights, so each
+  // output row is the mean of the values (one kv head, shared by both).
+  hwyattn::sdpa(p.Q(), p.K(), p.V(), p.Out(), SdpaOptions().scale(1e-30f));
+  std::vector<double> mean(static_cast<size_t>(p.Hq * p.Lq * p.Dv), 0.0);
+  for (int64_t h = 0; h < p.Hq; ++h) {
+    for (int64_t i = 0; i < p.Lq; ++i) {
+      for (int64_t d = 0; d < p.Dv; ++d) {
+        double s = 0.0;
+        for (int64_t j = 0; j < p.Lk; ++j) s += p.v[static_cast<size_t>(j * p.Dv + d)];
+        mean[static_cast<size_t>((h * p.Lq + i) * p.Dv + d)] = s / static_cast<double>(p.Lk);
+      }
+    }
+  }
+  EXPECT_LT(RelErr(p.out, mean), kTol);
+}
+
+// ---------------------------------------------------------------------------
+// merge_states
+// ---------------------------------------------------------------------------
+
+TEST(CppMerge, TwoKeyShardsGiveTheWhole) {
+  Qkv p(1, 2, 2, 3, 10, 8, 8, 101);
+  const int64_t half = 6, rest = p.Lk - half;
+  std::vector<float> out0(p.out.size(), kPattern), out1(p.out.size(), kPattern);
+  std::vector<float> lse0(static_cast<size_t>(p.Hq * p.Lq)), lse1(lse0.size()), lse(lse0.size());
+  // Shards as strided views of k and v (no copies).
+  const int64_t ks[4] = {p.Hkv * p.Lk * p.D, p.Lk * p.D, p.D, 1};
+  const ConstTensorView k0(p.k.data(), {1, p.Hkv, half, p.D}, {ks[0], ks[1], ks[2], ks[3]});
+  const ConstTensorView k1(p.k.data() + half * p.D, {1, p.Hkv, rest, p.D},
+                           {ks[0], ks[1], ks[2], ks[3]});
+  const ConstTensorView v0(p.v.data(), {1, p.Hkv, half, p.Dv}, {ks[0], ks[1], ks[2], ks[3]});
+  const ConstTensorView v1(p.v.data() + half * p.Dv, {1, p.Hkv, rest, p.Dv},
+                           {ks[0], ks[1], ks[2], ks[3]});
+  hwyattn::sdpa(p.Q(), k0, v0, TensorView(out0, {1, 2, 3, 8}),
+                SdpaOptions().lse(TensorView(lse0, {1, 2, 3})));
+  hwyattn::sdpa(p.Q(), k1, v1, TensorView(out1, {1, 2, 3, 8}),
+                SdpaOptions().lse(TensorView(lse1, {1, 2, 3})));
+  hwyattn::merge_states({ConstTensorView(out0, {1, 2, 3, 8}), ConstTensorView(out1, {1, 2, 3, 8})},
+                        {ConstTensorView(lse0, {1, 2, 3}), ConstTensorView(lse1, {1, 2, 3})},
+                        p.Out(), TensorView(lse, {1, 2, 3}));
+  const hwyattn_test::RefResult ref = Reference(p.CQ(), p.CK(), p.CV(), COptions());
+  EXPECT_LT(RelErr(p.out, ref.out), kTol);
+  for (size_t i = 0; i < lse.size(); ++i) {
+    EXPECT_NEAR(lse[i], ref.lse[i], 1e-5 * std::max(1.0, std::fabs(ref.lse[i]))) << i;
+  }
+}
+
+TEST(CppMerge, Errors) {
+  std::vector<float> o(8, 1.0f), l(2, 0.0f), out(8, kPattern);
+  const hwyattn::Result<void> r = hwyattn::try_merge_states(
+      {ConstTensorView(o, {2, 4}), ConstTensorView(o, {2, 4})}, {ConstTensorView(l, {2})},
+      TensorView(out, {2, 4}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.error().what()).find("lses: 1 entries but outs has 2"),
+            std::string::npos)
+      << r.error().what();
+  try {
+    hwyattn::merge_states({}, {}, TensorView(out, {2, 4}));
+    FAIL() << "no exception";
+  } catch (const hwyattn::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("n is 0"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(AllEqual(out, kPattern));
+}
+
+// ---------------------------------------------------------------------------
+// MultiheadAttention
+// ---------------------------------------------------------------------------
+
+static_assert(!std::is_copy_constructible<hwyattn::MultiheadAttention>::value, "move-only");
+static_assert(!std::is_copy_assignable<hwyattn::MultiheadAttention>::value, "move-only");
+static_assert(std::is_nothrow_move_constructible<hwyattn::MultiheadAttention>::value, "");
+static_assert(std::is_nothrow_move_assignable<hwyattn::MultiheadAttention>::value, "");
+
+struct MhaLayer {
+  static constexpr int64_t E = 16, H = 4, Hkv = 2, hd = 4, B = 2, L = 5, S = 7;
+  std::vector<float> wq = Random(H * hd * E, 201, 0.3f), wk = Random(Hkv * hd * E, 202, 0.3f),
+                     wv = Random(Hkv * hd * E, 203, 0.3f), wo = Random(E * H * hd, 204, 0.3f),
+                     bq = Random(H * hd, 205), bk = Random(Hkv * hd, 206),
+                     bv = Random(Hkv * hd, 207), bo = Random(E, 208);
+  std::vector<float> x = Random(B * L * E, 209), kv = Random(B * S * E, 210);
+
+  hwyattn::MhaConfig Config() const {
+    hwyattn::MhaConfig cfg;
+    cfg.embed_dim = E;
+    cfg.num_heads = H;
+    cfg.num_kv_heads = Hkv;
+    cfg.has_bias = true;
+    return cfg;
+  }
+  hwyattn::MhaWeights Weights() const {
+    return {wq.data(), wk.data(), wv.data(), wo.data(), bq.data(), bk.data(), bv.data(), bo.data()};
+  }
+  hwyattn_mha* CCreate() const {
+    hwyattn_mha_config c;
+    hwyattn_mha_config_init(&c);
+    c.embed_dim = E;
+    c.num_heads = H;
+    c.num_kv_heads = Hkv;
+    c.has_bias = 1;
+    const hwyattn_mha_weights w = Weights();
+    hwyattn_mha* m = nullptr;
+    EXPECT_EQ(hwyattn_mha_create(&c, &w, &m), HWYATTN_OK) << hwyattn_last_error();
+    return m;
+  }
+  // The C calls' output: self-attention (causal) and cross-attention.
+  void CForward(std::vector<float>* self_out, std::vector<float>* cross_out) const {
+    hwyattn_mha* m = CCreate();
+    hwyattn_tensor tx = CDense(x.data(), {B, L, E}), tkv = CDense(kv.data(), {B, S, E});
+    hwyattn_tensor ts = CDense(self_out->data(), {B, L, E});
+    hwyattn_tensor tc = CDense(cross_out->data(), {B, L, E});
+    hwyattn_sdpa_options c = COptions();
+    c.causal = HWYATTN_CAUSAL_TOP_LEFT;
+    EXPECT_EQ(hwyattn_mha_forward(m, &tx, nullptr, nullptr, &ts, &c), HWYATTN_OK);
+    EXPECT_EQ(hwyattn_mha_forward(m, &tx, &tkv, &tkv, &tc, nullptr), HWYATTN_OK);
+    hwyattn_mha_destroy(m);
+  }
+};
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(CppMha, ForwardMatchesTheCCallsBits) {
+  const MhaLayer layer;
+  const size_t n = static_cast<size_t>(MhaLayer::B * MhaLayer::L * MhaLayer::E);
+  std::vector<float> c_self(n, kPattern), c_cross(n, kPattern);
+  layer.CForward(&c_self, &c_cross);
+
+  const hwyattn::MultiheadAttention m(layer.Config(), layer.Weights());
+  ASSERT_TRUE(m.valid());
+  std::vector<float> self_out(n, kPattern), cross_out(n, kPattern);
+  const ConstTensorView x(layer.x, {MhaLayer::B, MhaLayer::L, MhaLayer::E});
+  const ConstTensorView kv(layer.kv, {MhaLayer::B, MhaLayer::S, MhaLayer::E});
+  m.forward(x, TensorView(self_out, {MhaLayer::B, MhaLayer::L, MhaLayer::E}),
+            SdpaOptions().causal(Causal::kTopLeft));
+  m.forward(x, kv, kv, TensorView(cross_out, {MhaLayer::B, MhaLayer::L, MhaLayer::E}));
+  EXPECT_TRUE(SameBits(self_out, c_self));
+  EXPECT_TRUE(SameBits(cross_out, c_cross));
+  EXPECT_FALSE(SameBits(self_out, cross_out));  // the premise: the two calls differ
+
+  // An explicit scale of 0 is refused here too, before the C call.
+  std::vector<float> untouched(n, kPattern);
+  const hwyattn::Result<void> r = m.try_forward(
+      x, TensorView(untouched, {MhaLayer::B, MhaLayer::L, MhaLayer::E}), SdpaOptions().scale(0.0f));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.error().what()).find("scale is 0"), std::string::npos);
+  EXPECT_TRUE(AllEqual(untouched, kPattern));
+}
+
+TEST(CppMha, CreateErrors) {
+  const MhaLayer layer;
+  hwyattn::MhaConfig cfg = layer.Config();
+  cfg.num_kv_heads = 3;  // does not divide 4
+  hwyattn::Result<hwyattn::MultiheadAttention> r =
+      hwyattn::MultiheadAttention::try_create(cfg, layer.Weights());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status(), HWYATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(r.error().what()).find("num_kv_heads 3 does not divide num_heads 4"),
+            std::string::npos)
+      << r.error().what();
+  EXPECT_THROW(hwyattn::MultiheadAttention(cfg, layer.Weights()), hwyattn::Error);
+  hwyattn::MhaWeights w = layer.Weights();
+  w.w_o = nullptr;
+  try {
+    hwyattn::MultiheadAttention m(layer.Config(), w);
+    FAIL() << "no exception";
+  } catch (const hwyattn::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("w_o"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CppMha, MoveSemantics) {
+  const MhaLayer layer;
+  const size_t n = static_cast<size_t>(MhaLayer::B * MhaLayer::L * MhaLayer::E);
+  std::vector<float> c_self(n, kPattern), c_cross(n, kPattern);
+  layer.CForward(&c_self, &c_cross);
+  const ConstTensorView x(layer.x, {MhaLayer::B, MhaLayer::L, MhaLayer::E});
+  const SdpaOptions causal = SdpaOptions().causal(Causal::kTopLeft);
+
+  hwyattn::Result<hwyattn::MultiheadAttention> created =
+      hwyattn::MultiheadAttention::try_create(layer.Config(), layer.Weights());
+  ASSERT_TRUE(created.ok()) << created.error().what();
+  hwyattn::MultiheadAttention a = std::move(created).value();
+  const hwyattn_mha* handle = a.get();
+  ASSERT_NE(handle, nullptr);
+
+  // Move construction hands the handle over; the source is empty.
+  hwyattn::MultiheadAttention b(std::move(a));
+  EXPECT_FALSE(a.valid());  // NOLINT(bugprone-use-after-move): checking the moved-from state
+  EXPECT_EQ(b.get(), handle);
+  std::vector<float> out(n, kPattern);
+  b.forward(x, TensorView(out, {MhaLayer::B, MhaLayer::L, MhaLayer::E}), causal);
+  EXPECT_TRUE(SameBits(out, c_self));
+
+  // A moved-from module fails cleanly, in both styles.
+  std::vector<float> untouched(n, kPattern);
+  const TensorView u(untouched, {MhaLayer::B, MhaLayer::L, MhaLayer::E});
+  const hwyattn::Result<void> r = a.try_forward(x, u);  // NOLINT(bugprone-use-after-move)
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.error().what()).find("empty"), std::string::npos) << r.error().what();
+  EXPECT_THROW(a.forward(x, u), hwyattn::Error);  // NOLINT(bugprone-use-after-move)
+  EXPECT_TRUE(AllEqual(untouched, kPattern));
+
+  // Move assignment into a live module frees the old one (ASan's leak check
+  // sees it in the sanitizer build) and takes the new one.
+  hwyattn::MultiheadAttention c(layer.Config(), layer.Weights());
+  c = std::move(b);
+  EXPECT_EQ(c.get(), handle);
+  EXPECT_FALSE(b.valid());  // NOLINT(bugprone-use-after-move)
+  std::fill(out.begin(), out.end(), kPattern);
+  c.forward(x, TensorView(out, {MhaLayer::B, MhaLayer::L, MhaLayer::E}), causal);
+  EXPECT_TRUE(SameBits(out, c_self));
+  hwyattn::MultiheadAttention* same = &c;  // (through a pointer: compilers warn on a visible self-move)
+  c = std::move(*same);                    // a self-move leaves it intact
+  EXPECT_EQ(c.get(), handle);
+
+  // release() gives up ownership; the caller destroys.
+  hwyattn_mha* raw = c.release();
+  EXPECT_EQ(raw, handle);
+  EXPECT_FALSE(c.valid());
+  hwyattn_mha_destroy(raw);
+}
+
+}  // namespace

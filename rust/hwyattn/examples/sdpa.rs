@@ -9,8 +9,12 @@ use hwyattn::{sdpa, Causal, SdpaOptions, Tensor, TensorMut};
 fn main() -> Result<(), hwyattn::Error> {
     // q [B=1, Hq=4, Lq=3, D=8]; k, v [1, Hkv=2, Lk=3, 8]: two query heads per K/V head.
     let (b, hq, hkv, l, d) = (1, 4, 2, 3, 8);
-    let q: Vec<f32> = (0..b * hq * l * d).map(|i| ((i % 7) as f32 - 3.0) * 0.1).collect();
-    let k: Vec<f32> = (0..b * hkv * l * d).map(|i| ((i % 5) as f32 - 2.0) * 0.2).collect();
+    let q: Vec<f32> = (0..b * hq * l * d)
+        .map(|i| ((i % 7) as f32 - 3.0) * 0.1)
+        .collect();
+    let k: Vec<f32> = (0..b * hkv * l * d)
+        .map(|i| ((i % 5) as f32 - 2.0) * 0.2)
+        .collect();
     let v: Vec<f32> = (0..b * hkv * l * d).map(|i| (i / d) as f32).collect();
     let mut out = vec![0.0f32; b * hq * l * d];
 
@@ -22,13 +26,28 @@ fn main() -> Result<(), hwyattn::Error> {
     let opts = SdpaOptions::new() // scale: None = 1/sqrt(8)
         .causal(Causal::TopLeft)
         .lse(TensorMut::new(&mut lse, &[b, hq, l])?);
-    sdpa(&q_view, &k_view, &v_view, &mut TensorMut::new(&mut out, &[b, hq, l, d])?, &opts)?;
+    sdpa(
+        &q_view,
+        &k_view,
+        &v_view,
+        &mut TensorMut::new(&mut out, &[b, hq, l, d])?,
+        &opts,
+    )?;
 
-    println!("hwyattn {} on {}", hwyattn::version(), hwyattn::simd_target());
+    println!(
+        "hwyattn {} on {}",
+        hwyattn::version(),
+        hwyattn::simd_target()
+    );
     for row in 0..l {
         // v's rows hold their key index, so head 0's output is the mean key
         // index under the attention weights: row 0 sees only key 0.
-        println!("head 0, query {}: out[0] = {:.4}, lse = {:.4}", row, out[row * d], lse[row]);
+        println!(
+            "head 0, query {}: out[0] = {:.4}, lse = {:.4}",
+            row,
+            out[row * d],
+            lse[row]
+        );
     }
 
     // An explicit zero scale is an error, not the C ABI's default.

@@ -56,7 +56,7 @@ pub struct Error {
 }
 
 /// `std::result::Result` with this crate's [`Error`].
-pub type Result<T> = std::result::Result<T, Error>;
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// The status of the failure.

@@ -9,9 +9,20 @@
 
 #include "hwyattn.h"
 
-#define ALIGNOF(T) offsetof(struct { char c; T t; }, t)
+/* C99 has no _Alignof: a struct's alignment is where it lands after a char. */
+#define ALIGNED(T) \
+  struct align_##T {  \
+    char c;           \
+    T t;              \
+  };
+ALIGNED(hwyattn_parallel)
+ALIGNED(hwyattn_tensor)
+ALIGNED(hwyattn_sdpa_options)
+ALIGNED(hwyattn_mha_config)
+ALIGNED(hwyattn_mha_weights)
+
 #define STRUCT(S) \
-  printf("sizeof(%s) %zu\nalignof(%s) %zu\n", #S, sizeof(S), #S, (size_t)ALIGNOF(S))
+  printf("sizeof(%s) %zu\nalignof(%s) %zu\n", #S, sizeof(S), #S, offsetof(struct align_##S, t))
 #define FIELD(S, f)                                                             \
   printf("offsetof(%s, %s) %zu\nsizeof(%s.%s) %zu\n", #S, #f, offsetof(S, f), #S, #f, \
          sizeof(((S*)0)->f))

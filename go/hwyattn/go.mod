@@ -1,0 +1,3 @@
+module hwyattn.dev/hwyattn
+
+go 1.19

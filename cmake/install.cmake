@@ -114,6 +114,11 @@ install(FILES "${PROJECT_BINARY_DIR}/hwyattn.pc"
   DESTINATION "${HWYATTN_INSTALL_PKGCONFIGDIR}"
   COMPONENT dev)
 
+# --- The MPI component (HWYATTN_MPI=ON): its own targets, header and .pc -------
+if(TARGET hwyattn_mpi)
+  include("${PROJECT_SOURCE_DIR}/mpi/install.cmake")
+endif()
+
 # --- Consumer tests (tests/install/) -----------------------------------------
 # tests/CMakeLists.txt may add tests/install itself; it then sets the global
 # property HWYATTN_INSTALL_TESTS_ADDED (tests/install/CMakeLists.txt does), and

@@ -4,8 +4,10 @@
 # scripts/test.sh: build hwyattn (Release) with its tests and run them all with
 # ctest: the unit and C ABI tests (tests/) and the consumer tests that install
 # the build into a temporary prefix and use it via CMake and pkg-config
-# (tests/install/). Then the same for the supported HWYATTN_OPENMP=OFF build
-# in $NOOMP_BUILD_DIR (default build-noomp; no benchmarks): no OpenMP runtime
+# (tests/install/), and, when CMake finds MPI, libhwyattn_mpi's tests under
+# mpirun (tests/mpi/). Then the same for the supported HWYATTN_OPENMP=OFF build
+# in $NOOMP_BUILD_DIR (default build-noomp; no benchmarks; also
+# HWYATTN_MPI=OFF, so the MPI-less build is covered too): no OpenMP runtime
 # linked (install.library checks the NEEDED entries), threads only through
 # opts->parallel (pool_test, examples.thread_pool_c). Exits non-zero if
 # anything fails.
@@ -23,7 +25,8 @@
 #   1. $ASAN_BUILD_DIR (default build-asan): -DHWYATTN_SANITIZE=address,undefined
 #      (-fno-sanitize-recover=all) plus the libFuzzer target; runs every C/C++
 #      test (not the Python and install tests, which load or link the library
-#      from outside the instrumented build), then fuzz_sdpa for FUZZ_SECONDS
+#      from outside the instrumented build, nor the mpirun tests, whose MPI
+#      runtime is not instrumented), then fuzz_sdpa for FUZZ_SECONDS
 #      (default 60) over a copy of tests/fuzz/corpus, and FUZZ_POOL_SECONDS
 #      (default 20) more with every call on an inline pool of 3 workers
 #      (FUZZ_POOL_WORKERS=3).
@@ -61,7 +64,7 @@ if [[ $MODE == normal ]]; then
   NOOMP_BUILD_DIR=${NOOMP_BUILD_DIR:-build-noomp}
   echo "test.sh: the HWYATTN_OPENMP=OFF build (${SECONDS}s)"
   cmake -S . -B "$NOOMP_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_TESTS=ON \
-    -DHWYATTN_BUILD_BENCH=OFF -DHWYATTN_OPENMP=OFF
+    -DHWYATTN_BUILD_BENCH=OFF -DHWYATTN_OPENMP=OFF -DHWYATTN_MPI=OFF
   cmake --build "$NOOMP_BUILD_DIR" -j"$JOBS"
   ctest --test-dir "$NOOMP_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" "$@"
   echo "test.sh: both builds passed (${SECONDS}s)"
@@ -86,7 +89,7 @@ stamp "AddressSanitizer + UndefinedBehaviorSanitizer tests"
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
   ctest --test-dir "$ASAN_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" \
-    -E '^(python_tests|install\.|examples\.|go_binding)' "$@"
+    -E '^(python_tests|install\.|examples\.|go_binding|mpi\.)' "$@"
 
 stamp "fuzz_sdpa for ${FUZZ_SECONDS}s"
 corpus=$(mktemp -d)

@@ -41,6 +41,14 @@ set(expected
   "${LIBDIR}/cmake/hwyattn/hwyattnConfigVersion.cmake"
   "${LIBDIR}/cmake/hwyattn/hwyattnTargets.cmake"
   "${LIBDIR}/pkgconfig/hwyattn.pc")
+if(MPI)
+  list(APPEND expected
+    "${INCLUDEDIR}/hwyattn_mpi.h"
+    "${LIBDIR}/libhwyattn_mpi.so"
+    "${LIBDIR}/libhwyattn_mpi.so.${ABI}"
+    "${LIBDIR}/cmake/hwyattn/hwyattn_mpiTargets.cmake"
+    "${LIBDIR}/pkgconfig/hwyattn_mpi.pc")
+endif()
 set(missing)
 foreach(f IN LISTS expected)
   if(NOT EXISTS "${PREFIX}/${f}")
@@ -51,10 +59,11 @@ if(missing)
   message(FATAL_ERROR "missing from the installed tree: ${missing}")
 endif()
 
-# Nothing of the engine's internals may be installed: only hwyattn*.h(pp) headers.
+# Nothing of the engine's internals may be installed: only hwyattn.h(pp) and,
+# with HWYATTN_MPI, hwyattn_mpi.h.
 file(GLOB_RECURSE headers RELATIVE "${PREFIX}" "${PREFIX}/${INCLUDEDIR}/*")
 foreach(h IN LISTS headers)
-  if(NOT h MATCHES "/hwyattn\\.h(pp)?$")
+  if(NOT h MATCHES "/hwyattn\\.h(pp)?$" AND NOT (MPI AND h MATCHES "/hwyattn_mpi\\.h$"))
     message(FATAL_ERROR "unexpected installed header: ${h}")
   endif()
 endforeach()

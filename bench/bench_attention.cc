@@ -4,6 +4,11 @@
 // (include/hwyattn.h, linked to libhwyattn.so), at 1 and 2 threads:
 //
 //   BM_Attention/<id>/threads:<n>     id in P1 P2 P3 D1 D2 X1 M1 T1 W1
+//   BM_Attention/<id>cold/threads:<n>  decode rows (D1cold, D2cold) with their K/V
+//                                     flushed from every cache level before each
+//                                     call (clflush, untimed; x86 only): the time
+//                                     is the call's alone (manual timing), the K/V
+//                                     stream from memory
 //   BM_Attention/TP1/<id>/threads:2   TP1: P1's and D1's shapes on the caller's
 //                                     pool (opts->parallel): a plain pthread pool
 //                                     of 2 workers (the calling thread and one
@@ -406,9 +411,30 @@ std::string SpotCheck(const Row& r, const Tensors& t) {
   return "";
 }
 
+// Evicts [p, p + bytes) from every cache level (x86's clflush; the fence
+// orders the evictions before the next timed call's loads).
+void FlushFromCaches(const void* p, size_t bytes) {
+#if defined(__x86_64__) || defined(__i386__)
+  const char* c = static_cast<const char*>(p);
+  for (size_t i = 0; i < bytes; i += 64) __builtin_ia32_clflush(c + i);
+  __builtin_ia32_mfence();
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+constexpr bool kCanFlush =
+#if defined(__x86_64__) || defined(__i386__)
+    true;
+#else
+    false;
+#endif
+
 // on_pool: every call runs on TP1's pool (opts->parallel; 2 workers, the
 // row's thread count), else on the library's threads (state.range(0)).
-void BM_Attention(benchmark::State& state, const Row* row, int on_pool) {
+// cold: the K/V are flushed from the caches before each call (manual time).
+void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool cold) {
   const Row& r = *row;
   const int threads = static_cast<int>(state.range(0));
   const hwyattn_parallel* pool = on_pool ? Tp1Pool(on_pool == 2) : nullptr;
@@ -456,8 +482,17 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool) {
     return;
   }
 
+  const size_t kv_bytes = static_cast<size_t>(KvBytes(r)) / 2;
   for (auto _ : state) {
-    st = hwyattn_sdpa(&t.tq, &t.tk, &t.tv, &t.to, &opts);
+    if (cold) {
+      FlushFromCaches(t.tk.data, kv_bytes);
+      FlushFromCaches(t.tv.data, kv_bytes);
+      const auto start = std::chrono::steady_clock::now();
+      st = hwyattn_sdpa(&t.tq, &t.tk, &t.tv, &t.to, &opts);
+      state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    } else {
+      st = hwyattn_sdpa(&t.tq, &t.tk, &t.tv, &t.to, &opts);
+    }
     benchmark::DoNotOptimize(st);
     benchmark::ClobberMemory();
   }
@@ -658,17 +693,26 @@ int main(int argc, char** argv) {
     std::string name = std::string("BM_Attention/") + r.id;
     benchmark::internal::Benchmark* b =
         r.d_model > 0 ? benchmark::RegisterBenchmark(name.c_str(), BM_Mha, &r)
-                      : benchmark::RegisterBenchmark(name.c_str(), BM_Attention, &r, 0);
+                      : benchmark::RegisterBenchmark(name.c_str(), BM_Attention, &r, 0, false);
     b->ArgName("threads");
     for (int n : kThreadCounts) b->Arg(n);
     b->UseRealTime()->Unit(r.unit)->MinTime(r.min_time);
+  }
+  // D1cold, D2cold: the decode rows with their K/V flushed before each call.
+  for (const Row& r : kRows) {
+    if (!r.decode || !kCanFlush) continue;
+    const std::string name = std::string("BM_Attention/") + r.id + "cold";
+    benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name.c_str(), BM_Attention, &r, 0, true);
+    b->ArgName("threads");
+    for (int n : kThreadCounts) b->Arg(n);
+    b->UseManualTime()->Unit(r.unit)->MinTime(r.min_time);
   }
   // TP1: P1 and D1 on the caller's pool of 2 workers.
   for (const Row& r : kRows) {
     if (strcmp(r.id, "P1") != 0 && strcmp(r.id, "D1") != 0) continue;
     for (int kind : {1, 2}) {
       const std::string name = std::string(kind == 1 ? "BM_Attention/TP1/" : "BM_Attention/TP1spin/") + r.id;
-      benchmark::RegisterBenchmark(name.c_str(), BM_Attention, &r, kind)
+      benchmark::RegisterBenchmark(name.c_str(), BM_Attention, &r, kind, false)
           ->ArgName("threads")
           ->Arg(2)
           ->UseRealTime()

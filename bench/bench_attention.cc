@@ -95,6 +95,7 @@ struct Row {
   double min_time;  // seconds per repetition
   benchmark::TimeUnit unit;
   int64_t window = 0;  // opts.window_left (0: none)
+  hwyattn_dtype kv_dtype = HWYATTN_F32;  // K and V (D2h: BF16, read in place)
 };
 
 // The rows of bench/README.md (fp32, Dv = D).
@@ -108,6 +109,7 @@ const Row kRows[] = {
     {"M1", 4, 8, 8, 512, 512, 64, false, false, 512, 0.4, benchmark::kMillisecond},
     {"T1", 1, 2, 2, 3, 3, 2, false, false, 0, 0.2, benchmark::kNanosecond},
     {"W1", 1, 8, 8, 2048, 2048, 64, true, false, 0, 0.4, benchmark::kMillisecond, 256},
+    {"D2h", 8, 8, 8, 1, 2048, 64, false, true, 0, 0.3, benchmark::kMillisecond, 0, HWYATTN_BF16},
 };
 constexpr int kThreadCounts[] = {1, 2};
 
@@ -128,7 +130,23 @@ double Flops(const Row& r) {
 }
 
 double KvBytes(const Row& r) {
-  return 2.0 * r.B * r.Hkv * r.Lk * r.D * sizeof(float);  // K and V, Dv = D
+  const double element = r.kv_dtype == HWYATTN_F32 ? 4.0 : 2.0;
+  return 2.0 * r.B * r.Hkv * r.Lk * r.D * element;  // K and V, Dv = D
+}
+
+// x rounded to the nearest bfloat16 (ties to even), as its 16 bits.
+uint16_t ToBf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u += 0x7FFF + ((u >> 16) & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float FromBf16(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
 }
 
 std::string Shape(const Row& r) {
@@ -141,6 +159,7 @@ std::string Shape(const Row& r) {
   std::string shape = buf;
   if (r.window > 0) shape += " window_left=" + std::to_string(r.window);
   if (r.d_model > 0) shape += " d_model=" + std::to_string(r.d_model);
+  if (r.kv_dtype == HWYATTN_BF16) shape += " kv=bf16";
   return shape;
 }
 
@@ -195,22 +214,35 @@ struct FloatBuffer {
 
 struct Tensors {
   FloatBuffer q, k, v, o;
+  FloatBuffer k_half, v_half;  // BF16 K/V (kv_dtype BF16); k, v then hold their values
   hwyattn_tensor tq, tk, tv, to;
   bool checked = false;
   std::string check_error;
   explicit Tensors(const Row& r)
       : q(r.B * r.Hq * r.Lq * r.D), k(r.B * r.Hkv * r.Lk * r.D), v(r.B * r.Hkv * r.Lk * r.D),
-        o(r.B * r.Hq * r.Lq * r.D) {
+        o(r.B * r.Hq * r.Lq * r.D),
+        k_half(r.kv_dtype == HWYATTN_BF16 ? (k.size + 1) / 2 : 1),
+        v_half(r.kv_dtype == HWYATTN_BF16 ? (v.size + 1) / 2 : 1) {
     std::mt19937 rng(12345);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (FloatBuffer* b : {&q, &k, &v}) {
       for (size_t i = 0; i < b->size; ++i) b->data()[i] = uni(rng);
     }
+    if (r.kv_dtype == HWYATTN_BF16) {
+      for (auto [f, h] : {std::make_pair(&k, &k_half), std::make_pair(&v, &v_half)}) {
+        uint16_t* bits = reinterpret_cast<uint16_t*>(h->data());
+        for (size_t i = 0; i < f->size; ++i) {
+          bits[i] = ToBf16(f->data()[i]);
+          f->data()[i] = FromBf16(bits[i]);  // the reference sees what the library reads
+        }
+      }
+    }
     memset(o.data(), 0, o.size * sizeof(float));
     const int64_t qs[4] = {r.B, r.Hq, r.Lq, r.D}, ks[4] = {r.B, r.Hkv, r.Lk, r.D};
     hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 4, qs);
-    hwyattn_tensor_contiguous(&tk, k.data(), HWYATTN_F32, 4, ks);
-    hwyattn_tensor_contiguous(&tv, v.data(), HWYATTN_F32, 4, ks);
+    const bool half = r.kv_dtype == HWYATTN_BF16;
+    hwyattn_tensor_contiguous(&tk, half ? k_half.data() : k.data(), r.kv_dtype, 4, ks);
+    hwyattn_tensor_contiguous(&tv, half ? v_half.data() : v.data(), r.kv_dtype, 4, ks);
     hwyattn_tensor_contiguous(&to, o.data(), HWYATTN_F32, 4, qs);
   }
 };

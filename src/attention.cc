@@ -201,10 +201,12 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
   plan.problem = &p;
   plan.geometry = g;
   plan.key_panels = (p.kv_len + mr - 1) / mr;
-  plan.keys_in_place = p.k.dtype == HWYATTN_F32 && (p.k.stride[3] == 1 || p.head_dim == 1);
+  plan.keys_in_place =
+      !p.Paged() && p.k.dtype == HWYATTN_F32 && (p.k.stride[3] == 1 || p.head_dim == 1);
   const int64_t lanes = static_cast<int64_t>(g.lanes);
   plan.value_dim_pad = (p.value_dim + lanes - 1) / lanes * lanes;
-  plan.values_in_place = p.v.dtype == HWYATTN_F32 && (p.v.stride[3] == 1 || p.value_dim == 1);
+  plan.values_in_place =
+      !p.Paged() && p.v.dtype == HWYATTN_F32 && (p.v.stride[3] == 1 || p.value_dim == 1);
   plan.q_scale = p.scale * kLog2e;
 
   // Sizes: every product is checked, a failure is reported as out of memory

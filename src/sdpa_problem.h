@@ -14,6 +14,16 @@
 
 namespace hwyattn {
 
+// K and V held in pages (a KV cache's block table): key j of batch b sits in
+// page table[b * table_stride + j / page_size], row j % page_size, and k and
+// v are [num_pages, Hkv, page_size, D] views (their dim 0 indexes pages).
+// Every page id a problem can reach is validated before a kernel runs.
+struct KvPages {
+  const int32_t* table = nullptr;  // null: k and v are [B|1, Hkv, Lk, D]
+  int64_t table_stride = 0;
+  int64_t page_size = 0;
+};
+
 // One hwyattn_sdpa call after validation: every view is rank 4 and
 // broadcastable as documented, sizes are consistent and overflow-free.
 struct SdpaProblem {
@@ -39,6 +49,8 @@ struct SdpaProblem {
   const float* sinks = nullptr;         // [Hq]
   // Who runs the parallel phases: opts->parallel as validated, or OpenMP.
   Executor executor;
+  // Paged K/V, or none (table null).
+  KvPages pages;
 
   int64_t group() const { return q_heads / kv_heads; }
   // Element offset, in a [B, Hq, Lq, *] tensor (q, out, weights), of row r of
@@ -47,6 +59,21 @@ struct SdpaProblem {
   int64_t RowOffset(const TensorView& t, int64_t b, int64_t kvh, int64_t r) const {
     const int64_t g = group();
     return t.Offset(b, kvh * g + r % g, r / g, 0);
+  }
+  bool Paged() const { return pages.table != nullptr; }
+  // Element offset, in k or v (t), of the row of key j of batch b, kv head h:
+  // the one home of the paging rule.
+  int64_t KeyRowOffset(const TensorView& t, int64_t b, int64_t h, int64_t j) const {
+    if (!Paged()) return t.Offset(b, h, j, 0);
+    const int64_t page = pages.table[b * pages.table_stride + j / pages.page_size];
+    return t.Offset(page, h, j % pages.page_size, 0);
+  }
+  // Keys from key j on whose rows follow each other `stride[2]` apart in k
+  // and v: to the end of j's page (at most `limit`).
+  int64_t KeysInRun(int64_t j, int64_t limit) const {
+    if (!Paged()) return limit;
+    const int64_t left = pages.page_size - j % pages.page_size;
+    return left < limit ? left : limit;
   }
   // Keys that batch b may attend to at all (kv_len, or Lk).
   int64_t KeyEnd(int64_t b) const { return key_lengths ? key_lengths[b] : kv_len; }

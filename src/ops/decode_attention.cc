@@ -152,17 +152,21 @@ constexpr size_t GroupRows(size_t rows) {
 }
 
 // out[r][dv] = sum_j p[r][j] v[j][dv] for kRows rows (p rows `ldp` apart) and
-// kVecs vectors of value dims from dv0, keys [0, keys).
+// kVecs vectors of value dims from dv0, keys [0, keys); with `accumulate`,
+// the sums continue from out's values (the next run of a chunk's keys: the
+// same operations in the same order as one run over all of them).
 template <bool kL2, size_t kRows, size_t kVecs, typename T>
 HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t keys,
-                               const T* HWY_RESTRICT v, int64_t ldv,
+                               const T* HWY_RESTRICT v, int64_t ldv, bool accumulate,
                                float* HWY_RESTRICT out, size_t ldo) {
   const DF df;
   VF acc[kRows][kVecs];
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) {
     HWY_UNROLL(4)
-    for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::Zero(df);
+    for (size_t c = 0; c < kVecs; ++c) {
+      acc[r][c] = accumulate ? hn::LoadU(df, out + r * ldo + c * kLanes) : hn::Zero(df);
+    }
   }
   for (size_t j = 0; j < keys; ++j) {
     HWY_UNROLL(4)
@@ -189,29 +193,29 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t k
 // WeightedValues for `rows` <= 4 rows: a switch to the compiled tile shapes.
 template <bool kL2, size_t kVecs, typename T>
 void WeightedValuesRows(size_t rows, const float* p, size_t ldp, size_t keys, const T* v,
-                        int64_t ldv, float* out, size_t ldo) {
+                        int64_t ldv, bool accumulate, float* out, size_t ldo) {
   switch (rows) {
-    case 1: WeightedValues<kL2, 1, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
-    case 2: WeightedValues<kL2, 2, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
-    case 3: WeightedValues<kL2, 3, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
-    default: WeightedValues<kL2, 4, kVecs>(p, ldp, keys, v, ldv, out, ldo); break;
+    case 1: WeightedValues<kL2, 1, kVecs>(p, ldp, keys, v, ldv, accumulate, out, ldo); break;
+    case 2: WeightedValues<kL2, 2, kVecs>(p, ldp, keys, v, ldv, accumulate, out, ldo); break;
+    case 3: WeightedValues<kL2, 3, kVecs>(p, ldp, keys, v, ldv, accumulate, out, ldo); break;
+    default: WeightedValues<kL2, 4, kVecs>(p, ldp, keys, v, ldv, accumulate, out, ldo); break;
   }
 }
 
 // out[r][dv] = sum_j p[r][j] v[j][dv] for `rows` rows, skipping the zero
 // probabilities: the operations of WeightedValues and of the scalar tail, in
-// the same order.
+// the same order (continuing from out's values with `accumulate`).
 template <typename T>
 void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_RESTRICT s, size_t ld,
                                  const T* HWY_RESTRICT v, int64_t ldv, size_t value_dim,
-                                 float* HWY_RESTRICT out) {
+                                 bool accumulate, float* HWY_RESTRICT out) {
   const DF df;
   const size_t dv_vec = value_dim / kLanes * kLanes;
   for (size_t r = 0; r < rows; ++r) {
     const float* pr = s + r * ld;
     float* o = out + r * value_dim;
     for (size_t dv = 0; dv < dv_vec; dv += kLanes) {
-      VF acc = hn::Zero(df);
+      VF acc = accumulate ? hn::LoadU(df, o + dv) : hn::Zero(df);
       for (size_t j = 0; j < keys; ++j) {
         if (pr[j] != 0.0f) {
           acc = hn::MulAdd(hn::Set(df, pr[j]), LoadWide(v + static_cast<int64_t>(j) * ldv + dv), acc);
@@ -220,7 +224,7 @@ void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_REST
       hn::StoreU(acc, df, o + dv);
     }
     for (size_t dv = dv_vec; dv < value_dim; ++dv) {
-      float sum = 0.0f;
+      float sum = accumulate ? o[dv] : 0.0f;
       for (size_t j = 0; j < keys; ++j) {
         if (pr[j] != 0.0f) sum += pr[j] * ToFloat(v[static_cast<int64_t>(j) * ldv + dv]);
       }
@@ -250,23 +254,18 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t kvh, size_t dim_p
   }
 }
 
-// Scores of the chunk's `keys` keys from c0 for every row into s [rows][ld]
-// (log2 units, lanes past the last key up to a whole vector -inf), masked.
+// Scores of `keys` keys whose rows are ldk apart (k: the first) for every
+// row into s [rows][ld]. The rows in groups of a power of two, kLanes / group
+// keys at a time; the keys past the last whole group one by one. pad > keys
+// (the chunk's last run): the lanes up to pad are set to -inf, with one vector
+// store per row (vector loads of scalar-stored lanes would stall on
+// forwarding); pad == keys: the tail keys are stored one by one.
 template <bool kL2, typename T>
-void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
-                const float* HWY_RESTRICT q, size_t dim_pad, float* HWY_RESTRICT s) {
+void ScoreRun(const float* HWY_RESTRICT q, size_t dim_pad, int64_t rows, int64_t dim,
+              const T* HWY_RESTRICT k, int64_t ldk, int64_t keys, int64_t pad,
+              float* HWY_RESTRICT s, size_t ld) {
   const DF df;
-  const SdpaProblem& p = *plan.problem;
-  const int64_t group = p.group(), dim = p.head_dim, rows = plan.rows;
   const size_t dim_vec = static_cast<size_t>(dim) / kLanes * kLanes;
-  const size_t ld = DecodeScoreStride(kLanes);
-  const auto lane = hn::Iota(df, 0.0f);
-  const int64_t offset = p.PositionOffset();
-
-  // The rows in groups of a power of two, kLanes / group keys at a time; the
-  // keys past the last whole group one by one.
-  const T* k = p.k.As<T>() + p.k.Offset(b, kvh, c0, 0);
-  const int64_t ldk = p.k.stride[2];
   const size_t urows = static_cast<size_t>(rows);
   const size_t group_rows = GroupRows(urows);
   const int64_t group_keys = static_cast<int64_t>(kLanes / group_rows);
@@ -281,7 +280,7 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
     default: ScoreKeyBlocks<kL2, 8>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
 #endif
   }
-  const size_t keys_pad = (static_cast<size_t>(keys) + kLanes - 1) / kLanes * kLanes;
+  const auto lane = hn::Iota(df, 0.0f);
   for (int64_t r = 0; r < rows; ++r) {
     const float* qr = q + r * dim_pad;
     float* sr = s + r * ld;
@@ -293,21 +292,47 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
         sr[j] = sum;
       }
     }
-    // Keys past the last full block: scalar dot products gathered into one
-    // vector, -inf in the lanes past the last key (up to keys_pad, which the
-    // softmax reads), written with one vector store (vector loads of
-    // scalar-stored lanes would stall on forwarding).
-    if (static_cast<size_t>(full) < keys_pad) {
+    // Keys past the last full block: scalar dot products.
+    const auto dot = [&](int64_t j) {
+      const T* kj = k + j * ldk;
+      float sum = 0.0f;
+      for (int64_t d = 0; d < dim; ++d) sum += qr[d] * ToFloat(kj[d]);
+      return sum;
+    };
+    if (pad == keys) {
+      for (int64_t j = full; j < keys; ++j) sr[j] = dot(j);
+    } else if (full < pad) {
       VF tail = hn::Set(df, -INFINITY);
       for (int64_t j = full; j < keys; ++j) {
-        const T* kj = k + j * ldk;
-        float sum = 0.0f;
-        for (int64_t d = 0; d < dim; ++d) sum += qr[d] * ToFloat(kj[d]);
         tail = hn::IfThenElse(hn::Eq(lane, hn::Set(df, static_cast<float>(j - full))),
-                              hn::Set(df, sum), tail);
+                              hn::Set(df, dot(j)), tail);
       }
       hn::StoreU(tail, df, sr + full);
     }
+  }
+}
+
+// Scores of the chunk's `keys` keys from c0 for every row into s [rows][ld]
+// (log2 units, lanes past the last key up to a whole vector -inf), masked.
+template <bool kL2, typename T>
+void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
+                const float* HWY_RESTRICT q, size_t dim_pad, float* HWY_RESTRICT s) {
+  const SdpaProblem& p = *plan.problem;
+  const int64_t group = p.group(), dim = p.head_dim, rows = plan.rows;
+  const size_t ld = DecodeScoreStride(kLanes);
+  const int64_t offset = p.PositionOffset();
+
+  // Runs of keys whose rows are ldk apart: the whole chunk, or what of it
+  // each page holds.
+  const int64_t ldk = p.k.stride[2];
+  const size_t keys_pad = (static_cast<size_t>(keys) + kLanes - 1) / kLanes * kLanes;
+  for (int64_t j0 = 0; j0 < keys;) {
+    const int64_t run = p.KeysInRun(c0 + j0, keys - j0);
+    const T* k = p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, c0 + j0);
+    const bool last = j0 + run == keys;
+    ScoreRun<kL2>(q, dim_pad, rows, dim, k, ldk, run,
+                  last ? static_cast<int64_t>(keys_pad) - j0 : run, s + j0, ld);
+    j0 += run;
   }
 
   // Per row: the modifiers (softcap, ALiBi), the keys outside its visible
@@ -361,38 +386,59 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
   const SdpaProblem& p = *plan.problem;
   const int64_t value_dim = p.value_dim, rows = plan.rows;
   const size_t ld = DecodeScoreStride(kLanes);
-  const T* v = p.v.As<T>() + p.v.Offset(b, kvh, c0, 0);
   const int64_t ldv = p.v.stride[2];
-  const size_t ukeys = static_cast<size_t>(keys);
   const size_t dv_vec = static_cast<size_t>(value_dim) / kLanes * kLanes;
+  // Runs of keys whose rows are ldv apart (the whole chunk, or a page's);
+  // each run continues the sums of the one before: the same operations in
+  // the same order as a chunk in one piece.
+  const auto for_runs = [&](const auto& body) {
+    for (int64_t j0 = 0; j0 < keys;) {
+      const int64_t run = p.KeysInRun(c0 + j0, keys - j0);
+      body(p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, c0 + j0), j0, static_cast<size_t>(run));
+      j0 += run;
+    }
+  };
   // With masking, a row may have a zero probability at a key whose V holds a
   // NaN or an infinity, and 0 * NaN must not reach that row: such chunks skip
   // zero probabilities, with the same operations in the same order, so rows
   // that never see the value are bit-identical to a run without it.
-  if (p.MayBlockPerRow() && !ValuesFinite(v, ukeys, ldv, static_cast<size_t>(value_dim))) {
-    WeightedValuesSkippingZeros(static_cast<size_t>(rows), ukeys, s, ld, v, ldv,
-                                static_cast<size_t>(value_dim), out);
+  bool finite = true;
+  if (p.MayBlockPerRow()) {
+    for_runs([&](const T* v, int64_t, size_t run) {
+      finite = finite && ValuesFinite(v, run, ldv, static_cast<size_t>(value_dim));
+    });
+  }
+  if (!finite) {
+    for_runs([&](const T* v, int64_t j0, size_t run) {
+      WeightedValuesSkippingZeros(static_cast<size_t>(rows), run, s + j0, ld, v, ldv,
+                                  static_cast<size_t>(value_dim), j0 > 0, out);
+    });
     return;
   }
-  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
-    const size_t nr = static_cast<size_t>(std::min<int64_t>(4, rows - r0));
-    const float* pr = s + r0 * ld;
-    float* o = out + r0 * value_dim;
-    size_t dv = 0;
-    for (; dv + 4 * kLanes <= dv_vec; dv += 4 * kLanes) {
-      WeightedValuesRows<kL2, 4>(nr, pr, ld, ukeys, v + dv, ldv, o + dv, static_cast<size_t>(value_dim));
-    }
-    for (; dv < dv_vec; dv += kLanes) {
-      WeightedValuesRows<kL2, 1>(nr, pr, ld, ukeys, v + dv, ldv, o + dv, static_cast<size_t>(value_dim));
-    }
-    for (; dv < static_cast<size_t>(value_dim); ++dv) {
-      for (size_t r = 0; r < nr; ++r) {
-        float sum = 0.0f;
-        for (size_t j = 0; j < ukeys; ++j) sum += pr[r * ld + j] * ToFloat(v[static_cast<int64_t>(j) * ldv + dv]);
-        o[r * value_dim + dv] = sum;
+  for_runs([&](const T* v, int64_t j0, size_t run) {
+    const bool accumulate = j0 > 0;
+    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+      const size_t nr = static_cast<size_t>(std::min<int64_t>(4, rows - r0));
+      const float* pr = s + r0 * ld + j0;
+      float* o = out + r0 * value_dim;
+      size_t dv = 0;
+      for (; dv + 4 * kLanes <= dv_vec; dv += 4 * kLanes) {
+        WeightedValuesRows<kL2, 4>(nr, pr, ld, run, v + dv, ldv, accumulate, o + dv,
+                                   static_cast<size_t>(value_dim));
+      }
+      for (; dv < dv_vec; dv += kLanes) {
+        WeightedValuesRows<kL2, 1>(nr, pr, ld, run, v + dv, ldv, accumulate, o + dv,
+                                   static_cast<size_t>(value_dim));
+      }
+      for (; dv < static_cast<size_t>(value_dim); ++dv) {
+        for (size_t r = 0; r < nr; ++r) {
+          float sum = accumulate ? o[r * value_dim + dv] : 0.0f;
+          for (size_t j = 0; j < run; ++j) sum += pr[r * ld + j] * ToFloat(v[static_cast<int64_t>(j) * ldv + dv]);
+          o[r * value_dim + dv] = sum;
+        }
       }
     }
-  }
+  });
 }
 
 // Chunks [chunk0, chunk0 + count) of (b, kvh), each with its own softmax and

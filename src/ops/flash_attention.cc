@@ -154,10 +154,10 @@ class RowLinesAhead {
 
 // K of (b, kvh) as [panel][D][MR]: step d of a panel holds keys panel*MR + r,
 // the broadcast operand of TileMul. Keys at or past the batch's key end are 0.
+// Paged K is gathered here (its rows are never read in place).
 template <typename T>
 void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
-  const T* base = p.k.As<T>() + p.k.Offset(b, kvh, 0, 0);
-  const int64_t sj = p.k.stride[2], sd = p.k.stride[3];
+  const int64_t sd = p.k.stride[3];
   const int64_t dim = p.head_dim, key_end = p.KeyEnd(b);
   const int64_t panels = (key_end + kMR - 1) / kMR;
   for (int64_t panel = 0; panel < panels; ++panel) {
@@ -165,7 +165,7 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
     for (size_t r = 0; r < kMR; ++r) {
       const int64_t j = panel * static_cast<int64_t>(kMR) + static_cast<int64_t>(r);
       if (j < key_end) {
-        const T* row = base + j * sj;
+        const T* row = p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, j);
         for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = ToFloat(row[d * sd]);
       } else {
         for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = 0.0f;
@@ -177,11 +177,10 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
 // V of (b, kvh) as [Lk][Dv] rows, for keys below the batch's key end.
 template <typename T>
 void PackValues(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
-  const T* base = p.v.As<T>() + p.v.Offset(b, kvh, 0, 0);
-  const int64_t sj = p.v.stride[2], sd = p.v.stride[3];
+  const int64_t sd = p.v.stride[3];
   const int64_t value_dim = p.value_dim, key_end = p.KeyEnd(b);
   for (int64_t j = 0; j < key_end; ++j) {
-    const T* row = base + j * sj;
+    const T* row = p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, j);
     float* HWY_RESTRICT out = dst + j * value_dim;
     for (int64_t dv = 0; dv < value_dim; ++dv) out[dv] = ToFloat(row[dv * sd]);
   }

@@ -20,8 +20,9 @@ constexpr double kSmallMaxFlops = 2048;
 constexpr int64_t kSmallMaxScores = 512;
 constexpr int64_t kSmallMaxDim = 64;
 
+// Paged K/V go to the tiled kernels, which read them through the block table.
 inline bool SmallApplies(const SdpaProblem& p, double flops) {
-  return flops <= kSmallMaxFlops && p.head_dim <= kSmallMaxDim;
+  return flops <= kSmallMaxFlops && p.head_dim <= kSmallMaxDim && !p.Paged();
 }
 
 // Every feature of hwyattn_sdpa (masks, causal, key lengths, weights, lse,

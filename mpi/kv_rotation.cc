@@ -55,9 +55,13 @@ bool SliceStream::Fits(int64_t len) const {
 void SliceStream::Begin(const hwyattn_tensor& own) {
   const Dims4 d(own);
   const int64_t esize = static_cast<int64_t>(DtypeSize(own.dtype));
-  const bool dense = d.stride[3] == 1 && d.stride[2] == d.shape[3] &&
-                     d.stride[1] == d.shape[2] * d.shape[3] &&
-                     d.stride[0] == d.shape[1] * d.shape[2] * d.shape[3];
+  // Dense row-major, whatever the strides of size-1 dimensions.
+  bool dense = true;
+  int64_t span = 1;
+  for (int i = 3; i >= 0; --i) {
+    if (d.shape[i] != 1 && d.stride[i] != span) dense = false;
+    span *= d.shape[i];
+  }
   receiving_ = 0;
   if (dense) {
     current_ = own.data;

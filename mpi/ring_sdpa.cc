@@ -55,11 +55,12 @@ struct Workspace {
   std::vector<float> state;    // both chunks' out, then both chunks' lse
   std::vector<float> partial;  // one block's out, then its lse
 
-  hwyattn_status Allocate(const Sizes& s, const hwyattn_tensor& k, const hwyattn_tensor& v) {
+  hwyattn_status Allocate(const Sizes& s, const hwyattn_tensor& k, const hwyattn_tensor& v,
+                          int ranks) {
     const Dims4 kd(k), vd(v);
     // The largest slice of the layout is at most 2 tokens longer than any
-    // other (chunk lengths differ by at most one).
-    const int64_t max_len = s.key_len + 2;
+    // other (chunk lengths differ by at most one). One rank sends nothing.
+    const int64_t max_len = ranks > 1 ? s.key_len + 2 : 0;
     HWYATTN_MPI_RETURN_IF_ERROR(keys.Allocate(kd.shape[0], s.kv_heads, s.head_dim, k.dtype,
                                               max_len));
     HWYATTN_MPI_RETURN_IF_ERROR(values.Allocate(vd.shape[0], s.kv_heads, s.value_dim, v.dtype,
@@ -180,7 +181,7 @@ hwyattn_status RingSdpa(MPI_Comm comm, const hwyattn_tensor* q, const hwyattn_te
   Sizes sizes = {};
   Workspace ws;
   if (Describe(Mode::kRing, q, k, v, out, user_opts, &shape, &opts, &sizes) == HWYATTN_OK) {
-    const hwyattn_status s = ws.Allocate(sizes, *k, *v);
+    const hwyattn_status s = ws.Allocate(sizes, *k, *v, size);
     if (s != HWYATTN_OK) {
       shape.status = s;
       snprintf(shape.message, sizeof(shape.message), "%s", LastError());
@@ -214,8 +215,10 @@ hwyattn_status RingSdpa(MPI_Comm comm, const hwyattn_tensor* q, const hwyattn_te
   hwyattn_status failed = HWYATTN_OK;  // this rank's computation
   bool reported = false;
   const int right = (rank + 1) % size, left = (rank + size - 1) % size;
-  ws.keys.Begin(*k);
-  ws.values.Begin(*v);
+  if (size > 1) {
+    ws.keys.Begin(*k);
+    ws.values.Begin(*v);
+  }
   for (int step = 0; step < size; ++step) {
     const int src = (rank - step + size) % size;
     const RingChunks theirs = RingSlice(src, size, seq_len);

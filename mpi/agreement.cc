@@ -13,6 +13,7 @@ namespace hwyattn_mpi {
 namespace {
 
 const char* const kFieldNames[kNumAgreedFields] = {
+    "the function called (1 = hwyattn_mpi_sharded_sdpa, 2 = hwyattn_mpi_ring_sdpa)",
     "q: shape[0] (batch)",
     "q: shape[1] (query heads)",
     "k: shape[1] (kv heads)",
@@ -31,6 +32,10 @@ const char* const kFieldNames[kNumAgreedFields] = {
     "opts->kv_len (0 = none, else a hash of its values)",
     "opts->alibi_slopes (0 = none, else a hash of its values)",
     "opts->sinks (0 = none, else a hash of its values)",
+    "k: shape[0] (batch of the keys)",
+    "v: shape[0] (batch of the values)",
+    "k: dtype",
+    "v: dtype",
 };
 
 }  // namespace

@@ -19,6 +19,7 @@ namespace hwyattn_mpi {
 
 // Values every rank must have equal, by index into CallShape::agreed.
 enum AgreedField {
+  kFunction,  // which hwyattn_mpi_* call (a rank calling another: an error)
   kBatch,
   kQueryHeads,
   kKvHeads,
@@ -37,6 +38,12 @@ enum AgreedField {
   kKvLenHash,  // 0 = no kv_len, else a hash of the B values
   kAlibiHash,  // 0 = no alibi_slopes, else a hash of the Hq slopes
   kSinksHash,  // 0 = no sinks, else a hash of the Hq sinks
+  // Ring mode only (0 in the sharded mode, whose shards may differ): the
+  // K/V slices travel between ranks, so their layout must match.
+  kKeyBatch,
+  kValueBatch,
+  kKeyDtype,
+  kValueDtype,
   kNumAgreedFields
 };
 

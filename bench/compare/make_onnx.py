@@ -201,7 +201,7 @@ def main(argv):
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--paths", default="all")
     args = ap.parse_args(argv)
-    rows, _ = rowlib.rows_from_json(args.rows_from)
+    rows, hw_context = rowlib.rows_from_json(args.rows_from)
     if not rows:
         print("make_onnx.py: no BM_Attention rows with labels in %s" % args.rows_from, file=sys.stderr)
         return 1
@@ -216,7 +216,7 @@ def main(argv):
     os.makedirs(args.out_dir, exist_ok=True)
     makers = {"mha": mha_model, "attention23": attention23_model, "matmul": matmul_model,
               "mha_layer": mha_layer_model}
-    manifest = {"onnx_version": onnx.__version__, "rows": []}
+    manifest = {"onnx_version": onnx.__version__, "hwyattn_run_date": hw_context.get("date", ""), "rows": []}
     for row in rows:
         inp = row.inputs()
         if row.d_model:

@@ -170,7 +170,7 @@ def main(argv):
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
-    rows, _ = rowlib.rows_from_json(args.rows_from)
+    rows, hw_context = rowlib.rows_from_json(args.rows_from)
     if not rows:
         print("torch_rows.py: no BM_Attention rows with labels in %s" % args.rows_from, file=sys.stderr)
         return 1
@@ -210,6 +210,8 @@ def main(argv):
             benchmarks.append(rowlib.benchmark_entry("torch", row, t, times[(row.id, t)], extra))
     context = {
         "library": "torch",
+        # report.py shows these results only beside the hwyattn run they were measured with.
+        "hwyattn_run_date": hw_context.get("date", ""),
         "library_version": torch.__version__,
         "blas": blas_library(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability()

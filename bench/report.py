@@ -724,7 +724,9 @@ def compare_section(context, results, competitors, source):
     for lib, display, cctx, _, path in competitors:
         v = "%s %s" % (display, cctx.get("library_version", "?"))
         if lib == "torch":
-            v += " (Debian's python3-torch; BLAS: %s)" % os.path.basename(cctx.get("blas", "?").split(", ")[-1])
+            v += " (Debian's python3-torch%s; BLAS: %s)" % (
+                (" " + cctx["debian_package_version"]) if cctx.get("debian_package_version") else "",
+                os.path.basename(cctx.get("blas", "?").split(", ")[-1]))
         elif lib == "onnxruntime":
             v += " (npm's onnxruntime-node, CPU provider, Node %s)" % cctx.get("node_version", "?")
         versions.append("%s, %s, `%s`" % (v, reps_text_of(cctx), rel_path(path)))

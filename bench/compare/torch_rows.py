@@ -42,6 +42,7 @@ import argparse
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 
@@ -52,6 +53,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rows as rowlib  # noqa: E402
 
 TOLERANCE = 1e-4
+
+
+def debian_version(package):
+    """The installed Debian package's version (python3-torch's 1.13.1+dfsg-4 reports itself as 1.13.0a0), or ''."""
+    try:
+        return subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True,
+                              check=False).stdout.strip()
+    except OSError:
+        return ""
 
 
 def blas_library():
@@ -213,6 +223,7 @@ def main(argv):
         # report.py shows these results only beside the hwyattn run they were measured with.
         "hwyattn_run_date": hw_context.get("date", ""),
         "library_version": torch.__version__,
+        "debian_package_version": debian_version("python3-torch"),
         "blas": blas_library(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability()
         if hasattr(torch.backends, "cpu") and hasattr(torch.backends.cpu, "get_cpu_capability") else "?",

@@ -27,7 +27,7 @@
 # --compare: right after hwyattn's attention rows, time PyTorch (Debian's
 # python3-torch, with libopenblas0-openmp as its BLAS) and ONNX Runtime (npm's
 # onnxruntime-node, installed under $BUILD_DIR/compare, never in the
-# repository) on the rows that ran, in the same run; about 2-4 more minutes on
+# repository) on the rows that ran, in the same run; about 3-5 more minutes (estimated) on
 # the reference machine, plus the first npm download. Needs the "attention"
 # benchmark in BENCH_ONLY.
 # Environment:

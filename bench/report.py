@@ -786,6 +786,12 @@ def compare_section(context, results, competitors, source):
         lines.append("- %s: %s." % (display, "; ".join(parts) if parts else "no rows"))
         for err in errors:
             lines.append("  - error: %s" % err)
+    skipped = {}
+    for _, _, cctx, _, _ in competitors:
+        skipped.update(cctx.get("skipped_rows") or {})
+    if skipped:
+        lines.append("- Not run by the other libraries: %s."
+                     % "; ".join("%s (%s)" % (rid, skipped[rid]) for rid in ordered(skipped, ROW_ORDER)))
     return lines
 
 

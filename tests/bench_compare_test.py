@@ -58,7 +58,8 @@ def torch_run(date=DATE):
     rows += [{"name": name % t, "run_name": name % t, "run_type": "iteration", "label": D1,
               "error_occurred": True, "error_message": "made-up failure"} for t in (1, 2)]
     return {"context": {"library": "torch", "library_version": "1.13.1", "hwyattn_run_date": date,
-                        "blas": "/usr/lib/x/openblas-openmp/libopenblasp-r0.3.21.so", "repetitions": "3"},
+                        "blas": "/usr/lib/x/openblas-openmp/libopenblasp-r0.3.21.so", "repetitions": "3",
+                        "skipped_rows": {"D1cold": "made-up reason"}},
             "benchmarks": rows}
 
 
@@ -114,6 +115,7 @@ class ReportTest(unittest.TestCase):
         self.assertIn("made-up failure", table)
         self.assertIn("PyTorch 1.13.1 (Debian's python3-torch; BLAS: libopenblasp-r0.3.21.so)", table)
         self.assertIn("- ONNX Runtime: P1 2t: MatMul + Softmax + MatMul; P1 1t, D1: ONNX Attention.", table)
+        self.assertIn("- Not run by the other libraries: D1cold (made-up reason).", table)
         self.assertIn("Chart: `compare.svg`.", table)
         self.assertIsNotNone(svg)
         for legend in ("hwyattn 1t", "PyTorch 1t", "ONNX Runtime 2t", "peak 1t: 100", "peak 2t: 200"):
@@ -150,7 +152,8 @@ class RowsTest(unittest.TestCase):
         self.assertTrue(d1.is_decode())
         self.assertEqual(d1.kv_bytes(), 2.0 * 8 * 4096 * 128 * 4)
         for bad in ("B=1 Hq=8 Hkv=8 Lq=4 Lk=4", "B=1 Hq=8 Hkv=8 Lq=4 Lk=4 D=2 sliding",
-                    "B=1 Hq=6 Hkv=4 Lq=4 Lk=4 D=2", "B=1 Hq=2 Hkv=2 Lq=3 Lk=4 D=2 causal"):
+                    "B=1 Hq=6 Hkv=4 Lq=4 Lk=4 D=2", "B=1 Hq=2 Hkv=2 Lq=3 Lk=4 D=2 causal",
+                    "B=1 Hq=2 Hkv=2 Lq=3 Lk=3 D=2 kv=bf16", "B=1 Hq=2 Hkv=2 Lq=3 Lk=3 D=x"):
             with self.assertRaises(ValueError, msg=bad):
                 rowlib.Row("bad", bad)
 
@@ -175,12 +178,22 @@ class RowsTest(unittest.TestCase):
 
     def test_rows_from_json(self):
         data = copy.deepcopy(hwyattn_run())
-        data["benchmarks"].append({"name": "BM_Attention/TP1/P1/threads:2", "run_type": "aggregate", "label": P1})
+        data["benchmarks"] += [
+            {"name": "BM_Attention/TP1/P1/threads:2", "run_type": "aggregate", "label": P1},
+            {"name": "BM_Attention/D1cold/threads:1/manual_time", "run_type": "aggregate", "label": D1},
+            {"name": "BM_Attention/D2h/threads:1", "run_type": "aggregate",
+             "label": "B=8 Hq=8 Hkv=8 Lq=1 Lk=2048 D=64 kv=bf16"},
+            {"name": "BM_Attention/Z9/threads:1", "run_type": "aggregate", "label": "B=1 Hq=2 Hkv=2 Lq=3 Lk=3"},
+        ]
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(data, f)
         self.addCleanup(os.unlink, f.name)
-        rows, context = rowlib.rows_from_json(f.name)
+        rows, skipped, context = rowlib.rows_from_json(f.name)
         self.assertEqual([r.id for r in rows], ["P1", "D1"])  # TP1's pool rows are not shapes of their own
+        self.assertEqual(sorted(skipped), ["D1cold", "D2h", "Z9"])
+        self.assertIn("timed warm only", skipped["D1cold"])
+        self.assertIn("bf16", skipped["D2h"])
+        self.assertIn("lacks D", skipped["Z9"])
         self.assertEqual(context["date"], DATE)
 
 

@@ -201,7 +201,9 @@ def main(argv):
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--paths", default="all")
     args = ap.parse_args(argv)
-    rows, hw_context = rowlib.rows_from_json(args.rows_from)
+    rows, skipped, hw_context = rowlib.rows_from_json(args.rows_from)
+    for rid, reason in skipped.items():
+        print("make_onnx.py: %s left out: %s" % (rid, reason), file=sys.stderr)
     if not rows:
         print("make_onnx.py: no BM_Attention rows with labels in %s" % args.rows_from, file=sys.stderr)
         return 1
@@ -216,7 +218,8 @@ def main(argv):
     os.makedirs(args.out_dir, exist_ok=True)
     makers = {"mha": mha_model, "attention23": attention23_model, "matmul": matmul_model,
               "mha_layer": mha_layer_model}
-    manifest = {"onnx_version": onnx.__version__, "hwyattn_run_date": hw_context.get("date", ""), "rows": []}
+    manifest = {"onnx_version": onnx.__version__, "hwyattn_run_date": hw_context.get("date", ""),
+                "skipped_rows": skipped, "rows": []}
     for row in rows:
         inp = row.inputs()
         if row.d_model:

@@ -210,6 +210,7 @@ async function main() {
   const context = {
     library: 'onnxruntime',
     hwyattn_run_date: manifest.hwyattn_run_date,  // report.py pairs the results with that hwyattn run
+    skipped_rows: manifest.skipped_rows || {},
     library_version: ortVersion,
     node_version: process.version,
     onnx_version: manifest.onnx_version,

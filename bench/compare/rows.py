@@ -34,9 +34,15 @@ class Row:
         for token in label.split():
             if "=" in token:
                 key, value = token.split("=", 1)
-                fields[key] = int(value)
+                fields[key] = int(value) if value.lstrip("-").isdigit() else value
             else:
                 flags.add(token)
+        if fields.get("kv", "f32") != "f32":
+            raise ValueError("K and V in %s: the comparison runs fp32 rows only" % fields["kv"])
+        fields.pop("kv", None)
+        bad = [k for k, v in fields.items() if not isinstance(v, int)]
+        if bad:
+            raise ValueError("row %s: label %r: %s not integers" % (rid, label, ", ".join(bad)))
         missing = [k for k in LABEL_KEYS if k not in fields]
         if missing:
             raise ValueError("row %s: label %r lacks %s" % (rid, label, ", ".join(missing)))
@@ -149,16 +155,26 @@ class Row:
 
 
 def rows_from_json(path):
-    """The rows (in the order of the file) of a bench_attention JSON, from its labels."""
+    """(rows, skipped, context) of a bench_attention JSON: the rows (in the order of the file) from their
+    labels, and {id: reason} of those the comparison leaves out: cold rows (their K/V are flushed from the
+    caches before each call, which the competitors' scripts do not do) and rows whose label is not a plain
+    fp32 attention shape (D2h's bf16 K/V)."""
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
-    rows = {}
+    rows, skipped = {}, {}
     for b in data.get("benchmarks", []):
         m = NAME_RE.match(b.get("run_name") or b.get("name", ""))
-        if not m or m.group("id") in rows or not b.get("label"):
+        rid = m.group("id") if m else None
+        if not m or rid in rows or rid in skipped or not b.get("label"):
             continue
-        rows[m.group("id")] = Row(m.group("id"), b["label"])
-    return list(rows.values()), data.get("context", {})
+        if rid.endswith("cold"):
+            skipped[rid] = "K/V flushed from the caches before each call; the other libraries are timed warm only"
+            continue
+        try:
+            rows[rid] = Row(rid, b["label"])
+        except ValueError as e:
+            skipped[rid] = str(e)
+    return list(rows.values()), skipped, data.get("context", {})
 
 
 def benchmark_entry(library, row, threads, times, extra=None):

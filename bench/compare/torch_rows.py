@@ -180,7 +180,9 @@ def main(argv):
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
-    rows, hw_context = rowlib.rows_from_json(args.rows_from)
+    rows, skipped, hw_context = rowlib.rows_from_json(args.rows_from)
+    for rid, reason in skipped.items():
+        print("torch_rows.py: %s left out: %s" % (rid, reason), file=sys.stderr)
     if not rows:
         print("torch_rows.py: no BM_Attention rows with labels in %s" % args.rows_from, file=sys.stderr)
         return 1
@@ -222,6 +224,7 @@ def main(argv):
         "library": "torch",
         # report.py shows these results only beside the hwyattn run they were measured with.
         "hwyattn_run_date": hw_context.get("date", ""),
+        "skipped_rows": skipped,
         "library_version": torch.__version__,
         "debian_package_version": debian_version("python3-torch"),
         "blas": blas_library(),

@@ -26,6 +26,10 @@ Output:
                               Q K^T + softmax + P V on the library's matmul (speed-up
                               of fusion)
     <out-dir>/matmul.svg      the matmul comparison as a chart
+    table.md, "Against other  with scripts/bench.sh --compare: PyTorch and ONNX Runtime on the
+      libraries"              same rows (torch.json, onnxruntime.json next to the attention JSON,
+                              from bench/compare/; used only when written in the same run as it)
+    <out-dir>/compare.svg     that comparison as a chart, the start-up FMA peaks as lines
 
 Python 3 standard library only.
 """
@@ -56,6 +60,10 @@ NAME_RE = re.compile(r"^BM_Attention/(?P<id>[A-Za-z0-9]+)/threads:(?P<threads>\d
 MATMUL_RE = re.compile(r"^BM_Matmul/(?P<impl>hwyattn|onednn)/(?P<id>[A-Za-z0-9_]+)/threads:(?P<threads>\d+)")
 COMPOSITION_RE = re.compile(
     r"^BM_Composition/(?P<id>[A-Za-z0-9]+)/(?P<impl>fused|composed)/threads:(?P<threads>\d+)")
+
+COMPARE_RE = re.compile(r"^BM_Compare/(?P<lib>[A-Za-z0-9_.-]+)/(?P<id>[A-Za-z0-9]+)/threads:(?P<threads>\d+)")
+# bench/compare's result files, in the order of the table's columns, with their display names.
+COMPETITORS = [("torch", "torch.json", "PyTorch"), ("onnxruntime", "onnxruntime.json", "ONNX Runtime")]
 
 MATMUL_ORDER = ["sq512", "sq1024", "sq2048", "m1_qkv", "m1_out"]
 MATMUL_NOTES = {
@@ -340,6 +348,16 @@ def peak_lines(out, peaks, peak_colors, y, left, plot_w):
                    % (left + plot_w + 6, ly_text, peak_colors[t], t, p))
 
 
+def shape_lines(label):
+    """A row's shape in three short lines: batch and heads, lengths, the rest (head dim, flags)."""
+    tokens = label.split()
+    return [
+        " ".join(t for t in tokens if t.split("=")[0] in ("B", "Hq", "Hkv")),
+        " ".join(t for t in tokens if t.split("=")[0] in ("Lq", "Lk")),
+        " ".join(t for t in tokens if t.split("=")[0] not in ("B", "Hq", "Hkv", "Lq", "Lk")),
+    ]
+
+
 def write_svg(path, context, results):
     ids = ordered_ids(results)
     values = {}
@@ -411,14 +429,7 @@ def write_svg(path, context, results):
         e = results.get((rid, 1)) or results.get((rid, 2)) or {}
         out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="14" font-weight="bold">%s</text>'
                    % (cx, top_m + plot_h + 20, escape(rid)))
-        # The shape in three short lines under the id: batch and heads, lengths, head dim.
-        tokens = e.get("label", "").split()
-        chunks = [
-            " ".join(t for t in tokens if t.split("=")[0] in ("B", "Hq", "Hkv")),
-            " ".join(t for t in tokens if t.split("=")[0] in ("Lq", "Lk")),
-            " ".join(t for t in tokens if t.split("=")[0] not in ("B", "Hq", "Hkv", "Lq", "Lk")),
-        ]
-        for k, chunk in enumerate(chunks):
+        for k, chunk in enumerate(shape_lines(e.get("label", ""))):
             if chunk:
                 out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="10" fill="#444">%s</text>'
                            % (cx, top_m + plot_h + 36 + 13 * k, escape(chunk)))
@@ -592,13 +603,16 @@ def composition_section(context, results, source):
     return lines
 
 
-def write_grouped_svg(path, title, subtitle, groups, series, values, peaks):
-    """Grouped bars: groups [(key, label)], series [(key, legend, colour)], values {(group, series): v}."""
+def write_grouped_svg(path, title, subtitle, groups, series, values, peaks, width=1040, bottom=70):
+    """Grouped bars: groups [(key, label)], series [(key, legend, colour)], values {(group, series): v}.
+
+    A label's first line is under its group in bold, further lines smaller; bars narrower than 18 px
+    carry their value only in their tooltip."""
     top = max([v for v in values.values() if v] + [p for p in peaks.values() if p] + [1.0])
     step = nice_step(top * 1.08)
     ymax = step * math.ceil(top * 1.08 / step)
-    width, height = 1040, 500
-    left, right, top_m, bottom = 80, 190, 60, 70
+    height = 430 + bottom
+    left, right, top_m = 80, 190, 60
     plot_w = width - left - right
     plot_h = height - top_m - bottom
     peak_colors = {1: "#1F3F66", 2: "#9C4A00"}
@@ -636,8 +650,9 @@ def write_grouped_svg(path, title, subtitle, groups, series, values, peaks):
             yy = y(val)
             out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s, %s: %.1f GFLOP/s</title></rect>'
                        % (x0 + 1, yy, bar_w - 2, top_m + plot_h - yy, colour, glabel, slabel, val))
-            out.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%.0f</text>'
-                       % (x0 + bar_w / 2, yy - 4, val))
+            if bar_w >= 18:
+                out.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%.0f</text>'
+                           % (x0 + bar_w / 2, yy - 4, val))
         for k, part in enumerate(glabel.split("\n")):
             out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="%d"%s>%s</text>'
                        % (left + group_w * (i + 0.5), top_m + plot_h + 20 + 14 * k, 13 if k == 0 else 10,
@@ -672,6 +687,148 @@ def write_matmul_svg(path, context, results):
         groups, series, values, peaks_of(context))
 
 
+def load_competitors(json_dir, context):
+    """[(lib, display name, context, {(id, threads): entry}, path)] of bench/compare's result files next to
+    the attention JSON that were written in the same run as it (their hwyattn_run_date is its date)."""
+    found = []
+    for lib, filename, display in COMPETITORS:
+        path = os.path.join(json_dir, filename)
+        if not os.path.exists(path):
+            continue
+        cctx, cres = load_medians(path, COMPARE_RE, lambda m: (m.group("lib"), m.group("id"), int(m.group("threads"))))
+        if cctx.get("hwyattn_run_date") != context.get("date"):
+            print("report.py: %s is from another run (hwyattn run %s, this one %s); left out"
+                  % (path, cctx.get("hwyattn_run_date"), context.get("date")), file=sys.stderr)
+            continue
+        found.append((lib, display, cctx, {(k[1], k[2]): e for k, e in cres.items() if k[0] == lib}, path))
+    return found
+
+
+def compare_cell(entry, peak):
+    """'1.23 ms, 245.1 (88%)': time, GFLOP/s and % of the start-up peak."""
+    if entry is None:
+        return "-"
+    if entry.get("error_occurred"):
+        return "error"
+    g = counter(entry, "GFLOPS")
+    pct = " (%.0f%%)" % (100.0 * g / peak) if g is not None and peak else ""
+    return "%s, %s%s" % (fmt_time(entry), fmt_num(g), pct)
+
+
+def compare_section(context, results, competitors, source):
+    """Markdown lines: hwyattn beside the other libraries on the same rows."""
+    peaks = peaks_of(context)
+    names = ["hwyattn"] + [c[1] for c in competitors]
+    lines = ["## Against other libraries", ""]
+    versions = []
+    for lib, display, cctx, _, path in competitors:
+        v = "%s %s" % (display, cctx.get("library_version", "?"))
+        if lib == "torch":
+            v += " (Debian's python3-torch%s; BLAS: %s)" % (
+                (" " + cctx["debian_package_version"]) if cctx.get("debian_package_version") else "",
+                os.path.basename(cctx.get("blas", "?").split(", ")[-1]))
+        elif lib == "onnxruntime":
+            v += " (npm's onnxruntime-node, CPU provider, Node %s)" % cctx.get("node_version", "?")
+        versions.append("%s, %s, `%s`" % (v, reps_text_of(cctx), rel_path(path)))
+    lines.append(
+        "Same machine, same rows, same fp32 inputs in the same run: each library's script (bench/compare/) ran "
+        "right after hwyattn's rows, its own repetitions randomly interleaved, each output checked once against a "
+        "float64 reference. %s. hwyattn: `%s`. Cells: time per call, GFLOP/s by bench/README.md's formulas for "
+        "every library (causal rows credited with the visible half only), and %% of the FMA peak measured at "
+        "the start of the run (%s / %s GFLOP/s at 1 / 2 threads)."
+        % ("; ".join(versions), source, fmt_num(peaks[1]), fmt_num(peaks[2])))
+    for lib, display, cctx, _, _ in competitors:
+        for note in contention_note(cctx):
+            lines.append(note.replace("this run", "%s's part of the run" % display) if note else note)
+    lines.append("")
+    header = ["id", "shape"] + ["%s %dt" % (n, t) for t in (1, 2) for n in names]
+    header.append("hwyattn speed-up over the fastest other, 1t / 2t")
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["----", "-------"] + ["------:"] * (2 * len(names)) + ["------:"]) + "|")
+    ids = ordered_ids(results)
+    for rid in ids:
+        cells = [rid, (results.get((rid, 1)) or results.get((rid, 2)) or {}).get("label", "")]
+        speedups = []
+        for t in (1, 2):
+            hw = results.get((rid, t))
+            cells.append(compare_cell(hw, peaks[t]))
+            others = []
+            for _, _, _, cres, _ in competitors:
+                e = cres.get((rid, t))
+                cells.append(compare_cell(e, peaks[t]))
+                if e is not None and not e.get("error_occurred"):
+                    others.append(seconds(e))
+            if hw is not None and not hw.get("error_occurred") and others:
+                speedups.append("%.2fx" % (min(others) / seconds(hw)))
+            else:
+                speedups.append("-")
+        cells.append(" / ".join(speedups))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("What each library ran (bench/README.md, \"Comparing with other libraries\"):")
+    lines.append("")
+    lines.append("- hwyattn: `hwyattn_sdpa`; M1 `hwyattn_mha_forward`.")
+    for lib, display, cctx, cres, _ in competitors:
+        by_path = {}
+        errors = []
+        for rid in ids:
+            paths = {t: cres[(rid, t)].get("path") for t in (1, 2) if (rid, t) in cres}
+            for t in (1, 2):
+                e = cres.get((rid, t))
+                if e is not None and e.get("error_occurred"):
+                    errors.append("%s %dt: %s" % (rid, t, e.get("error_message", "")))
+            distinct = {p for p in paths.values() if p}
+            for p in sorted(distinct):
+                tags = [t for t, q in paths.items() if q == p]
+                by_path.setdefault(p, []).append(rid if len(distinct) == 1 else
+                                                 rid + " " + "/".join("%dt" % t for t in tags))
+        parts = ["%s: %s" % (", ".join(rows), p) for p, rows in by_path.items()]
+        lines.append("- %s: %s." % (display, "; ".join(parts) if parts else "no rows"))
+        for err in errors:
+            lines.append("  - error: %s" % err)
+    skipped = {}
+    for _, _, cctx, _, _ in competitors:
+        skipped.update(cctx.get("skipped_rows") or {})
+    if skipped:
+        lines.append("- Not run by the other libraries: %s."
+                     % "; ".join("%s (%s)" % (rid, skipped[rid]) for rid in ordered(skipped, ROW_ORDER)))
+    return lines
+
+
+def reps_text_of(context):
+    reps = context.get("repetitions")
+    return ("median of %s repetitions" % reps) if reps and reps != "1" else "single repetition"
+
+
+def rel_path(path):
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path
+
+
+def write_compare_svg(path, context, results, competitors):
+    ids = ordered_ids(results)
+    groups = [(rid, "\n".join([rid] + shape_lines((results.get((rid, 1)) or results.get((rid, 2)) or {})
+                                                   .get("label", "")))) for rid in ids]
+    colours = {1: ["#4C78A8", "#9ECAE9", "#54A24B"], 2: ["#F58518", "#FFBF79", "#B279A2"]}
+    libs = [("hwyattn", "hwyattn", results)] + [(c[0], c[1], c[3]) for c in competitors]
+    series, values = [], {}
+    for t in (1, 2):
+        for k, (lib, display, res) in enumerate(libs):
+            series.append(((lib, t), "%s %dt" % (display, t), colours[t][k % 3]))
+            for rid in ids:
+                values[(rid, (lib, t))] = counter(res.get((rid, t)), "GFLOPS")
+    write_grouped_svg(
+        path,
+        "fp32 attention, GFLOP/s (median): hwyattn %s vs %s" % (
+            context.get("hwyattn_version", ""),
+            ", ".join("%s %s" % (c[1], c[2].get("library_version", "")) for c in competitors)),
+        "%s, SIMD %s, %s; dashed lines: FMA peak measured at the start of the run" % (
+            cpu_model(), context.get("simd_target", "?"), context.get("date", "")),
+        groups, series, values, peaks_of(context), width=1400, bottom=90)
+
+
 def main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -689,12 +846,7 @@ def main(argv):
     table = os.path.join(args.out_dir, "table.md")
     svg = os.path.join(args.out_dir, "attention.svg")
 
-    def rel(path):
-        try:
-            return os.path.relpath(path)
-        except ValueError:
-            return path
-
+    rel = rel_path
     json_dir = os.path.dirname(os.path.abspath(args.json))
     sections = []
     written = [table, svg]
@@ -720,6 +872,13 @@ def main(argv):
     elif args.composition:
         print("report.py: %s does not exist" % comp_json, file=sys.stderr)
         return 1
+    competitors = load_competitors(json_dir, context)
+    if competitors:
+        sections.insert(0, compare_section(context, results, competitors, rel(args.json)))
+        csvg = os.path.join(args.out_dir, "compare.svg")
+        write_compare_svg(csvg, context, results, competitors)
+        written.append(csvg)
+        sections[0] += ["", "Chart: `compare.svg`."]
     write_table(table, context, results, rel(args.json), sections)
     write_svg(svg, context, results)
     with open(table, encoding="utf-8") as f:

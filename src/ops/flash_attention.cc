@@ -389,6 +389,58 @@ void WeightedValuesSkippingZeros(size_t dims, size_t vectors, size_t keys,
   }
 }
 
+// The keys each query vector of a work item may see by position, [lo[c],
+// last[c]] (masks come on top): both grow with c.
+struct VectorRange {
+  int32_t lo[kTileVectors];
+  int32_t last[kTileVectors];
+  size_t vectors = 0;
+  // The vectors [*v0, *v1) whose ranges meet keys [key0, key_last]
+  // (*v0 == *v1: none).
+  void Of(int64_t key0, int64_t key_last, size_t* v0, size_t* v1) const {
+    size_t a = 0, b = vectors;
+    while (a < b && last[a] < key0) ++a;
+    while (b > a && lo[b - 1] > key_last) --b;
+    *v0 = a;
+    *v1 = b;
+  }
+};
+
+// O^T = O^T * alpha + V^T . P^T over keys [jt0, jt1), in runs of key panels
+// that the same query vectors see (VectorRange::Of): a vector's keys outside
+// its range have probability 0 and are not multiplied. Each vector is scaled
+// by alpha once, in the first run it takes part in (alpha_once: scratch of
+// kQueryTile floats); a vector in no run sees no key of the tile, so its
+// running max did not move and its alpha is 1. Runs in key order, so each
+// vector's sums take the same steps as over the whole tile.
+void WeightedValuesByRange(const VectorRange& ranges, int64_t jt0, int64_t jt1, size_t dims,
+                           const float* HWY_RESTRICT p_t, const float* HWY_RESTRICT v_rows,
+                           size_t ldv, const float* HWY_RESTRICT alpha,
+                           float* HWY_RESTRICT alpha_once, float* HWY_RESTRICT o_t) {
+  const DF df;
+  bool scaled[kTileVectors] = {};
+  for (int64_t j = jt0; j < jt1;) {
+    size_t v0, v1;
+    ranges.Of(j, std::min<int64_t>(j + kMR, jt1) - 1, &v0, &v1);
+    int64_t end = std::min<int64_t>(j + kMR, jt1);
+    for (size_t w0, w1; end < jt1; end = std::min<int64_t>(end + kMR, jt1)) {
+      ranges.Of(end, std::min<int64_t>(end + kMR, jt1) - 1, &w0, &w1);
+      if (w0 != v0 || w1 != v1) break;
+    }
+    if (v1 > v0) {
+      for (size_t c = v0; c < v1; ++c) {
+        hn::Store(scaled[c] ? hn::Set(df, 1.0f) : hn::Load(df, alpha + c * kLanes), df,
+                  alpha_once + c * kLanes);
+        scaled[c] = true;
+      }
+      const size_t lanes0 = v0 * kLanes;
+      WeightedValues(dims, v1 - v0, static_cast<size_t>(end - j), p_t + (j - jt0) * kQueryTile + lanes0,
+                     v_rows + j * static_cast<int64_t>(ldv), ldv, alpha_once + lanes0, o_t + lanes0);
+    }
+    j = end;
+  }
+}
+
 // ---------------------------------------------------------------- Q . K
 
 // The keys of one panel that are blocked while its scores are still in
@@ -526,6 +578,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   float* HWY_RESTRICT tile_max = scratch + layout.tile_max;
   float* HWY_RESTRICT row_sum = scratch + layout.row_sum;
   float* HWY_RESTRICT rescale = scratch + layout.rescale;
+  float* HWY_RESTRICT alpha_once = scratch + layout.alpha_once;
   float* HWY_RESTRICT k_edge = scratch + layout.k_edge;
   int32_t* HWY_RESTRICT key_lo = reinterpret_cast<int32_t*>(scratch + layout.key_lo);
   int32_t* HWY_RESTRICT key_last = reinterpret_cast<int32_t*>(scratch + layout.key_last);
@@ -584,6 +637,17 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   }
   // Only the query vectors that hold rows are computed.
   const size_t q_vectors = (static_cast<size_t>(rows) + kLanes - 1) / kLanes;
+  // Each query vector's keys by position: from its first row's first visible
+  // key to its last row's last (both grow with the row). A key panel is
+  // computed only for the vectors whose range it meets (VectorsOf): the
+  // triangles at a window's edges and past the causal diagonal are skipped
+  // a vector at a time, the rest masked per lane as before.
+  VectorRange ranges;
+  for (size_t c = 0; c < q_vectors; ++c) {
+    ranges.lo[c] = key_lo[c * kLanes];
+    ranges.last[c] = key_last[std::min<size_t>((c + 1) * kLanes, static_cast<size_t>(rows)) - 1];
+  }
+  ranges.vectors = q_vectors;
   const size_t value_dims = static_cast<size_t>(value_dim);
   for (size_t i = 0; i < static_cast<size_t>(plan.value_dim_pad) * kQueryTile; i += kLanes) {
     hn::Store(hn::Zero(df), df, o_t + i);
@@ -649,20 +713,47 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
       ahead.Step();
       const KeyPanelPrefetch prefetch =
           key_panel_prefetch(j + static_cast<int64_t>(kPrefetchDistance * kMR));
+      // The vectors [v0, v1) that see a key of the panel; the others' scores
+      // are -inf (blocked), without computing them.
+      size_t v0, v1;
+      ranges.Of(j, j_last, &v0, &v1);
+      for (size_t c = 0; c < q_vectors; ++c) {
+        if (c >= v0 && c < v1) continue;
+        for (size_t r = 0; r < kMR; ++r) {
+          hn::Store(hn::Set(df, -INFINITY), df, s_rows + r * kQueryTile + c * kLanes);
+        }
+      }
+      if (v1 == v0) continue;
+      const size_t lanes0 = v0 * kLanes;
+      const LaneModifiers shifted_mods =
+          mods != nullptr ? LaneModifiers{mods->rule, mods->slope != nullptr ? mods->slope + lanes0 : nullptr,
+                                          mods->pos + lanes0}
+                          : LaneModifiers{};
+      const PanelMask shifted_mask =
+          panel_mask != nullptr
+              ? PanelMask{panel_mask->key0, panel_mask->key_end,
+                          panel_mask->key_lo != nullptr ? panel_mask->key_lo + lanes0 : nullptr,
+                          panel_mask->key_last + lanes0}
+              : PanelMask{};
+      const LaneModifiers* vmods = mods != nullptr ? &shifted_mods : nullptr;
+      const PanelMask* vmask = panel_mask != nullptr ? &shifted_mask : nullptr;
+      const float* vq = q_t + lanes0;
+      float* vs = s_rows + lanes0;
+      float* vmax = tile_max + lanes0;
       if (!plan.keys_in_place) {
-        ScorePanel<kTileVectors>(q_vectors, udim, PackedA{k_packed + j * dim, kMR}, q_t, s_rows, j,
-                                 mods, panel_mask, tile_max, prefetch);
+        ScorePanel<kTileVectors>(v1 - v0, udim, PackedA{k_packed + j * dim, kMR}, vq, vs, j, vmods,
+                                 vmask, vmax, prefetch);
       } else if (j + static_cast<int64_t>(kMR) <= p.kv_len) {
-        ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_rows + j * ldk, static_cast<size_t>(ldk)},
-                                 q_t, s_rows, j, mods, panel_mask, tile_max, prefetch);
+        ScorePanel<kTileVectors>(v1 - v0, udim, RowMajorA{k_rows + j * ldk, static_cast<size_t>(ldk)},
+                                 vq, vs, j, vmods, vmask, vmax, prefetch);
       } else {
         for (int64_t r = 0; r < static_cast<int64_t>(kMR); ++r) {
           for (int64_t d = 0; d < dim; ++d) {
             k_edge[r * dim + d] = j + r < p.kv_len ? k_rows[(j + r) * ldk + d] : 0.0f;
           }
         }
-        ScorePanel<kTileVectors>(q_vectors, udim, RowMajorA{k_edge, udim}, q_t, s_rows, j, mods,
-                                 panel_mask, tile_max, KeyPanelPrefetch{nullptr, 0, 0});
+        ScorePanel<kTileVectors>(v1 - v0, udim, RowMajorA{k_edge, udim}, vq, vs, j, vmods, vmask,
+                                 vmax, KeyPanelPrefetch{nullptr, 0, 0});
       }
     }
     if (p.has_mask) {
@@ -692,8 +783,8 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
       WeightedValuesSkippingZeros(value_dims, q_vectors, keys, s_t, v_rows + jt0 * ldv,
                                   static_cast<size_t>(ldv), rescale, o_t);
     } else {
-      WeightedValues(value_dims, q_vectors, keys, s_t, v_rows + jt0 * ldv,
-                     static_cast<size_t>(ldv), rescale, o_t);
+      WeightedValuesByRange(ranges, jt0, jt1, value_dims, s_t, v_rows, static_cast<size_t>(ldv),
+                            rescale, alpha_once, o_t);
     }
   }
 

@@ -105,6 +105,7 @@ struct FlashScratchLayout {
   size_t tile_max;  // [Bq]: the max once the current key tile's scores count
   size_t row_sum;  // [Bq]: running denominator l
   size_t rescale;  // [Bq]: 2^(m_old - m_new) of the last step
+  size_t alpha_once;  // [Bq]: rescale, or 1 where P . V applied it already
   size_t k_edge;   // [MR][D]: the last, partial panel of in-place keys
   size_t key_lo;     // [Bq] int32: first key visible by position (windows)
   size_t key_last;   // [Bq] int32: last key visible by position
@@ -128,6 +129,7 @@ struct FlashScratchLayout {
     tile_max = take(bq);
     row_sum = take(bq);
     rescale = take(bq);
+    alpha_once = take(bq);
     k_edge = take(g.tile_rows * static_cast<size_t>(p.head_dim));
     key_lo = take(bq);
     key_last = take(bq);

@@ -8,11 +8,13 @@
 
 #include <stdint.h>
 
-#include "include/hwyattn.h"
 #include "src/tensor.h"
 #include "src/threading.h"
 
 namespace hwyattn {
+
+// The causal mask: hwyattn_causal's values (capi checks that they match).
+enum class Causal : int32_t { kNone = 0, kTopLeft = 1, kBottomRight = 2 };
 
 // One hwyattn_sdpa call after validation: every view is rank 4 and
 // broadcastable as documented, sizes are consistent and overflow-free.
@@ -24,7 +26,7 @@ struct SdpaProblem {
   int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0;
   int64_t head_dim = 0, value_dim = 0;
   float scale = 0.0f;  // resolved: never 0
-  hwyattn_causal causal = HWYATTN_CAUSAL_NONE;
+  Causal causal = Causal::kNone;
   bool has_mask = false;
   TensorView mask;  // broadcast to [B, Hq, Lq, Lk]; BOOL or F32
   const int32_t* key_lengths = nullptr;  // [B] or null
@@ -53,7 +55,7 @@ struct SdpaProblem {
   // Query row i has position i + PositionOffset() (key j has position j):
   // the causal mask and the windows compare positions.
   int64_t PositionOffset() const {
-    return causal == HWYATTN_CAUSAL_BOTTOM_RIGHT ? kv_len - q_len : 0;
+    return causal == Causal::kBottomRight ? kv_len - q_len : 0;
   }
   // Whether any score modifier is on (windows, softcap, ALiBi, sinks).
   bool HasModifiers() const {
@@ -64,7 +66,7 @@ struct SdpaProblem {
   // see (causal, windows, a mask tensor): their probabilities there are
   // exactly 0, and P . V must not let 0 * NaN (a non-finite V) reach them.
   bool MayBlockPerRow() const {
-    return causal != HWYATTN_CAUSAL_NONE || has_mask || window_left != 0 || window_right != 0;
+    return causal != Causal::kNone || has_mask || window_left != 0 || window_right != 0;
   }
   // The keys [*first, *end) of batch b that a query at position `pos` may
   // see by position (kv_len, causal, windows; masks come on top), with
@@ -76,7 +78,7 @@ struct SdpaProblem {
   void VisibleKeys(int64_t b, int64_t pos, int64_t* first, int64_t* end) const {
     const int64_t key_end = KeyEnd(b);
     int64_t hi = key_end;
-    if (causal != HWYATTN_CAUSAL_NONE && pos + 1 < hi) hi = pos + 1;
+    if (causal != Causal::kNone && pos + 1 < hi) hi = pos + 1;
     int64_t lo = 0;
     if (kWindows) {
       // Windows are compared without forming pos +- W, which may overflow.

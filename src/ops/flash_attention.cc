@@ -557,7 +557,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   const LaneModifiers lane_mods{&rule, rule.slopes != nullptr ? lane_slope : nullptr, lane_pos};
   const LaneModifiers* mods = rule.any ? &lane_mods : nullptr;
 
-  if (p.q.dtype == HWYATTN_F32 && p.q.stride[3] == 1) {
+  if (p.q.dtype == Dtype::kF32 && p.q.stride[3] == 1) {
     PackQueriesF32(p, b, kvh, row0, rows, plan.q_scale, q_t);
   } else {
     DispatchFloatDtype(p.q.dtype, [&](auto tag) {

@@ -26,6 +26,13 @@ struct MergeProblem {
   TensorView lse;                                     // [1, B, H, L]
   int64_t batch = 0, heads = 0, length = 0, value_dim = 0;
 
+  // What validation established (see SdpaProblem::Valid).
+  bool Valid() const {
+    return count >= 1 && outs != nullptr && lses != nullptr && view != nullptr &&
+           out.data != nullptr && batch >= 1 && heads >= 1 && length >= 1 && value_dim >= 1 &&
+           (!has_lse || lse.data != nullptr);
+  }
+
   TensorView PartialOut(int64_t i) const { return view(outs, i); }
   TensorView PartialLse(int64_t i) const { return view(lses, i); }
 };

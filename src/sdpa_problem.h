@@ -43,6 +43,22 @@ struct SdpaProblem {
   Executor executor;
 
   int64_t group() const { return q_heads / kv_heads; }
+  // What validation established, checked by the kernels' preconditions
+  // (HWY_DASSERT: on in debug and sanitizer builds, free in Release): sizes
+  // >= 1, Hkv divides Hq, the views agree with the sizes, every tensor a
+  // kernel reads or writes is there, out is F32, the scale is resolved.
+  bool Valid() const {
+    return batch >= 1 && q_heads >= 1 && kv_heads >= 1 && q_heads % kv_heads == 0 &&
+           q_len >= 1 && kv_len >= 1 && head_dim >= 1 && value_dim >= 1 && scale != 0.0f &&
+           q.data != nullptr && k.data != nullptr && v.data != nullptr && out.data != nullptr &&
+           out.dtype == Dtype::kF32 && q.shape[1] == q_heads && q.shape[2] == q_len &&
+           q.shape[3] == head_dim && k.shape[1] == kv_heads && k.shape[2] == kv_len &&
+           k.shape[3] == head_dim && v.shape[1] == kv_heads && v.shape[2] == kv_len &&
+           v.shape[3] == value_dim && out.shape[0] == batch && out.shape[1] == q_heads &&
+           out.shape[2] == q_len && out.shape[3] == value_dim &&
+           (!has_mask || mask.data != nullptr) && (!has_weights || weights.data != nullptr) &&
+           (!has_lse || lse.data != nullptr);
+  }
   // Element offset, in a [B, Hq, Lq, *] tensor (q, out, weights), of row r of
   // kv head kvh's G * Lq query rows, which are position-major: position r / G
   // of query head kvh * G + r % G.

@@ -59,6 +59,8 @@ constexpr size_t kLineFloats = 64 / sizeof(float);
 // W [n, k] as [ceil(n / NR)][k][NR] panels (zero past n): panel p's depth
 // block [k0, k0 + kc) is the contiguous kc x NR slice at (p * k + k0) * NR.
 void PackWeights(const float* w, int64_t n, int64_t k, float* dst) {
+  // Preconditions (free in Release).
+  HWY_DASSERT(n >= 1 && k >= 0 && (w != nullptr || k == 0) && IsScratchAligned(dst));
   const int64_t panels = (n + kNR - 1) / kNR;
   for (int64_t p = 0; p < panels; ++p) {
     float* HWY_RESTRICT panel = dst + p * k * static_cast<int64_t>(kNR);
@@ -156,6 +158,17 @@ void MultiplyPanel(const RowsView& x, int64_t m0, size_t row_panels,
 
 void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs,
                   size_t num_outputs, float* HWY_RESTRICT a_panels) {
+  // Preconditions (free in Release): m0 starts an item of x; every output
+  // is [x.rows, w->n] from weights packed for x's depth.
+  HWY_DASSERT(x.data != nullptr || x.cols == 0);
+  HWY_DASSERT(0 <= m0 && m0 < x.rows && m0 % static_cast<int64_t>(kMR) == 0);
+  HWY_DASSERT(IsScratchAligned(a_panels) && outputs != nullptr && num_outputs >= 1);
+  for (size_t o = 0; o < num_outputs; ++o) {
+    HWY_DASSERT(outputs[o].w != nullptr && outputs[o].w->k == x.cols &&
+                outputs[o].w->panels != nullptr && outputs[o].w->bias != nullptr);
+    HWY_DASSERT(outputs[o].y.data != nullptr && outputs[o].y.rows == x.rows &&
+                outputs[o].y.cols == outputs[o].w->n);
+  }
   const size_t N = hn::Lanes(DF());
   const int64_t k = x.cols;
   const size_t panel_floats = PadFloats(static_cast<size_t>(k) * kMR);

@@ -217,6 +217,7 @@ void MergeBlock(const MergeProblem& p, int64_t row0, int64_t rows) {
 }
 
 void Merge(const MergeProblem& p) {
+  HWY_DASSERT(p.Valid());  // a precondition (free in Release)
   const int64_t rows = p.batch * p.heads * p.length;
   for (int64_t row0 = 0; row0 < rows; row0 += kMergeBlockRows) {
     MergeBlock(p, row0, rows - row0 < kMergeBlockRows ? rows - row0 : kMergeBlockRows);

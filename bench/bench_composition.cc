@@ -63,7 +63,7 @@
 #include "bench/composition_kernels.h"
 #include "bench/bench_flags.h"
 #include "bench/machine_peak.h"
-#include "src/ops/matmul.h"
+#include "src/linear.h"
 
 namespace {
 

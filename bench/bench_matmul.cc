@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// bench_matmul.cc: the library's packed matmul (src/ops/matmul.h, the
+// bench_matmul.cc: the library's packed matmul (src/linear.h, the
 // projections of the MHA module) against oneDNN's dnnl_sgemm on the same
 // problems, in the same process, at 1 and 2 threads:
 //
@@ -52,7 +52,7 @@
 
 #include "bench/bench_flags.h"
 #include "bench/machine_peak.h"
-#include "src/ops/matmul.h"
+#include "src/linear.h"
 
 #ifdef HWYATTN_BENCH_HAVE_DNNL
 #include <dnnl.h>

@@ -16,9 +16,6 @@
 #include "include/hwyattn.h"
 #include "src/attention.h"
 #include "src/mha.h"
-#include "src/ops/flash_attention.h"
-#include "src/ops/merge_states.h"
-#include "src/targets.h"
 #include "src/threading.h"
 
 namespace hwyattn {
@@ -52,6 +49,11 @@ void InitStruct(T* s, size_t size) {
 }
 
 }  // namespace hwyattn
+
+// The opaque handle of hwyattn.h: one MHA layer, immutable after creation.
+struct hwyattn_mha {
+  hwyattn::MhaLayer layer;
+};
 
 using hwyattn::Fail;
 
@@ -87,7 +89,7 @@ const char* hwyattn_status_string(hwyattn_status status) {
 const char* hwyattn_last_error(void) { return hwyattn::LastError(); }
 
 const char* hwyattn_simd_target(void) {
-  return hwyattn::TargetName(hwyattn::GetFlashKernels().target);
+  return hwyattn::KernelTargetName();
 }
 
 hwyattn_status hwyattn_set_num_threads(int n) {
@@ -176,7 +178,7 @@ hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor* const* outs
     hwyattn::MergeProblem problem;
     const hwyattn_status s = hwyattn::ValidateMerge(n, outs, lses, sinks, out, lse_out, &problem);
     if (s != HWYATTN_OK) return s;
-    hwyattn::GetMergeKernels().merge(problem);  // allocates nothing
+    hwyattn::RunMerge(problem);  // allocates nothing
     return HWYATTN_OK;
   } catch (...) {
     return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_merge_states: unexpected exception");

@@ -14,7 +14,7 @@
 #include "capi/abi_sizes.h"
 #include "capi/error.h"
 #include "src/mha.h"
-#include "src/ops/matmul.h"
+#include "src/tensor.h"
 
 namespace hwyattn {
 namespace {
@@ -43,6 +43,17 @@ const char* DtypeName(hwyattn_dtype t) {
   }
   return "unknown";
 }
+
+// The engine's enums mirror the header's (a view takes the caller's value).
+static_assert(static_cast<int>(Dtype::kF32) == HWYATTN_F32 &&
+                  static_cast<int>(Dtype::kF16) == HWYATTN_F16 &&
+                  static_cast<int>(Dtype::kBF16) == HWYATTN_BF16 &&
+                  static_cast<int>(Dtype::kBool) == HWYATTN_BOOL,
+              "Dtype mirrors hwyattn_dtype");
+static_assert(static_cast<int>(Causal::kNone) == HWYATTN_CAUSAL_NONE &&
+                  static_cast<int>(Causal::kTopLeft) == HWYATTN_CAUSAL_TOP_LEFT &&
+                  static_cast<int>(Causal::kBottomRight) == HWYATTN_CAUSAL_BOTTOM_RIGHT,
+              "Causal mirrors hwyattn_causal");
 
 constexpr unsigned Bit(hwyattn_dtype t) { return 1u << static_cast<unsigned>(t); }
 constexpr unsigned kFloatTypes = Bit(HWYATTN_F32) | Bit(HWYATTN_F16) | Bit(HWYATTN_BF16);
@@ -96,7 +107,7 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
   }
   TensorView& v = out->view;
   v = TensorView();
-  v.dtype = t->dtype;
+  v.dtype = static_cast<Dtype>(t->dtype);
   const int lead = 4 - t->rank;
   int64_t last = 0;  // largest element offset
   for (int i = 0; i < t->rank; ++i) {
@@ -121,7 +132,7 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
                   v.shape[2], v.shape[3]);
     }
   }
-  const size_t size = DtypeSize(t->dtype);
+  const size_t size = DtypeSize(v.dtype);
   uint64_t bytes;
   if (__builtin_mul_overflow(static_cast<uint64_t>(last) + 1, size, &bytes)) {
     return Fail(kInvalid, "%s: the memory span of %" PRId64 " + 1 elements of %zu bytes "
@@ -437,7 +448,7 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
   p->scale = opts->scale != 0.0f
                  ? opts->scale
                  : static_cast<float>(1.0 / sqrt(static_cast<double>(p->head_dim)));
-  p->causal = opts->causal;
+  p->causal = static_cast<Causal>(opts->causal);
   p->has_mask = opts->mask != nullptr;
   if (p->has_mask) p->mask = cmask.view;
   p->key_lengths = opts->kv_len;
@@ -730,6 +741,22 @@ hwyattn_status CheckMergeLse(const Checked& c, const Checked& out0) {
   return HWYATTN_OK;
 }
 
+// Element i of a merge's array of partial descriptors as a rank-4 view
+// (MergeProblem::view): shapes right-aligned, size-1 dimensions with stride
+// 0, the rule of Check, which built and checked the same view.
+TensorView MergeView(const void* array, int64_t i) {
+  const hwyattn_tensor& t = *static_cast<const hwyattn_tensor* const*>(array)[i];
+  TensorView v;
+  v.data = t.data;
+  v.dtype = static_cast<Dtype>(t.dtype);
+  const int lead = 4 - t.rank;
+  for (int d = 0; d < t.rank; ++d) {
+    v.shape[lead + d] = t.shape[d];
+    v.stride[lead + d] = t.shape[d] == 1 ? 0 : t.stride[d];
+  }
+  return v;
+}
+
 }  // namespace
 
 hwyattn_status ValidateMerge(int32_t n, const hwyattn_tensor* const* outs,
@@ -814,6 +841,7 @@ hwyattn_status ValidateMerge(int32_t n, const hwyattn_tensor* const* outs,
   p->count = n;
   p->outs = outs;
   p->lses = lses;
+  p->view = MergeView;
   p->sinks = sinks;
   p->out = co.view;
   p->has_lse = lse_out != nullptr;

@@ -6,9 +6,9 @@
 #define HWYATTN_CAPI_VALIDATE_H_
 
 #include "include/hwyattn.h"
-#include "src/sdpa_problem.h"
+#include "src/merge_problem.h"
 #include "src/mha.h"
-#include "src/ops/merge_states.h"
+#include "src/sdpa_problem.h"
 #include "src/tensor.h"
 
 namespace hwyattn {

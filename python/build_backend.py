@@ -11,7 +11,9 @@ index. It builds:
     makes the wheel platform-specific), and its .dist-info;
   - an sdist: this directory's sources;
   - an editable wheel: a .pth file pointing at this directory.
-Metadata comes from pyproject.toml's [project] table.
+Metadata comes from pyproject.toml's [project] table, except the version,
+which has one home: the C header's HWYATTN_VERSION_MAJOR/MINOR/PATCH
+(../include/hwyattn.h in a source checkout; an sdist carries it in PKG-INFO).
 """
 
 import base64
@@ -39,7 +41,7 @@ def _read_project():
     text = data.decode("utf-8")
     section = text.split("[project]", 1)[1].split("\n[", 1)[0]
     project = {}
-    for key in ("name", "version", "description", "requires-python", "readme"):
+    for key in ("name", "description", "requires-python", "readme"):
         m = re.search(r'^%s\s*=\s*"([^"]*)"' % re.escape(key), section, re.M)
         if m:
             project[key] = m.group(1)
@@ -53,9 +55,33 @@ def _read_project():
     return project
 
 
+def _version():
+    """MAJOR.MINOR.PATCH from include/hwyattn.h, or from an sdist's PKG-INFO."""
+    header = os.path.join(_HERE, os.pardir, "include", "hwyattn.h")
+    if os.path.exists(header):
+        with open(header, encoding="utf-8") as f:
+            text = f.read()
+        parts = []
+        for part in ("MAJOR", "MINOR", "PATCH"):
+            m = re.search(r"^#define HWYATTN_VERSION_%s +([0-9]+)" % part, text, re.M)
+            if not m:
+                raise RuntimeError("%s defines no HWYATTN_VERSION_%s" % (header, part))
+            parts.append(m.group(1))
+        return ".".join(parts)
+    pkg_info = os.path.join(_HERE, "PKG-INFO")
+    if os.path.exists(pkg_info):
+        with open(pkg_info, encoding="utf-8") as f:
+            m = re.search(r"^Version: *(\S+)", f.read(), re.M)
+        if m:
+            return m.group(1)
+    raise RuntimeError("the version comes from %s (or an sdist's PKG-INFO); neither exists"
+                       % os.path.normpath(header))
+
+
 def _metadata():
     p = _read_project()
-    lines = ["Metadata-Version: 2.1", "Name: %s" % p["name"], "Version: %s" % p["version"]]
+    version = _version()
+    lines = ["Metadata-Version: 2.1", "Name: %s" % p["name"], "Version: %s" % version]
     if p.get("description"):
         lines.append("Summary: %s" % p["description"])
     if p.get("license", {}).get("text"):
@@ -72,7 +98,7 @@ def _metadata():
         lines.append("Description-Content-Type: text/markdown")
         with open(os.path.join(_HERE, readme), encoding="utf-8") as f:
             body = "\n" + f.read()
-    return p["name"], p["version"], "\n".join(lines) + "\n" + body
+    return p["name"], version, "\n".join(lines) + "\n" + body
 
 
 def _package_files():

@@ -22,6 +22,7 @@
 
 #include "src/ops/decode_attention.h"
 #include "src/ops/flash_attention.h"
+#include "src/ops/merge_states.h"
 #include "src/ops/score_rules.h"
 #include "src/ops/small_attention.h"
 #include "src/scratch.h"
@@ -30,10 +31,6 @@
 
 namespace hwyattn {
 namespace {
-
-// A thread must get at least this much work to pay for waking it (a fork/join
-// costs a few microseconds; 2 MFLOP take ~10 us on one core).
-constexpr double kMinFlopsPerThread = 2e6;
 
 // a * b into *out, false on size_t overflow.
 bool MulSize(size_t a, size_t b, size_t* out) { return !__builtin_mul_overflow(a, b, out); }
@@ -64,15 +61,6 @@ struct Work {
     kernels->attend(*plan, Item(i), next >= 0 ? &next_item : nullptr, scratch);
   }
 };
-
-// Workers worth waking for `flops` of work split into `items` pieces (at
-// most what the executor has: the caller's pool's num_workers or the
-// thread count; never more than the items).
-int64_t ThreadsFor(const Executor& executor, double flops, int64_t items) {
-  int64_t threads = std::min<int64_t>(executor.MaxWorkers(),
-                                      static_cast<int64_t>(flops / kMinFlopsPerThread) + 1);
-  return std::max<int64_t>(1, std::min(threads, items));
-}
 
 double AttentionFlops(const SdpaProblem& p) {
   return 2.0 * static_cast<double>(p.batch * p.q_heads) * static_cast<double>(p.q_len) *
@@ -139,7 +127,7 @@ hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
   // Work items: runs of consecutive chunks when that still leaves 4 items
   // per thread (a contiguous split of fewer is uneven), else single chunks.
   // The run length never changes a result, only which thread does what.
-  const int64_t threads = ThreadsFor(p.executor, flops, heads * plan.chunks);
+  const int64_t threads = WorkersFor(p.executor, flops, heads * plan.chunks);
   const int64_t runs = (plan.chunks + kDecodeRun - 1) / kDecodeRun;
   plan.run = heads * runs >= 4 * threads ? kDecodeRun : 1;
   const int64_t runs_per_head = (plan.chunks + plan.run - 1) / plan.run;
@@ -202,11 +190,11 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
   plan.geometry = g;
   plan.key_panels = (p.kv_len + mr - 1) / mr;
   plan.keys_in_place =
-      !p.Paged() && p.k.dtype == HWYATTN_F32 && (p.k.stride[3] == 1 || p.head_dim == 1);
+      !p.Paged() && p.k.dtype == Dtype::kF32 && (p.k.stride[3] == 1 || p.head_dim == 1);
   const int64_t lanes = static_cast<int64_t>(g.lanes);
   plan.value_dim_pad = (p.value_dim + lanes - 1) / lanes * lanes;
   plan.values_in_place =
-      !p.Paged() && p.v.dtype == HWYATTN_F32 && (p.v.stride[3] == 1 || p.value_dim == 1);
+      !p.Paged() && p.v.dtype == Dtype::kF32 && (p.v.stride[3] == 1 || p.value_dim == 1);
   plan.q_scale = p.scale * kLog2e;
 
   // Sizes: every product is checked, a failure is reported as out of memory
@@ -245,7 +233,7 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
   const int64_t query_tile = static_cast<int64_t>(g.query_tile);
   work.tiles_per_head = (rows_per_head + query_tile - 1) / query_tile;
   const int64_t items = work.heads * work.tiles_per_head;
-  const int64_t threads = ThreadsFor(p.executor, flops, items);
+  const int64_t threads = WorkersFor(p.executor, flops, items);
   // The workers' shares follow the packed K/V (bounded by the thread count).
   const size_t share_floats = ShareFloats(threads);
   size_t shared_floats;
@@ -293,5 +281,9 @@ hwyattn_status RunSdpa(const SdpaProblem& p) {
   }
   return DecodeApplies(p) ? RunDecode(p, flops) : RunFlash(p, flops);
 }
+
+void RunMerge(const MergeProblem& p) { GetMergeKernels().merge(p); }
+
+const char* KernelTargetName() { return TargetName(GetFlashKernels().target); }
 
 }  // namespace hwyattn

@@ -1,19 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Scaled dot-product attention: the planner that runs a validated problem
-// (packing, work split over threads, kernel choice).
+// The attention entry points of the engine: scaled dot-product attention
+// (the planner that runs a validated problem: packing, work split over
+// threads, kernel choice), the merge of partial states, and which SIMD
+// target the kernels run on.
 #ifndef HWYATTN_SRC_ATTENTION_H_
 #define HWYATTN_SRC_ATTENTION_H_
 
 #include <stdint.h>
 
 #include "include/hwyattn.h"
+#include "src/merge_problem.h"
 #include "src/sdpa_problem.h"
 
 namespace hwyattn {
 
 // Runs the problem. Returns HWYATTN_OK or HWYATTN_OUT_OF_MEMORY (scratch).
 hwyattn_status RunSdpa(const SdpaProblem& p);
+
+// Merges the partial states on the calling thread. Allocates nothing.
+void RunMerge(const MergeProblem& p);
+
+// Highway's name of the SIMD target the kernels run on (e.g. "AVX3"), after
+// the HWYATTN_TARGET cap.
+const char* KernelTargetName();
 
 }  // namespace hwyattn
 

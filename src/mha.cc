@@ -14,7 +14,7 @@ TensorView HeadsView(const float* data, int64_t batch, int64_t heads, int64_t le
                      int64_t head_dim) {
   TensorView v;
   v.data = data;
-  v.dtype = HWYATTN_F32;
+  v.dtype = Dtype::kF32;
   const int64_t shape[4] = {batch, heads, len, head_dim};
   const int64_t stride[4] = {len * heads * head_dim, head_dim, heads * head_dim, 1};
   for (int i = 0; i < 4; ++i) {

@@ -10,7 +10,8 @@
 
 #include "include/hwyattn.h"
 #include "src/attention.h"
-#include "src/ops/matmul.h"
+#include "src/linear.h"
+#include "src/tensor.h"
 
 namespace hwyattn {
 
@@ -44,10 +45,5 @@ class MhaLayer {
 };
 
 }  // namespace hwyattn
-
-// The opaque handle of hwyattn.h.
-struct hwyattn_mha {
-  hwyattn::MhaLayer layer;
-};
 
 #endif  // HWYATTN_SRC_MHA_H_

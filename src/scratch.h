@@ -13,6 +13,12 @@ namespace hwyattn {
 
 constexpr size_t kScratchAlign = 64;
 
+// Whether p is kScratchAlign-aligned, as every slice of scratch the planner
+// hands a kernel is (a precondition the kernels assert).
+inline bool IsScratchAligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % kScratchAlign == 0;
+}
+
 // Rounds n floats up to a whole number of cache lines.
 inline size_t PadFloats(size_t n) {
   constexpr size_t kLine = kScratchAlign / sizeof(float);

@@ -8,7 +8,6 @@
 
 #include <stdint.h>
 
-#include "include/hwyattn.h"
 #include "src/tensor.h"
 #include "src/threading.h"
 
@@ -24,6 +23,9 @@ struct KvPages {
   int64_t page_size = 0;
 };
 
+// The causal mask: hwyattn_causal's values (capi checks that they match).
+enum class Causal : int32_t { kNone = 0, kTopLeft = 1, kBottomRight = 2 };
+
 // One hwyattn_sdpa call after validation: every view is rank 4 and
 // broadcastable as documented, sizes are consistent and overflow-free.
 struct SdpaProblem {
@@ -34,7 +36,7 @@ struct SdpaProblem {
   int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0;
   int64_t head_dim = 0, value_dim = 0;
   float scale = 0.0f;  // resolved: never 0
-  hwyattn_causal causal = HWYATTN_CAUSAL_NONE;
+  Causal causal = Causal::kNone;
   bool has_mask = false;
   TensorView mask;  // broadcast to [B, Hq, Lq, Lk]; BOOL or F32
   const int32_t* key_lengths = nullptr;  // [B] or null
@@ -53,6 +55,22 @@ struct SdpaProblem {
   KvPages pages;
 
   int64_t group() const { return q_heads / kv_heads; }
+  // What validation established, checked by the kernels' preconditions
+  // (HWY_DASSERT: on in debug and sanitizer builds, free in Release): sizes
+  // >= 1, Hkv divides Hq, the views agree with the sizes, every tensor a
+  // kernel reads or writes is there, out is F32, the scale is resolved.
+  bool Valid() const {
+    return batch >= 1 && q_heads >= 1 && kv_heads >= 1 && q_heads % kv_heads == 0 &&
+           q_len >= 1 && kv_len >= 1 && head_dim >= 1 && value_dim >= 1 && scale != 0.0f &&
+           q.data != nullptr && k.data != nullptr && v.data != nullptr && out.data != nullptr &&
+           out.dtype == Dtype::kF32 && q.shape[1] == q_heads && q.shape[2] == q_len &&
+           q.shape[3] == head_dim && k.shape[1] == kv_heads && (Paged() || k.shape[2] == kv_len) &&
+           k.shape[3] == head_dim && v.shape[1] == kv_heads && (Paged() || v.shape[2] == kv_len) &&
+           v.shape[3] == value_dim && out.shape[0] == batch && out.shape[1] == q_heads &&
+           out.shape[2] == q_len && out.shape[3] == value_dim &&
+           (!has_mask || mask.data != nullptr) && (!has_weights || weights.data != nullptr) &&
+           (!has_lse || lse.data != nullptr);
+  }
   // Element offset, in a [B, Hq, Lq, *] tensor (q, out, weights), of row r of
   // kv head kvh's G * Lq query rows, which are position-major: position r / G
   // of query head kvh * G + r % G.
@@ -80,7 +98,7 @@ struct SdpaProblem {
   // Query row i has position i + PositionOffset() (key j has position j):
   // the causal mask and the windows compare positions.
   int64_t PositionOffset() const {
-    return causal == HWYATTN_CAUSAL_BOTTOM_RIGHT ? kv_len - q_len : 0;
+    return causal == Causal::kBottomRight ? kv_len - q_len : 0;
   }
   // Whether any score modifier is on (windows, softcap, ALiBi, sinks).
   bool HasModifiers() const {
@@ -91,7 +109,7 @@ struct SdpaProblem {
   // see (causal, windows, a mask tensor): their probabilities there are
   // exactly 0, and P . V must not let 0 * NaN (a non-finite V) reach them.
   bool MayBlockPerRow() const {
-    return causal != HWYATTN_CAUSAL_NONE || has_mask || window_left != 0 || window_right != 0;
+    return causal != Causal::kNone || has_mask || window_left != 0 || window_right != 0;
   }
   // The keys [*first, *end) of batch b that a query at position `pos` may
   // see by position (kv_len, causal, windows; masks come on top), with
@@ -103,7 +121,7 @@ struct SdpaProblem {
   void VisibleKeys(int64_t b, int64_t pos, int64_t* first, int64_t* end) const {
     const int64_t key_end = KeyEnd(b);
     int64_t hi = key_end;
-    if (causal != HWYATTN_CAUSAL_NONE && pos + 1 < hi) hi = pos + 1;
+    if (causal != Causal::kNone && pos + 1 < hi) hi = pos + 1;
     int64_t lo = 0;
     if (kWindows) {
       // Windows are compared without forming pos +- W, which may overflow.

@@ -1,23 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Internal tensor view: a validated hwyattn_tensor normalised to rank 4.
+// Internal views of caller memory: TensorView (a validated hwyattn_tensor
+// normalised to rank 4) and RowsView (the rows of a matrix, for the packed
+// matmul). Neither uses a type of the public header, so that kernels need
+// none: capi converts (validate.cc).
 #ifndef HWYATTN_SRC_TENSOR_H_
 #define HWYATTN_SRC_TENSOR_H_
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "include/hwyattn.h"
-
 namespace hwyattn {
 
+// Element types: hwyattn_dtype's values (capi checks that they match).
+enum class Dtype : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2, kBool = 3 };
+
 // Bytes of one element of `t`.
-inline size_t DtypeSize(hwyattn_dtype t) {
+inline size_t DtypeSize(Dtype t) {
   switch (t) {
-    case HWYATTN_F32: return 4;
-    case HWYATTN_F16:
-    case HWYATTN_BF16: return 2;
-    case HWYATTN_BOOL: return 1;
+    case Dtype::kF32: return 4;
+    case Dtype::kF16:
+    case Dtype::kBF16: return 2;
+    case Dtype::kBool: return 1;
   }
   return 1;
 }
@@ -28,7 +32,7 @@ inline size_t DtypeSize(hwyattn_dtype t) {
 // shape it broadcasts to by clamping nothing: coordinate * stride is 0 there.
 struct TensorView {
   const void* data = nullptr;
-  hwyattn_dtype dtype = HWYATTN_F32;
+  Dtype dtype = Dtype::kF32;
   int64_t shape[4] = {1, 1, 1, 1};
   int64_t stride[4] = {0, 0, 0, 0};
 
@@ -42,6 +46,30 @@ struct TensorView {
   template <typename T>
   T* AsMutable() const {
     return static_cast<T*>(const_cast<void*>(data));
+  }
+};
+
+// A row-major view of a [rows, cols] float matrix in caller memory, with rows
+// that may come from a [groups, rows_per_group] batch: row m sits at
+// (m / rows_per_group) * group_stride + (m % rows_per_group) * row_stride,
+// column j at j * col_stride further.
+struct RowsView {
+  float* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  int64_t rows_per_group = 1, group_stride = 0, row_stride = 0, col_stride = 1;
+
+  int64_t RowOffset(int64_t m) const {
+    return (m / rows_per_group) * group_stride + (m % rows_per_group) * row_stride;
+  }
+  // A dense [rows, cols] matrix with row stride `ld`.
+  static RowsView Dense(float* data, int64_t rows, int64_t cols, int64_t ld) {
+    RowsView v;
+    v.data = data;
+    v.rows = rows;
+    v.cols = cols;
+    v.rows_per_group = rows;
+    v.row_stride = ld;
+    return v;
   }
 };
 

@@ -36,6 +36,22 @@ struct Executor {
   int64_t MaxWorkers() const;
 };
 
+// A thread must get at least this much work to pay for waking it (a
+// fork/join costs a few microseconds; 2 MFLOP take ~10 us on one core).
+constexpr double kMinFlopsPerWorker = 2e6;
+
+// Workers worth waking for `flops` of work split into `items` pieces:
+// min(executor.MaxWorkers(), flops / kMinFlopsPerWorker + 1, items), at
+// least 1. The one thread-count rule of every parallel phase, so that small
+// calls never wake a second thread.
+inline int64_t WorkersFor(const Executor& executor, double flops, int64_t items) {
+  int64_t workers = executor.MaxWorkers();
+  const int64_t worth = static_cast<int64_t>(flops / kMinFlopsPerWorker) + 1;
+  if (worth < workers) workers = worth;
+  if (items < workers) workers = items;
+  return workers < 1 ? 1 : workers;
+}
+
 // A worker of a parallel region: body(ctx, worker).
 using WorkerFn = void (*)(void* ctx, int64_t worker);
 

@@ -385,6 +385,8 @@ std::vector<BadCase> SdpaCases() {
        {"out", "dtype BOOL"}},
       {"MaskDtypeBf16", e, [](Env& x) { x.mask.t.dtype = HWYATTN_BF16; }, kUnsupported,
        {"mask", "dtype BF16"}},
+      {"MaskDtypeF16", e, [](Env& x) { x.mask.t.dtype = HWYATTN_F16; }, kUnsupported,
+       {"mask", "dtype F16"}},
       {"WeightsDtypeF16", e, [](Env& x) { x.weights.t.dtype = HWYATTN_F16; }, kUnsupported,
        {"weights", "dtype F16"}},
       {"LseDtypeBool", e, [](Env& x) { x.lse.t.dtype = HWYATTN_BOOL; }, kInvalid,
@@ -429,6 +431,13 @@ std::vector<BadCase> SdpaCases() {
        {"mask: query length (shape[2]) is 4", "1 or 5"}},
       {"MaskKeyLengthMismatch", e, [](Env& x) { x.mask.t.shape[3] = 10; }, kInvalid,
        {"mask: key length (shape[3]) is 10", "1 or 9"}},
+      {"MaskRank2QueryLengthMismatch", e,
+       [](Env& x) {
+         x.mask.t.rank = 2;  // [Lq, Lk], broadcast over batch and heads
+         x.mask.t.shape[0] = 2, x.mask.t.shape[1] = 9;
+         x.mask.t.stride[0] = 9, x.mask.t.stride[1] = 1;
+       },
+       kInvalid, {"mask: query length (shape[0]) is 2", "1 or 5"}},
       {"WeightsKeyLengthMismatch", e, [](Env& x) { x.weights.t.shape[3] = 8; }, kInvalid,
        {"weights: key length (shape[3]) is 8", "9"}},
       {"WeightsHeadsBroadcast", e, [](Env& x) { x.weights.t.shape[1] = 1; }, kInvalid,
@@ -461,6 +470,7 @@ std::vector<BadCase> SdpaCases() {
        {"opts: struct_size is 4294967295"}},
       {"ScaleNaN", e, [](Env& x) { x.opts.scale = kNaN; }, kInvalid, {"opts: scale is nan"}},
       {"ScaleInf", e, [](Env& x) { x.opts.scale = -kInf; }, kInvalid, {"opts: scale is -inf"}},
+      {"ScalePlusInf", e, [](Env& x) { x.opts.scale = kInf; }, kInvalid, {"opts: scale is inf"}},
       {"Causal3", e, [](Env& x) { x.opts.causal = EnumFromInt<hwyattn_causal>(3); }, kInvalid,
        {"opts: causal is 3"}},
       {"CausalNegative", e, [](Env& x) { x.opts.causal = EnumFromInt<hwyattn_causal>(-7); },

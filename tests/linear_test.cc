@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The packed matmul behind the MHA projections (src/ops/matmul.h: Linear,
+// The packed matmul behind the MHA projections (src/linear.h: Linear,
 // PackedWeights) against a double-precision product, on shapes that reach
 // every part of its blocking: depth blocks (k past the depth block of 1024,
 // with a short last one), narrow last column panels, partial row panels and
@@ -20,7 +20,7 @@
 
 #include "gtest/gtest.h"
 #include "hwyattn.h"
-#include "src/ops/matmul.h"
+#include "src/linear.h"
 
 namespace hwyattn {
 namespace {

@@ -86,7 +86,7 @@ Cache MakeCache(size_t n, hwyattn_dtype dtype, std::mt19937* rng) {
 TensorView View(const void* data, hwyattn_dtype dtype, const int64_t shape[4]) {
   TensorView t;
   t.data = data;
-  t.dtype = dtype;
+  t.dtype = static_cast<Dtype>(dtype);
   int64_t stride = 1;
   for (int i = 3; i >= 0; --i) {
     t.shape[i] = shape[i];
@@ -146,7 +146,7 @@ TEST_P(PagedTest, MatchesContiguous) {
   p.head_dim = c.d;
   p.value_dim = dv;
   p.scale = 1.0f / sqrtf(static_cast<float>(c.d));
-  p.causal = c.causal;
+  p.causal = static_cast<Causal>(c.causal);
   p.has_lse = true;
 
   SdpaProblem flat = p;

@@ -27,8 +27,6 @@ from ._attention import sdpa
 from ._merge import merge_states
 from ._mha import MultiheadAttention
 
-__version__ = "0.2.0"
-
 __all__ = [
     "sdpa", "merge_states", "MultiheadAttention", "Error", "InvalidArgumentError", "UnsupportedError",
     "OutOfMemoryError", "version", "abi_version", "simd_target", "set_num_threads",
@@ -39,6 +37,14 @@ __all__ = [
 def version():
     """The C library's version, e.g. "0.2.0"."""
     return _capi.function("hwyattn_version")().decode()
+
+
+def __getattr__(name):
+    # hwyattn.__version__ is the loaded library's version (hwyattn_version()),
+    # looked up on first use, so that importing the package loads nothing.
+    if name == "__version__":
+        return version()
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 def abi_version():

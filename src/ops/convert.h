@@ -2,7 +2,7 @@
 //
 // The storage dtypes of K, V and Q: their tag types, their scalar conversion
 // to float (exact: every f16 and bf16 value is a float), and the one switch
-// from an hwyattn_dtype to the tag type that every kernel goes through.
+// from a Dtype to the tag type that every kernel goes through.
 #ifndef HWYATTN_SRC_OPS_CONVERT_H_
 #define HWYATTN_SRC_OPS_CONVERT_H_
 
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "hwy/base.h"
-#include "include/hwyattn.h"
+#include "src/tensor.h"
 
 namespace hwyattn {
 
@@ -45,11 +45,11 @@ inline float ToFloat(F16 x) {
 // Validation admits nothing else here, so any other dtype is a bug in
 // hwyattn: it aborts rather than reading memory as the wrong type.
 template <class Body>
-HWY_INLINE void DispatchFloatDtype(hwyattn_dtype dtype, const Body& body) {
+HWY_INLINE void DispatchFloatDtype(Dtype dtype, const Body& body) {
   switch (dtype) {
-    case HWYATTN_F32: body(float{}); return;
-    case HWYATTN_F16: body(F16{}); return;
-    case HWYATTN_BF16: body(BF16{}); return;
+    case Dtype::kF32: body(float{}); return;
+    case Dtype::kF16: body(F16{}); return;
+    case Dtype::kBF16: body(BF16{}); return;
     default: break;
   }
   HWY_ABORT("hwyattn: dtype %d reached a kernel that reads F32, F16 or BF16",

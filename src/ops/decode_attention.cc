@@ -486,6 +486,15 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
 
 void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0, int64_t count,
                   float* HWY_RESTRICT scratch) {
+  // Preconditions (free in Release).
+  HWY_DASSERT(plan.problem != nullptr && plan.problem->Valid() && DecodeApplies(*plan.problem));
+  HWY_DASSERT(0 <= b && b < plan.problem->batch && 0 <= kvh && kvh < plan.problem->kv_heads);
+  HWY_DASSERT(plan.rows == plan.problem->q_len * plan.problem->group() &&
+              plan.rows <= kDecodeMaxRows);
+  HWY_DASSERT(1 <= count && count <= plan.run && plan.run <= kDecodeRun && 0 <= chunk0 &&
+              chunk0 + count <= plan.chunks);
+  HWY_DASSERT(plan.partial_out != nullptr && plan.partial_stats != nullptr &&
+              IsScratchAligned(scratch));
   // K and V have one dtype (DecodeApplies): F16/BF16 caches are read in
   // place, widened on load (they halve the bytes a memory-bound step streams).
   DispatchFloatDtype(plan.problem->k.dtype, [&](auto tag) {
@@ -501,6 +510,8 @@ void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0
 // sum_c 2^(m_c - M) l_c, lse = (M + log2 l) ln 2. The order is fixed, so the
 // result does not depend on which thread computed which chunk.
 void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
+  HWY_DASSERT(plan.problem != nullptr && 0 <= b && b < plan.problem->batch && 0 <= kvh &&
+              kvh < plan.problem->kv_heads && plan.chunks >= 1);
   const DF df;
   const SdpaProblem& p = *plan.problem;
   const int64_t group = p.group(), value_dim = p.value_dim, rows = plan.rows;

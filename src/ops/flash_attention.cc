@@ -187,6 +187,9 @@ void PackValues(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRIC
 }
 
 void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
+  // Preconditions (free in Release).
+  HWY_DASSERT(plan.problem != nullptr && plan.problem->Valid() && plan.packed != nullptr);
+  HWY_DASSERT(0 <= b && b < plan.problem->batch && 0 <= kvh && kvh < plan.problem->kv_heads);
   const SdpaProblem& p = *plan.problem;
   float* k_dst = const_cast<float*>(plan.PackedK(b, kvh));
   if (!plan.keys_in_place) {
@@ -567,6 +570,16 @@ void StoreOutputs(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, in
 
 void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
             float* HWY_RESTRICT scratch) {
+  // Preconditions (free in Release): an item is a whole query tile of one
+  // (batch, kv head); the planner's scratch slice is aligned.
+  HWY_DASSERT(plan.problem != nullptr && plan.problem->Valid() && IsScratchAligned(scratch));
+  HWY_DASSERT(plan.geometry.query_tile == kQueryTile && plan.geometry.key_tile == kKeyTile);
+  HWY_DASSERT(0 <= item.b && item.b < plan.problem->batch && 0 <= item.kvh &&
+              item.kvh < plan.problem->kv_heads);
+  HWY_DASSERT(0 <= item.row0 && item.row0 < plan.problem->q_len * plan.problem->group() &&
+              item.row0 % static_cast<int64_t>(kQueryTile) == 0);
+  HWY_DASSERT(next == nullptr || (0 <= next->b && next->b < plan.problem->batch &&
+                                  0 <= next->kvh && next->kvh < plan.problem->kv_heads));
   const DF df;
   const SdpaProblem& p = *plan.problem;
   const int64_t b = item.b, kvh = item.kvh, row0 = item.row0;
@@ -609,7 +622,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   const LaneModifiers lane_mods{&rule, rule.slopes != nullptr ? lane_slope : nullptr, lane_pos};
   const LaneModifiers* mods = rule.any ? &lane_mods : nullptr;
 
-  if (p.q.dtype == HWYATTN_F32 && p.q.stride[3] == 1) {
+  if (p.q.dtype == Dtype::kF32 && p.q.stride[3] == 1) {
     PackQueriesF32(p, b, kvh, row0, rows, plan.q_scale, q_t);
   } else {
     DispatchFloatDtype(p.q.dtype, [&](auto tag) {

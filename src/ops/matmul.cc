@@ -15,36 +15,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include <algorithm>
 
 #include "src/ops/matmul.h"
 #include "src/scratch.h"
 #include "src/targets.h"
-#include "src/threading.h"
-
-#ifndef HWYATTN_SRC_OPS_MATMUL_CC_ONCE_
-#define HWYATTN_SRC_OPS_MATMUL_CC_ONCE_
-namespace hwyattn {
-
-// One target's matmul kernels. `target` comes first (see PickKernels).
-struct MatmulKernels {
-  int64_t target;
-  size_t tile_rows;  // MR
-  size_t tile_cols;  // NR = kTileVectors * lanes
-  // dst[(p * k + kk) * NR + c] = w[(p * NR + c) * k + kk], zero past n.
-  void (*pack_weights)(const float* w, int64_t n, int64_t k, float* dst);
-  size_t row_panels;  // MR-row panels per work item (MC = row_panels * MR)
-  // Rows [m0, m0 + MC) of every output, using row_panels * k floats of
-  // panels (each start padded to a cache line).
-  void (*multiply_rows)(const RowsView& x, int64_t m0, const LinearOutput* outputs,
-                        size_t num_outputs, float* a_panels);
-};
-
-}  // namespace hwyattn
-#endif  // HWYATTN_SRC_OPS_MATMUL_CC_ONCE_
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/ops/matmul.cc"
@@ -83,6 +59,8 @@ constexpr size_t kLineFloats = 64 / sizeof(float);
 // W [n, k] as [ceil(n / NR)][k][NR] panels (zero past n): panel p's depth
 // block [k0, k0 + kc) is the contiguous kc x NR slice at (p * k + k0) * NR.
 void PackWeights(const float* w, int64_t n, int64_t k, float* dst) {
+  // Preconditions (free in Release).
+  HWY_DASSERT(n >= 1 && k >= 0 && (w != nullptr || k == 0) && IsScratchAligned(dst));
   const int64_t panels = (n + kNR - 1) / kNR;
   for (int64_t p = 0; p < panels; ++p) {
     float* HWY_RESTRICT panel = dst + p * k * static_cast<int64_t>(kNR);
@@ -180,6 +158,17 @@ void MultiplyPanel(const RowsView& x, int64_t m0, size_t row_panels,
 
 void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs,
                   size_t num_outputs, float* HWY_RESTRICT a_panels) {
+  // Preconditions (free in Release): m0 starts an item of x; every output
+  // is [x.rows, w->n] from weights packed for x's depth.
+  HWY_DASSERT(x.data != nullptr || x.cols == 0);
+  HWY_DASSERT(0 <= m0 && m0 < x.rows && m0 % static_cast<int64_t>(kMR) == 0);
+  HWY_DASSERT(IsScratchAligned(a_panels) && outputs != nullptr && num_outputs >= 1);
+  for (size_t o = 0; o < num_outputs; ++o) {
+    HWY_DASSERT(outputs[o].w != nullptr && outputs[o].w->k == x.cols &&
+                outputs[o].w->panels != nullptr && outputs[o].w->bias != nullptr);
+    HWY_DASSERT(outputs[o].y.data != nullptr && outputs[o].y.rows == x.rows &&
+                outputs[o].y.cols == outputs[o].w->n);
+  }
   const size_t N = hn::Lanes(DF());
   const int64_t k = x.cols;
   const size_t panel_floats = PadFloats(static_cast<size_t>(k) * kMR);
@@ -190,18 +179,18 @@ void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs,
     PackRows(x, row, a_panels + row_panels * panel_floats);
   }
   for (size_t o = 0; o < num_outputs; ++o) {
-    const PackedWeights& w = *outputs[o].w;
-    const int64_t panels = (w.n() + kNR - 1) / kNR;
-    const float* end = w.panels() + panels * k * static_cast<int64_t>(kNR);
+    const PackedMatrix& w = *outputs[o].w;
+    const int64_t panels = (w.n + kNR - 1) / kNR;
+    const float* end = w.panels + panels * k * static_cast<int64_t>(kNR);
     for (int64_t p = 0; p < panels; ++p) {
       const int64_t n0 = p * static_cast<int64_t>(kNR);
-      const int64_t cols = std::min<int64_t>(kNR, w.n() - n0);
+      const int64_t cols = std::min<int64_t>(kNR, w.n - n0);
       const size_t vectors = (static_cast<size_t>(cols) + N - 1) / N;
       // At least one depth block, so that k = 0 still writes the bias.
       int64_t k0 = 0;
       do {
         const size_t kc = static_cast<size_t>(std::min<int64_t>(kDepth, k - k0));
-        const float* b = w.panels() + (p * k + k0) * static_cast<int64_t>(kNR);
+        const float* b = w.panels + (p * k + k0) * static_cast<int64_t>(kNR);
         // The next slice (this panel's next depth block or the next panel's
         // first) follows this one in memory.
         const float* next = b + kc * kNR;
@@ -209,14 +198,14 @@ void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs,
             static_cast<size_t>(std::min<ptrdiff_t>(static_cast<ptrdiff_t>(kc * kNR), end - next)) /
             kLineFloats;
         if (vectors == 1) {
-          MultiplyPanel<1>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, w.bias(), n0,
+          MultiplyPanel<1>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, w.bias, n0,
                            cols, outputs[o].y, next, next_lines);
         } else if (vectors == 2) {
-          MultiplyPanel<2>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, w.bias(), n0,
+          MultiplyPanel<2>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, w.bias, n0,
                            cols, outputs[o].y, next, next_lines);
         } else {
           MultiplyPanel<kTileVectors>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b,
-                                      w.bias(), n0, cols, outputs[o].y, next, next_lines);
+                                      w.bias, n0, cols, outputs[o].y, next, next_lines);
         }
         k0 += static_cast<int64_t>(kc);
       } while (k0 < k);
@@ -236,82 +225,12 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace hwyattn {
-namespace {
 
 HWY_EXPORT(GetMatmulKernelTable);
 
 const MatmulKernels& GetMatmulKernels() {
   static const MatmulKernels* const kernels = PickKernels(HWY_DISPATCH_TABLE(GetMatmulKernelTable));
   return *kernels;
-}
-
-// Each thread must get at least this much work to pay for waking it.
-constexpr double kMinFlopsPerThread = 2e6;
-
-}  // namespace
-
-AlignedFloats AllocateFloats(size_t n) {
-  if (n > (SIZE_MAX - kScratchAlign) / sizeof(float)) return AlignedFloats(nullptr);
-  const size_t bytes = (std::max<size_t>(n, 1) * sizeof(float) + kScratchAlign - 1) /
-                       kScratchAlign * kScratchAlign;
-  float* p = static_cast<float*>(AlignedAlloc(bytes));  // src/scratch.h (test hook)
-  if (p != nullptr) memset(p, 0, bytes);
-  return AlignedFloats(p);
-}
-
-bool PackedWeights::Pack(const float* w, const float* bias, int64_t n, int64_t k) {
-  const MatmulKernels& kernels = GetMatmulKernels();
-  const size_t nr = kernels.tile_cols;
-  const size_t padded_n = (static_cast<size_t>(n) + nr - 1) / nr * nr;
-  panels_ = AllocateFloats(padded_n * static_cast<size_t>(k));
-  bias_ = AllocateFloats(padded_n);
-  if (!panels_ || !bias_) return false;
-  kernels.pack_weights(w, n, k, panels_.get());
-  if (bias != nullptr) memcpy(bias_.get(), bias, static_cast<size_t>(n) * sizeof(float));
-  n_ = n;
-  k_ = k;
-  return true;
-}
-
-hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num_outputs,
-                      const Executor& executor) {
-  const MatmulKernels& kernels = GetMatmulKernels();
-  const int64_t rows_per_item = static_cast<int64_t>(kernels.tile_rows * kernels.row_panels);
-  const int64_t items = (x.rows + rows_per_item - 1) / rows_per_item;
-  double flops = 0.0;
-  for (size_t o = 0; o < num_outputs; ++o) {
-    flops += 2.0 * static_cast<double>(x.rows) * static_cast<double>(x.cols) *
-             static_cast<double>(outputs[o].w->n());
-  }
-  int64_t threads = std::min<int64_t>(executor.MaxWorkers(),
-                                      static_cast<int64_t>(flops / kMinFlopsPerThread) + 1);
-  threads = std::max<int64_t>(1, std::min(threads, items));
-  // Per worker: its A panels; before them, the workers' item shares.
-  const size_t item_floats =
-      PadFloats(static_cast<size_t>(x.cols) * kernels.tile_rows) * kernels.row_panels;
-  const size_t share_floats = ShareFloats(threads);
-  float* scratch = static_cast<float*>(ThreadScratch(
-      ScratchSlot::kMatmul, (share_floats + item_floats * static_cast<size_t>(threads)) * sizeof(float)));
-  if (scratch == nullptr) return HWYATTN_OUT_OF_MEMORY;
-  float* panels = scratch + share_floats;
-  if (threads == 1) {
-    for (int64_t i = 0; i < items; ++i) {
-      kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, panels);
-    }
-    return HWYATTN_OK;
-  }
-  // Contiguous shares of rows: in a layer, the rows a worker projects are
-  // then those of the batches whose attention heads it owns (see
-  // RunFlash), still in its L2 (M1 on 2 threads: +1.7-2.2% over handing out
-  // items one by one).
-  ItemShare* shares = InitShares(scratch, threads, items);
-  ParallelRegion(executor, threads, [&](int64_t me) {
-    float* mine = panels + static_cast<size_t>(me) * item_floats;
-    RunShares(shares, threads, me, [&](int64_t i, int64_t /*next*/) {
-      kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, mine);
-    });
-  });
-  return HWYATTN_OK;
 }
 
 }  // namespace hwyattn

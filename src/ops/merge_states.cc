@@ -131,7 +131,7 @@ void MergeBlock(const MergeProblem& p, int64_t row0, int64_t rows) {
   // The maximum of each row's lses and sink; NaN noted apart (a comparison
   // would drop it).
   for (int64_t i = 0; i < p.count; ++i) {
-    const TensorView lv = MergeView(*p.lses[i]);
+    const TensorView lv = p.PartialLse(i);
     const float* lse = lv.As<float>();
     for (int64_t r = 0; r < rows; ++r) {
       const float x = lse[lv.Offset(0, bi[r], hi[r], li[r])];
@@ -152,7 +152,7 @@ void MergeBlock(const MergeProblem& p, int64_t row0, int64_t rows) {
   ExpBlock(e);
   for (int64_t r = 0; r < rows; ++r) sum[r] = e[r];
   for (int64_t i = 0; i < p.count; ++i) {
-    const TensorView lv = MergeView(*p.lses[i]);
+    const TensorView lv = p.PartialLse(i);
     const float* lse = lv.As<float>();
     for (int64_t r = 0; r < rows; ++r) {
       const float x = lse[lv.Offset(0, bi[r], hi[r], li[r])];
@@ -183,8 +183,8 @@ void MergeBlock(const MergeProblem& p, int64_t row0, int64_t rows) {
     const int64_t i1 = i0 + kGroup < p.count ? i0 + kGroup : p.count;
     for (int64_t r = 0; r < rows; ++r) counts[r] = 0;
     for (int64_t i = i0; i < i1; ++i) {
-      const TensorView lv = MergeView(*p.lses[i]);
-      const TensorView ov = MergeView(*p.outs[i]);
+      const TensorView lv = p.PartialLse(i);
+      const TensorView ov = p.PartialOut(i);
       const float* lse = lv.As<float>();
       float x[kR];
       for (int64_t r = 0; r < rows; ++r) {
@@ -217,6 +217,7 @@ void MergeBlock(const MergeProblem& p, int64_t row0, int64_t rows) {
 }
 
 void Merge(const MergeProblem& p) {
+  HWY_DASSERT(p.Valid());  // a precondition (free in Release)
   const int64_t rows = p.batch * p.heads * p.length;
   for (int64_t row0 = 0; row0 < rows; row0 += kMergeBlockRows) {
     MergeBlock(p, row0, rows - row0 < kMergeBlockRows ? rows - row0 : kMergeBlockRows);

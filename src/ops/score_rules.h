@@ -41,7 +41,7 @@ inline float MaskedScore(float score, float bias) {
 // MaskedScore). The mask's dtype is switched on once, outside the loops.
 template <class Body>
 inline void WithMaskRule(const TensorView& mask, const Body& body) {
-  if (mask.dtype == HWYATTN_BOOL) {
+  if (mask.dtype == Dtype::kBool) {
     const uint8_t* m = mask.As<uint8_t>();
     body([m](float score, int64_t at) { return m[at] != 0 ? score : -INFINITY; });
   } else {

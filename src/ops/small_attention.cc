@@ -158,6 +158,11 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
 }
 
 void SmallAttentionHere(const SdpaProblem& p) {
+  // Preconditions (free in Release): the stack arrays of Attend hold every
+  // score and a query row.
+  HWY_DASSERT(p.Valid());
+  HWY_DASSERT(p.batch * p.q_heads * p.q_len * p.kv_len <= kSmallMaxScores);
+  HWY_DASSERT(p.head_dim <= kSmallMaxDim);
   DispatchFloatDtype(p.k.dtype, [&](auto k_tag) {
     DispatchFloatDtype(p.v.dtype, [&](auto v_tag) {
       const auto attend = [&](auto modified) {

@@ -265,6 +265,8 @@ class SdpaErrorTest(unittest.TestCase):
 class RuntimeTest(unittest.TestCase):
     def test_versions(self):
         self.assertRegex(hwyattn.version(), r"^\d+\.\d+\.\d+$")
+        # One home for the version: the package's is the loaded library's.
+        self.assertEqual(hwyattn.__version__, hwyattn.version())
         self.assertEqual(hwyattn.abi_version(), 1)
         self.assertEqual(hwyattn.abi_version(), hwyattn.ABI_VERSION)
         self.assertIn(hwyattn.simd_target(), {"AVX3", "AVX3_ZEN4", "AVX3_DL", "AVX2", "SSE4",

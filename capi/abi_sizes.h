@@ -44,11 +44,24 @@ static_assert(offsetof(hwyattn_mha_config, reserved0) + sizeof(int32_t) ==
                   sizeof(hwyattn_mha_config),
               "no tail padding after hwyattn_mha_config::reserved0");
 
+static_assert(sizeof(hwyattn_kv_cache) % 8 == 0 && sizeof(hwyattn_kv_batch) % 8 == 0,
+              "extensible structs end on an 8-byte boundary, without tail padding");
+static_assert(offsetof(hwyattn_kv_cache, k) == 8 &&
+                  offsetof(hwyattn_kv_cache, block_table_stride) + sizeof(int64_t) ==
+                      sizeof(hwyattn_kv_cache),
+              "hwyattn_kv_cache: no padding (reserved0 fills the gap after struct_size)");
+static_assert(offsetof(hwyattn_kv_batch, q_pos) + sizeof(const int32_t*) ==
+                  sizeof(hwyattn_kv_batch),
+              "no tail padding after hwyattn_kv_batch::q_pos");
+
 // The struct_size values released headers produce, oldest first; the last
 // is this header's sizeof.
 constexpr size_t kSdpaOptionsSizes[] = {sizeof(SdpaOptions01), sizeof(hwyattn_sdpa_options)};
 constexpr size_t kMhaConfigSizes[] = {sizeof(MhaConfig01), sizeof(hwyattn_mha_config)};
 constexpr size_t kParallelSizes[] = {sizeof(hwyattn_parallel)};
+// Added with the KV cache interface (after 0.2.0).
+constexpr size_t kKvCacheSizes[] = {sizeof(hwyattn_kv_cache)};
+constexpr size_t kKvBatchSizes[] = {sizeof(hwyattn_kv_batch)};
 
 }  // namespace hwyattn
 

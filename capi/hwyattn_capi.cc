@@ -15,6 +15,7 @@
 #include "capi/validate.h"
 #include "include/hwyattn.h"
 #include "src/attention.h"
+#include "src/kv_attention.h"
 #include "src/mha.h"
 #include "src/threading.h"
 
@@ -113,7 +114,7 @@ hwyattn_status hwyattn_tensor_contiguous(hwyattn_tensor* t, void* data, hwyattn_
   int32_t raw_dtype;  // any int may sit in a C enum: compare the bits
   static_assert(sizeof(raw_dtype) == sizeof(dtype), "enum layout");
   memcpy(&raw_dtype, &dtype, sizeof(raw_dtype));
-  if (raw_dtype < HWYATTN_F32 || raw_dtype > HWYATTN_BOOL) {
+  if (raw_dtype < HWYATTN_F32 || raw_dtype > HWYATTN_I8) {
     return Fail(HWYATTN_INVALID_ARGUMENT, "dtype is %d, which is not an hwyattn_dtype",
                 static_cast<int>(raw_dtype));
   }
@@ -236,6 +237,56 @@ hwyattn_status hwyattn_mha_forward(const hwyattn_mha* m, const hwyattn_tensor* q
     return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_mha_forward: out of memory");
   } catch (...) {
     return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_mha_forward: unexpected exception");
+  }
+}
+
+void hwyattn_kv_cache_init_sized(hwyattn_kv_cache* c, size_t size) {
+  hwyattn::InitStruct(c, size);
+}
+
+void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size) {
+  hwyattn::InitStruct(b, size);
+}
+
+hwyattn_status hwyattn_kv_attention(const hwyattn_tensor* q, const hwyattn_kv_cache* cache,
+                                    const hwyattn_kv_batch* batch, hwyattn_tensor* out,
+                                    const hwyattn_sdpa_options* opts) {
+  try {
+    hwyattn::KvAttentionProblem problem;
+    const hwyattn_status s = hwyattn::ValidateKvAttention(q, cache, batch, out, opts, &problem);
+    if (s != HWYATTN_OK) return s;
+    const hwyattn_status r = hwyattn::RunKvAttention(problem);
+    if (r == HWYATTN_OUT_OF_MEMORY) {
+      return Fail(r, "hwyattn_kv_attention: could not allocate the gathered K/V and scratch of "
+                  "a sequence (Hkv=%lld D=%lld Dv=%lld)",
+                  static_cast<long long>(problem.cache.kv_heads),
+                  static_cast<long long>(problem.cache.head_dim),
+                  static_cast<long long>(problem.cache.value_dim));
+    }
+    return r;
+  } catch (const std::bad_alloc&) {
+    return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_kv_attention: out of memory");
+  } catch (...) {
+    return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_kv_attention: unexpected exception");
+  }
+}
+
+hwyattn_status hwyattn_kv_cache_write(const hwyattn_kv_cache* cache, const hwyattn_tensor* k_new,
+                                      const hwyattn_tensor* v_new, const int64_t* slot,
+                                      const hwyattn_sdpa_options* opts) {
+  try {
+    hwyattn::KvWriteProblem problem;
+    const hwyattn_status s = hwyattn::ValidateKvWrite(cache, k_new, v_new, slot, opts, &problem);
+    if (s != HWYATTN_OK) return s;
+    const hwyattn_status r = hwyattn::RunKvCacheWrite(problem);
+    if (r == HWYATTN_OUT_OF_MEMORY) {
+      return Fail(r, "hwyattn_kv_cache_write: could not allocate the per-worker row buffers");
+    }
+    return r;
+  } catch (const std::bad_alloc&) {
+    return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_kv_cache_write: out of memory");
+  } catch (...) {
+    return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_kv_cache_write: unexpected exception");
   }
 }
 

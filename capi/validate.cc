@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "capi/abi_sizes.h"
 #include "capi/error.h"
 #include "src/mha.h"
+#include "src/scratch.h"
 #include "src/tensor.h"
 
 namespace hwyattn {
@@ -40,6 +42,7 @@ const char* DtypeName(hwyattn_dtype t) {
     case HWYATTN_F16: return "F16";
     case HWYATTN_BF16: return "BF16";
     case HWYATTN_BOOL: return "BOOL";
+    case HWYATTN_I8: return "I8";
   }
   return "unknown";
 }
@@ -97,8 +100,12 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
     return Fail(kInvalid, "%s: rank is %" PRId32 "; must be 1..4", name, t->rank);
   }
   const int64_t dtype = RawEnum(t->dtype);
-  if (dtype < HWYATTN_F32 || dtype > HWYATTN_BOOL) {
+  if (dtype < HWYATTN_F32 || dtype > HWYATTN_I8) {
     return Fail(kInvalid, "%s: dtype is %" PRId64 ", which is not an hwyattn_dtype", name, dtype);
+  }
+  if ((allowed & Bit(t->dtype)) == 0 && t->dtype == HWYATTN_I8) {
+    return Fail(kInvalid, "%s: dtype I8 is accepted only for the K/V pages of an "
+                "hwyattn_kv_cache (where its scales are); use F32, F16 or BF16 here", name);
   }
   if ((allowed & Bit(t->dtype)) == 0) {
     return Fail((known & Bit(t->dtype)) ? HWYATTN_UNSUPPORTED : kInvalid,
@@ -850,6 +857,424 @@ hwyattn_status ValidateMerge(int32_t n, const hwyattn_tensor* const* outs,
   p->heads = H;
   p->length = out0.view.shape[2];
   p->value_dim = out0.view.shape[3];
+  return HWYATTN_OK;
+}
+
+// ---------------------------------------------------------------------------
+// hwyattn_kv_attention, hwyattn_kv_cache_write
+// ---------------------------------------------------------------------------
+
+namespace {
+
+const char* const kCacheNames[4] = {"num_pages", "kv heads", "page_size", "head_dim"};
+const char* const kCacheVNames[4] = {"num_pages", "kv heads", "page_size", "value_dim"};
+const char* const kScaleNames[4] = {"num_pages", "kv heads", "page_size", "channels"};
+const char* const kPackedNames[4] = {"leading", "tokens", "heads", "head_dim"};
+const char* const kPackedVNames[4] = {"leading", "tokens", "heads", "value_dim"};
+const char* const kPackedLseNames[4] = {"leading", "leading", "tokens", "heads"};
+
+// An array of `count` elements of `size` bytes as a Checked (for overlap checks).
+Checked ArrayMemory(const char* name, const void* p, uint64_t count, size_t size) {
+  uint64_t bytes;
+  if (__builtin_mul_overflow(count, static_cast<uint64_t>(size), &bytes)) bytes = UINT64_MAX;
+  return MemoryOf(name, p, bytes);
+}
+
+// One scale tensor of an I8 cache: F32, per token [P, Hkv, S, 1] or per
+// channel [1, Hkv, 1, channels].
+hwyattn_status CheckScales(const char* name, const hwyattn_tensor* t, int64_t P, int64_t Hkv,
+                           int64_t S, int64_t channels, Checked* c, KvScales* layout) {
+  HWYATTN_RETURN_IF_ERROR(Check(name, kScaleNames, t, Bit(HWYATTN_F32), Bit(HWYATTN_F32), c));
+  const int64_t* n = c->view.shape;
+  if (n[0] == P && n[1] == Hkv && n[2] == S && n[3] == 1) {
+    *layout = KvScales::kPerToken;
+  } else if (n[0] == 1 && n[1] == Hkv && n[2] == 1 && n[3] == channels) {
+    *layout = KvScales::kPerChannel;
+  } else {
+    return Fail(kInvalid, "%s: shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "] (as "
+                "rank 4) is neither per token [%" PRId64 ", %" PRId64 ", %" PRId64 ", 1] nor per "
+                "channel [1, %" PRId64 ", 1, %" PRId64 "]", name, n[0], n[1], n[2], n[3], P, Hkv,
+                S, Hkv, channels);
+  }
+  return HWYATTN_OK;
+}
+
+// The cache's struct and tensors (not the block table's entries, which need
+// the batch). Fills *view and the Checked of k, v and the scales.
+hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* cache,
+                          KvCacheView* view, Checked* ck, Checked* cv, Checked* cks,
+                          Checked* cvs) {
+  if (cache_arg == nullptr) return Fail(kInvalid, "cache is NULL");
+  HWYATTN_RETURN_IF_ERROR(ReadStruct("cache", "hwyattn_kv_cache", "hwyattn_kv_cache_init",
+                                     cache_arg, kKvCacheSizes, cache));
+  if (cache->reserved0 != 0) {
+    return Fail(HWYATTN_UNSUPPORTED, "cache: reserved0 is %" PRId32 "; must be 0 (a field of a "
+                "newer hwyattn.h that this library does not know)", cache->reserved0);
+  }
+  const unsigned cache_types = kFloatTypes | Bit(HWYATTN_I8);
+  HWYATTN_RETURN_IF_ERROR(Check("cache: k", kCacheNames, &cache->k, cache_types, cache_types, ck));
+  HWYATTN_RETURN_IF_ERROR(Check("cache: v", kCacheVNames, &cache->v, cache_types, cache_types, cv));
+  const int64_t P = ck->view.shape[0], Hkv = ck->view.shape[1], S = ck->view.shape[2];
+  const int64_t D = ck->view.shape[3], Dv = cv->view.shape[3];
+  if (cache->v.dtype != cache->k.dtype) {
+    return Fail(kInvalid, "cache: v has dtype %s but k has %s; K and V must have one dtype",
+                DtypeName(cache->v.dtype), DtypeName(cache->k.dtype));
+  }
+  HWYATTN_RETURN_IF_ERROR(CheckDim(*cv, 0, P, false, "k's num_pages is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(*cv, 1, Hkv, false, "k's kv heads is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(*cv, 2, S, false, "k's page_size is"));
+  const bool i8 = cache->k.dtype == HWYATTN_I8;
+  if (i8) {
+    if (cache->k_scale == nullptr || cache->v_scale == nullptr) {
+      return Fail(kInvalid, "cache: %s is NULL but the cache is I8, which needs per-token or "
+                  "per-channel scales", cache->k_scale == nullptr ? "k_scale" : "v_scale");
+    }
+    HWYATTN_RETURN_IF_ERROR(
+        CheckScales("cache: k_scale", cache->k_scale, P, Hkv, S, D, cks, &view->k_scales));
+    HWYATTN_RETURN_IF_ERROR(
+        CheckScales("cache: v_scale", cache->v_scale, P, Hkv, S, Dv, cvs, &view->v_scales));
+    view->k_scale = cks->view;
+    view->v_scale = cvs->view;
+  } else if (cache->k_scale != nullptr || cache->v_scale != nullptr) {
+    return Fail(kInvalid, "cache: %s is given but the cache is %s; scales are for I8 caches only",
+                cache->k_scale != nullptr ? "k_scale" : "v_scale", DtypeName(cache->k.dtype));
+  }
+  if (cache->block_table != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(CheckAligned("cache: block_table", cache->block_table, sizeof(int32_t)));
+    if (cache->block_table_stride < 0) {
+      return Fail(kInvalid, "cache: block_table_stride is %" PRId64 "; must be >= 0",
+                  cache->block_table_stride);
+    }
+  }
+  view->k = ck->view;
+  view->v = cv->view;
+  view->block_table = cache->block_table;
+  view->block_table_stride = cache->block_table != nullptr ? cache->block_table_stride : 0;
+  view->num_pages = P;
+  view->page_size = S;
+  view->kv_heads = Hkv;
+  view->head_dim = D;
+  view->value_dim = Dv;
+  return HWYATTN_OK;
+}
+
+// opts of the KV entry points: the fields that apply, read into *rules.
+hwyattn_status CheckKvOptions(const hwyattn_sdpa_options* opts, int64_t Hq, int64_t D,
+                              SdpaProblem* rules) {
+  if (!isfinite(opts->scale)) {
+    return Fail(kInvalid, "opts: scale is %g; must be finite (0 = 1/sqrt(head_dim))",
+                static_cast<double>(opts->scale));
+  }
+  const int64_t causal = RawEnum(opts->causal);
+  if (causal < HWYATTN_CAUSAL_NONE || causal > HWYATTN_CAUSAL_BOTTOM_RIGHT) {
+    return Fail(kInvalid, "opts: causal is %" PRId64 "; must be HWYATTN_CAUSAL_NONE, _TOP_LEFT or "
+                "_BOTTOM_RIGHT", causal);
+  }
+  if (opts->reserved0 != 0) {
+    return Fail(HWYATTN_UNSUPPORTED, "opts: reserved0 is %" PRId32 "; must be 0 (a field of a "
+                "newer hwyattn.h that this library does not know)", opts->reserved0);
+  }
+  if (opts->mask != nullptr) {
+    return Fail(kInvalid, "opts: mask is given; hwyattn_kv_attention takes no mask (use causal, "
+                "windows and the batch's kv_len)");
+  }
+  if (opts->kv_len != nullptr) {
+    return Fail(kInvalid, "opts: kv_len is given; hwyattn_kv_attention takes the lengths from "
+                "batch->kv_len");
+  }
+  if (opts->weights != nullptr) {
+    return Fail(kInvalid, "opts: weights is given; hwyattn_kv_attention does not output weights");
+  }
+  HWYATTN_RETURN_IF_ERROR(CheckModifiers(opts, Hq, &rules->executor));
+  rules->scale = opts->scale != 0.0f ? opts->scale
+                                     : static_cast<float>(1.0 / sqrt(static_cast<double>(D)));
+  // Positions are explicit: any causal rule keeps keys at positions <= the query's.
+  rules->causal = causal == HWYATTN_CAUSAL_NONE ? Causal::kNone : Causal::kBottomRight;
+  rules->window_left = opts->window_left;
+  rules->window_right = opts->window_right;
+  rules->softcap = opts->softcap;
+  rules->alibi_slopes = opts->alibi_slopes;
+  rules->sinks = opts->sinks;
+  return HWYATTN_OK;
+}
+
+// The batch against T tokens and the cache's pages.
+hwyattn_status CheckBatch(const hwyattn_kv_batch* batch_arg, int64_t T, bool causal,
+                          const KvCacheView& cache, hwyattn_kv_batch* batch) {
+  if (batch_arg == nullptr) return Fail(kInvalid, "batch is NULL");
+  HWYATTN_RETURN_IF_ERROR(ReadStruct("batch", "hwyattn_kv_batch", "hwyattn_kv_batch_init",
+                                     batch_arg, kKvBatchSizes, batch));
+  const int32_t n = batch->num_seqs;
+  if (n < 1) return Fail(kInvalid, "batch: num_seqs is %" PRId32 "; must be >= 1", n);
+  if (batch->q_start == nullptr) return Fail(kInvalid, "batch: q_start is NULL");
+  if (batch->kv_len == nullptr) return Fail(kInvalid, "batch: kv_len is NULL");
+  HWYATTN_RETURN_IF_ERROR(CheckAligned("batch: q_start", batch->q_start, sizeof(int32_t)));
+  HWYATTN_RETURN_IF_ERROR(CheckAligned("batch: kv_len", batch->kv_len, sizeof(int32_t)));
+  if (batch->q_pos != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(CheckAligned("batch: q_pos", batch->q_pos, sizeof(int32_t)));
+  }
+  if (batch->q_start[0] != 0) {
+    return Fail(kInvalid, "batch: q_start[0] is %" PRId32 "; must be 0", batch->q_start[0]);
+  }
+  if (cache.block_table != nullptr && cache.block_table_stride > 0) {
+    int64_t entries;
+    if (__builtin_mul_overflow(static_cast<int64_t>(n), cache.block_table_stride, &entries) ||
+        entries > INT64_MAX / 4) {
+      return Fail(kInvalid, "cache: block_table_stride %" PRId64 " times %" PRId32 " sequences "
+                  "overflows 64-bit offsets", cache.block_table_stride, n);
+    }
+  }
+  const int64_t S = cache.page_size, P = cache.num_pages;
+  for (int32_t s = 0; s < n; ++s) {
+    const int32_t q0 = batch->q_start[s], q1 = batch->q_start[s + 1];
+    if (q1 < q0) {
+      return Fail(kInvalid, "batch: q_start[%" PRId32 "] is %" PRId32 " but q_start[%" PRId32
+                  "] is %" PRId32 "; q_start must not decrease", s + 1, q1, s, q0);
+    }
+    if (q1 > T) {
+      return Fail(kInvalid, "batch: q_start[%" PRId32 "] is %" PRId32 ", past q's %" PRId64
+                  " tokens", s + 1, q1, T);
+    }
+    const int32_t len = batch->kv_len[s];
+    if (len < 0) {
+      return Fail(kInvalid, "batch: kv_len[%" PRId32 "] (sequence %" PRId32 ") is %" PRId32
+                  "; must be >= 0", s, s, len);
+    }
+    const int64_t q_len = q1 - q0;
+    int64_t pos = len - q_len;
+    if (batch->q_pos != nullptr) {
+      pos = batch->q_pos[s];
+      if (pos < 0) {
+        return Fail(kInvalid, "batch: q_pos[%" PRId32 "] (sequence %" PRId32 ") is %" PRId64
+                    "; must be >= 0", s, s, pos);
+      }
+    }
+    // Causal: every query needs its own key in the cache (positions in
+    // [0, kv_len)); without a rule, default positions may be negative.
+    if (causal && q_len > 0 && (pos < 0 || pos + q_len > len)) {
+      return Fail(kInvalid, "batch: sequence %" PRId32 " has queries at positions [%" PRId64
+                  ", %" PRId64 ") but kv_len %" PRId32 ": with a causal rule they must lie in "
+                  "[0, kv_len) (write this step's keys first)", s, pos, pos + q_len, len);
+    }
+    const int64_t pages = (len + S - 1) / S;
+    if (cache.block_table == nullptr) {
+      if (len > S) {
+        return Fail(kInvalid, "batch: kv_len[%" PRId32 "] (sequence %" PRId32 ") is %" PRId32
+                    " but the cache has no block_table, so the sequence is one page of "
+                    "page_size %" PRId64, s, s, len, S);
+      }
+      if (len > 0 && s >= P) {
+        return Fail(kInvalid, "batch: sequence %" PRId32 " has kv_len %" PRId32 " but the cache "
+                    "has no block_table and only %" PRId64 " pages (sequence s is page s)", s,
+                    len, P);
+      }
+      continue;
+    }
+    if (pages > cache.block_table_stride) {
+      return Fail(kInvalid, "batch: kv_len[%" PRId32 "] (sequence %" PRId32 ") is %" PRId32
+                  ", which needs %" PRId64 " pages of %" PRId64 ", but block_table_stride is %"
+                  PRId64, s, s, len, pages, S, cache.block_table_stride);
+    }
+    const int32_t* row = cache.block_table + s * cache.block_table_stride;
+    for (int64_t i = 0; i < pages; ++i) {
+      if (row[i] < 0 || row[i] >= P) {
+        return Fail(kInvalid, "cache: block_table[%" PRId32 "][%" PRId64 "] (sequence %" PRId32
+                    ", keys from %" PRId64 ") is page %" PRId32 "; must be in [0, %" PRId64 ")",
+                    s, i, s, i * S, row[i], P);
+      }
+    }
+  }
+  if (batch->q_start[n] != T) {
+    return Fail(kInvalid, "batch: q_start[%" PRId32 "] is %" PRId32 " but q has %" PRId64
+                " tokens; the last entry must be T", n, batch->q_start[n], T);
+  }
+  return HWYATTN_OK;
+}
+
+}  // namespace
+
+hwyattn_status ValidateKvAttention(const hwyattn_tensor* q, const hwyattn_kv_cache* cache_arg,
+                                   const hwyattn_kv_batch* batch_arg, const hwyattn_tensor* out,
+                                   const hwyattn_sdpa_options* opts, KvAttentionProblem* p) {
+  hwyattn_sdpa_options defaults;
+  HWYATTN_RETURN_IF_ERROR(ResolveOptions(opts, &defaults, &opts));
+  Checked cq, co, ck, cv, cks, cvs, clse;
+  HWYATTN_RETURN_IF_ERROR(Check("q", kPackedNames, q, kFloatTypes, kFloatTypes, &cq));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(cq, 0, 1, false, "[T, Hq, D] needs"));
+  hwyattn_kv_cache cache;
+  HWYATTN_RETURN_IF_ERROR(CheckCache(cache_arg, &cache, &p->cache, &ck, &cv, &cks, &cvs));
+  const KvCacheView& kv = p->cache;
+  const int64_t T = cq.view.shape[1], Hq = cq.view.shape[2], D = cq.view.shape[3];
+  const int64_t Hkv = kv.kv_heads, Dv = kv.value_dim;
+  if (Hq % Hkv != 0) {
+    return Fail(kInvalid, "cache: k has %" PRId64 " kv heads, which does not divide q's %" PRId64
+                " heads (GQA needs Hq to be a multiple of Hkv)", Hkv, Hq);
+  }
+  HWYATTN_RETURN_IF_ERROR(CheckDim(ck, 3, D, false, "q's head_dim is"));
+  HWYATTN_RETURN_IF_ERROR(Check("out", kPackedVNames, out, Bit(HWYATTN_F32), kFloatTypes, &co));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(co, 0, 1, false, "[T, Hq, Dv] needs"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(co, 1, T, false, "q's tokens is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(co, 2, Hq, false, "q's heads is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(co, 3, Dv, false, "the cache's value_dim is"));
+  HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(co));
+  if (T > INT32_MAX) {
+    return Fail(HWYATTN_UNSUPPORTED, "q: %" PRId64 " tokens; up to 2^31-1 are supported", T);
+  }
+  HWYATTN_RETURN_IF_ERROR(CheckKvOptions(opts, Hq, D, &p->rules));
+  if (opts->lse != nullptr) {
+    HWYATTN_RETURN_IF_ERROR(Check("lse", kPackedLseNames, opts->lse, Bit(HWYATTN_F32),
+                                  kFloatTypes, &clse));
+    HWYATTN_RETURN_IF_ERROR(CheckDim(clse, 0, 1, false, "[T, Hq] needs"));
+    HWYATTN_RETURN_IF_ERROR(CheckDim(clse, 1, 1, false, "[T, Hq] needs"));
+    HWYATTN_RETURN_IF_ERROR(CheckDim(clse, 2, T, false, "q's tokens is"));
+    HWYATTN_RETURN_IF_ERROR(CheckDim(clse, 3, Hq, false, "q's heads is"));
+    HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(clse));
+  }
+  hwyattn_kv_batch batch;
+  HWYATTN_RETURN_IF_ERROR(
+      CheckBatch(batch_arg, T, p->rules.causal != Causal::kNone, kv, &batch));
+
+  // Outputs against every input and each other.
+  const int32_t n = batch.num_seqs;
+  Checked inputs[9] = {cq, ck, cv};
+  int num_inputs = 3;
+  if (kv.k_scales != KvScales::kNone) {
+    inputs[num_inputs++] = cks;
+    inputs[num_inputs++] = cvs;
+  }
+  inputs[num_inputs++] = ArrayMemory("batch: q_start", batch.q_start, n + 1u, sizeof(int32_t));
+  inputs[num_inputs++] = ArrayMemory("batch: kv_len", batch.kv_len, n, sizeof(int32_t));
+  if (batch.q_pos != nullptr) {
+    inputs[num_inputs++] = ArrayMemory("batch: q_pos", batch.q_pos, n, sizeof(int32_t));
+  }
+  if (kv.block_table != nullptr) {
+    inputs[num_inputs++] =
+        ArrayMemory("cache: block_table", kv.block_table,
+                    static_cast<uint64_t>(n) * static_cast<uint64_t>(kv.block_table_stride),
+                    sizeof(int32_t));
+  }
+  for (int i = 0; i < num_inputs; ++i) {
+    HWYATTN_RETURN_IF_ERROR(CheckDisjoint(co, inputs[i]));
+    if (opts->lse != nullptr) HWYATTN_RETURN_IF_ERROR(CheckDisjoint(clse, inputs[i]));
+  }
+  if (opts->lse != nullptr) HWYATTN_RETURN_IF_ERROR(CheckDisjoint(co, clse));
+
+  p->q = cq.view;
+  p->out = co.view;
+  p->has_lse = opts->lse != nullptr;
+  if (p->has_lse) p->lse = clse.view;
+  p->tokens = T;
+  p->q_heads = Hq;
+  p->num_seqs = n;
+  p->q_start = batch.q_start;
+  p->kv_len = batch.kv_len;
+  p->q_pos = batch.q_pos;
+  return HWYATTN_OK;
+}
+
+hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache_arg, const hwyattn_tensor* k_new,
+                               const hwyattn_tensor* v_new, const int64_t* slot,
+                               const hwyattn_sdpa_options* opts, KvWriteProblem* p) {
+  hwyattn_sdpa_options defaults;
+  HWYATTN_RETURN_IF_ERROR(ResolveOptions(opts, &defaults, &opts));
+  Checked ck, cv, cks, cvs, ckn, cvn;
+  hwyattn_kv_cache cache;
+  HWYATTN_RETURN_IF_ERROR(CheckCache(cache_arg, &cache, &p->cache, &ck, &cv, &cks, &cvs));
+  const KvCacheView& kv = p->cache;
+  HWYATTN_RETURN_IF_ERROR(Check("k_new", kPackedNames, k_new, kFloatTypes, kFloatTypes, &ckn));
+  HWYATTN_RETURN_IF_ERROR(Check("v_new", kPackedVNames, v_new, kFloatTypes, kFloatTypes, &cvn));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(ckn, 0, 1, false, "[T, Hkv, D] needs"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(ckn, 2, kv.kv_heads, false, "the cache's kv heads is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(ckn, 3, kv.head_dim, false, "the cache's head_dim is"));
+  const int64_t T = ckn.view.shape[1];
+  HWYATTN_RETURN_IF_ERROR(CheckDim(cvn, 0, 1, false, "[T, Hkv, Dv] needs"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(cvn, 1, T, false, "k_new's tokens is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(cvn, 2, kv.kv_heads, false, "the cache's kv heads is"));
+  HWYATTN_RETURN_IF_ERROR(CheckDim(cvn, 3, kv.value_dim, false, "the cache's value_dim is"));
+  if (slot == nullptr) return Fail(kInvalid, "slot is NULL");
+  HWYATTN_RETURN_IF_ERROR(CheckAligned("slot", slot, sizeof(int64_t)));
+  if (opts->parallel != nullptr) {
+    hwyattn_sdpa_options only_pool;
+    memset(static_cast<void*>(&only_pool), 0, sizeof(only_pool));
+    only_pool.parallel = opts->parallel;
+    HWYATTN_RETURN_IF_ERROR(CheckModifiers(&only_pool, 0, &p->executor));
+  }
+  // Per-channel scales divide: finite and > 0.
+  const TensorView* scales[2] = {&kv.k_scale, &kv.v_scale};
+  const KvScales layouts[2] = {kv.k_scales, kv.v_scales};
+  const char* scale_names[2] = {"k_scale", "v_scale"};
+  for (int i = 0; i < 2; ++i) {
+    if (layouts[i] != KvScales::kPerChannel) continue;
+    const TensorView& t = *scales[i];
+    for (int64_t h = 0; h < t.shape[1]; ++h) {
+      for (int64_t d = 0; d < t.shape[3]; ++d) {
+        const float x = t.As<float>()[t.Offset(0, h, 0, d)];
+        if (!(x > 0.0f) || isinf(x)) {
+          return Fail(kInvalid, "cache: %s[0, %" PRId64 ", 0, %" PRId64 "] is %g; per-channel "
+                      "scales must be finite and > 0", scale_names[i], h, d,
+                      static_cast<double>(x));
+        }
+      }
+    }
+  }
+  // Outputs: k, v and the per-token scales (each without self-overlap).
+  Checked outputs[4] = {ck, cv};
+  int num_outputs = 2;
+  Checked inputs[5] = {ckn, cvn, ArrayMemory("slot", slot, static_cast<uint64_t>(T),
+                                             sizeof(int64_t))};
+  int num_inputs = 3;
+  const Checked* scale_checked[2] = {&cks, &cvs};
+  for (int i = 0; i < 2; ++i) {
+    if (layouts[i] == KvScales::kPerToken) outputs[num_outputs++] = *scale_checked[i];
+    if (layouts[i] == KvScales::kPerChannel) inputs[num_inputs++] = *scale_checked[i];
+  }
+  for (int o = 0; o < num_outputs; ++o) {
+    HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(outputs[o]));
+    for (int i = 0; i < num_inputs; ++i) {
+      HWYATTN_RETURN_IF_ERROR(CheckDisjoint(outputs[o], inputs[i]));
+    }
+  }
+  // Slots: inside the pool (or negative), none twice. The duplicates are
+  // found by sorting a copy (slot, index): O(T log T).
+  const int64_t pool = kv.num_pages * kv.page_size;  // no overflow: k's element count
+  int64_t written = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    if (slot[t] >= pool) {
+      return Fail(kInvalid, "slot[%" PRId64 "] is %" PRId64 "; must be < num_pages * page_size = "
+                  "%" PRId64 " (or negative to skip the token)", t, slot[t], pool);
+    }
+    written += slot[t] >= 0;
+  }
+  if (written > 1) {
+    struct Entry {
+      int64_t slot, index;
+    };
+    Entry* sorted = static_cast<Entry*>(AlignedAlloc(static_cast<size_t>(written) * sizeof(Entry)));
+    if (sorted == nullptr) {
+      return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_kv_cache_write: could not allocate %" PRId64
+                  " entries to check the slots for duplicates", written);
+    }
+    int64_t m = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      if (slot[t] >= 0) sorted[m++] = {slot[t], t};
+    }
+    std::sort(sorted, sorted + m, [](const Entry& a, const Entry& b) {
+      return a.slot != b.slot ? a.slot < b.slot : a.index < b.index;
+    });
+    for (int64_t i = 1; i < m; ++i) {
+      if (sorted[i].slot == sorted[i - 1].slot) {
+        const Entry a = sorted[i - 1], b = sorted[i];
+        free(sorted);
+        return Fail(kInvalid, "slot[%" PRId64 "] and slot[%" PRId64 "] are both %" PRId64 "; a "
+                    "slot may be written once per call", a.index, b.index, a.slot);
+      }
+    }
+    free(sorted);
+  }
+  p->k_new = ckn.view;
+  p->v_new = cvn.view;
+  p->slot = slot;
+  p->tokens = T;
   return HWYATTN_OK;
 }
 

@@ -6,6 +6,7 @@
 #define HWYATTN_CAPI_VALIDATE_H_
 
 #include "include/hwyattn.h"
+#include "src/kv_cache.h"
 #include "src/merge_problem.h"
 #include "src/mha.h"
 #include "src/sdpa_problem.h"
@@ -37,6 +38,20 @@ hwyattn_status ValidateMerge(int32_t n, const hwyattn_tensor* const* outs,
                              const hwyattn_tensor* const* lses, const float* sinks,
                              const hwyattn_tensor* out, const hwyattn_tensor* lse_out,
                              MergeProblem* problem);
+
+// Checks the arguments of hwyattn_kv_attention (every page id a sequence
+// needs, the batch's arrays, the options that apply) and fills *problem.
+// Reads the descriptors, the batch's arrays and the block table; writes
+// nothing.
+hwyattn_status ValidateKvAttention(const hwyattn_tensor* q, const hwyattn_kv_cache* cache,
+                                   const hwyattn_kv_batch* batch, const hwyattn_tensor* out,
+                                   const hwyattn_sdpa_options* opts, KvAttentionProblem* problem);
+
+// Checks the arguments of hwyattn_kv_cache_write (slots inside the pool and
+// none twice, per-channel scales) and fills *problem. Writes nothing.
+hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache, const hwyattn_tensor* k_new,
+                               const hwyattn_tensor* v_new, const int64_t* slot,
+                               const hwyattn_sdpa_options* opts, KvWriteProblem* problem);
 
 // Checks rank and shape of a would-be contiguous tensor and returns its element
 // count in *count.

@@ -19,7 +19,8 @@
  *   the leading ones having size 1 (numpy broadcasting). `data` must be
  *   aligned to its element size (4 bytes for F32); no other alignment is
  *   needed. Outputs must not overlap themselves, each other, or any input.
- * - Extensible structs (hwyattn_sdpa_options, hwyattn_mha_config) start with
+ * - Extensible structs (hwyattn_sdpa_options, hwyattn_mha_config,
+ *   hwyattn_parallel, hwyattn_kv_cache, hwyattn_kv_batch) start with
  *   struct_size, the size the caller compiled. Initialise them with their
  *   *_init macro, which zeroes exactly the caller's sizeof and sets
  *   struct_size. Every field appended in a later version means "off" or "the
@@ -221,7 +222,11 @@ typedef enum hwyattn_dtype {
   HWYATTN_F32 = 0,
   HWYATTN_F16 = 1,  /* IEEE binary16, stored as uint16_t */
   HWYATTN_BF16 = 2, /* bfloat16, stored as uint16_t */
-  HWYATTN_BOOL = 3  /* uint8_t, nonzero = true */
+  HWYATTN_BOOL = 3, /* uint8_t, nonzero = true */
+  /* int8_t, symmetric: the value is x * scale, the scale coming from the
+   * cache's scale tensors (hwyattn_kv_cache). Accepted only as the K/V of an
+   * hwyattn_kv_cache; anywhere else HWYATTN_INVALID_ARGUMENT. */
+  HWYATTN_I8 = 4
 } hwyattn_dtype;
 
 typedef struct hwyattn_tensor {
@@ -469,6 +474,257 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
                                                 const hwyattn_tensor* const* lses,
                                                 const float* sinks, hwyattn_tensor* out,
                                                 hwyattn_tensor* lse_out);
+
+
+/* ------------------------------------------------------------------------ */
+/* KV cache, varlen batches                                                  */
+/* ------------------------------------------------------------------------ */
+
+/** A KV cache that the caller owns (an engine's arena, mmap, pages),
+ *  described, not allocated, by the library. The cache is a pool of
+ *  num_pages pages of page_size token slots each; slot s is offset
+ *  s % page_size of page s / page_size. A sequence's keys live in the pages
+ *  its row of the block table lists, in order: key t of sequence s is at
+ *  offset t % page_size of page block_table[s * block_table_stride +
+ *  t / page_size]. Several sequences may share a page (a common prompt
+ *  prefix) as long as they read it; hwyattn_kv_cache_write must not write a
+ *  slot twice in one call.
+ *
+ *    k  [num_pages, Hkv, page_size, D]   F32, F16, BF16 or I8
+ *    v  [num_pages, Hkv, page_size, Dv]  the dtype of k
+ *
+ *  Any element strides (>= 0, no two elements of k, or of v, on one
+ *  address): vLLM CPU's [pages, Hkv, page, D] is the dense layout, and
+ *  FlashAttention's / FlashInfer's [pages, page, Hkv, D] is the same
+ *  tensor with strides {page*Hkv*D, D, Hkv*D, 1}. k and v may be two views
+ *  of one buffer (e.g. [pages, 2, page, Hkv, D]) as long as they share no
+ *  element. Rank 4 (a lower rank is right-aligned as for every tensor:
+ *  num_pages = 1).
+ *
+ *  I8 caches (HWYATTN_I8, symmetric int8: value = x * scale) need both
+ *  scale tensors, F32, each in one of two layouts:
+ *    per token    [num_pages, Hkv, page_size, 1]: one scale per token and
+ *                 kv head, at the token's slot; hwyattn_kv_cache_write
+ *                 computes and stores it (max |x| / 127);
+ *    per channel  [1, Hkv, 1, D] (k_scale) or [1, Hkv, 1, Dv] (v_scale):
+ *                 one scale per kv head and channel, fixed by the caller
+ *                 (calibrated), read by the write and by the attention.
+ *  The two tensors may use different layouts. Any other shape, a dtype
+ *  other than F32, an I8 cache without scales or a non-I8 cache with scales
+ *  is HWYATTN_INVALID_ARGUMENT. Strides are free as for k and v.
+ *
+ *  block_table: optional int32 [num_seqs, block_table_stride], the pages of
+ *  each sequence of the batch in order (vLLM's block_tables). Only the first
+ *  ceil(kv_len[s] / page_size) entries of row s are read, and they must be
+ *  in [0, num_pages); block_table_stride must be at least that many. NULL:
+ *  sequence s is page s, i.e. a padded contiguous cache of num_pages >=
+ *  num_seqs sequences with page_size = the capacity of each (kv_len[s] <=
+ *  page_size); block_table_stride is then ignored.
+ *
+ *  Initialise with hwyattn_kv_cache_init (zeroes it and sets struct_size),
+ *  then fill the fields. */
+typedef struct hwyattn_kv_cache {
+  uint32_t struct_size;  /* sizeof(hwyattn_kv_cache); hwyattn_kv_cache_init sets it */
+  int32_t reserved0;     /* must be 0 (HWYATTN_UNSUPPORTED otherwise): padding made explicit */
+  hwyattn_tensor k;      /* [num_pages, Hkv, page_size, D]  F32, F16, BF16 or I8 */
+  hwyattn_tensor v;      /* [num_pages, Hkv, page_size, Dv] same dtype as k */
+  const hwyattn_tensor* k_scale;  /* I8 only, F32: per token [num_pages, Hkv, page_size, 1]
+                                     or per channel [1, Hkv, 1, D]; NULL otherwise */
+  const hwyattn_tensor* v_scale;  /* I8 only, F32: per token or per channel [1, Hkv, 1, Dv] */
+  const int32_t* block_table;     /* optional [num_seqs, block_table_stride]; NULL = sequence
+                                     s is page s */
+  int64_t block_table_stride;     /* entries between rows of block_table (>= the pages the
+                                     longest sequence needs) */
+} hwyattn_kv_cache;
+
+/** Zeroes the caller's `size` bytes of *c and sets struct_size = size. NULL
+ *  is a no-op. Call it through the macro hwyattn_kv_cache_init(c). */
+HWYATTN_API void hwyattn_kv_cache_init_sized(hwyattn_kv_cache* c, size_t size);
+#define hwyattn_kv_cache_init(c) hwyattn_kv_cache_init_sized((c), sizeof(*(c)))
+
+/** The sequences of one hwyattn_kv_attention call (continuous batching:
+ *  some sequences prefilling, some prefilling a chunk, most decoding one
+ *  token, in any order). Their query tokens are packed one after the other
+ *  into q [T, Hq, D].
+ *
+ *  Positions: key t of a sequence has position t (t < kv_len[s]); its query
+ *  token i (0 <= i < q_len = q_start[s+1] - q_start[s]) has position
+ *  q_pos[s] + i, by default (q_pos NULL) kv_len[s] - q_len: the new tokens
+ *  are the last ones of the cache, as after hwyattn_kv_cache_write of this
+ *  step's keys (decode: q_len = 1, the query sees every key; chunked
+ *  prefill: q_len tokens at the end of kv_len keys; full prefill: q_len =
+ *  kv_len). An explicit q_pos lets a query sit before the cache's end (e.g.
+ *  speculative tokens, or keys written ahead). The causal rule, windows and
+ *  ALiBi compare these positions. */
+typedef struct hwyattn_kv_batch {
+  uint32_t struct_size;  /* sizeof(hwyattn_kv_batch); hwyattn_kv_batch_init sets it */
+  int32_t num_seqs;      /* >= 1 */
+  /** [num_seqs + 1]: sequence s owns query tokens [q_start[s], q_start[s+1])
+   *  (cu_seqlens_q): q_start[0] = 0, non-decreasing (q_len 0 is allowed: the
+   *  sequence is skipped), q_start[num_seqs] = T. */
+  const int32_t* q_start;
+  /** [num_seqs]: cached keys of sequence s, this step's included; >= 0 (0:
+   *  its rows see no key: zeros and lse -INFINITY, or the sink's logit). */
+  const int32_t* kv_len;
+  /** Optional [num_seqs]: position of sequence s's first query token, >= 0;
+   *  NULL = kv_len - q_len. With a causal rule every query position must lie
+   *  in [0, kv_len): q_pos + q_len <= kv_len, and by default q_len <= kv_len
+   *  (each query has its own key in the cache). Without one, default
+   *  positions may be negative (q_len > kv_len, as hwyattn_sdpa's
+   *  bottom-right rule gives for Lq > Lk). */
+  const int32_t* q_pos;
+} hwyattn_kv_batch;
+
+/** Zeroes the caller's `size` bytes of *b and sets struct_size = size. NULL
+ *  is a no-op. Call it through the macro hwyattn_kv_batch_init(b). */
+HWYATTN_API void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size);
+#define hwyattn_kv_batch_init(b) hwyattn_kv_batch_init_sized((b), sizeof(*(b)))
+
+/** Attention of packed varlen queries over the cache: prefill, chunked
+ *  prefill and decode rows mixed in one call.
+ *
+ *    q      [T, Hq, D]   F32, F16 or BF16; T = q_start[num_seqs]
+ *    cache  K/V pages as described above (F32, F16, BF16 or I8)
+ *    batch  the sequences
+ *    out    [T, Hq, Dv]  F32 (written)
+ *
+ *  Per sequence s and query head h (which reads kv head h / (Hq / Hkv)),
+ *  query token i of the sequence attends to its keys t < kv_len[s] under
+ *  the rules of hwyattn_sdpa, with the positions of hwyattn_kv_batch: score
+ *  = scale * q.k, softcap, ALiBi slope[h] * (t - position); a causal rule
+ *  keeps keys with position <= the query's position; windows compare the
+ *  same positions; sinks join every row's denominator.
+ *
+ *  opts (NULL = defaults) fields that apply: scale (0 = 1/sqrt(D)), causal
+ *  (any value other than HWYATTN_CAUSAL_NONE means "key position <= query
+ *  position": with explicit positions, top-left and bottom-right are the
+ *  same rule), window_left, window_right, softcap, alibi_slopes [Hq], sinks
+ *  [Hq], parallel, precision, and lse: an optional F32 [T, Hq] output (the
+ *  natural-log softmax denominator, as hwyattn_sdpa's). mask, kv_len and
+ *  weights must be NULL here (HWYATTN_INVALID_ARGUMENT): kv_len is the
+ *  batch's, and a mask has no dense shape in a varlen batch.
+ *
+ *  I8 caches are dequantized (int8 * scale in fp32); the result is within
+ *  fp32 rounding of the exact attention over the dequantized cache. The
+ *  quantization's own error (against the values before
+ *  hwyattn_kv_cache_write quantized them) is about max|x| / 254 per element
+ *  of K and V, per token (or per channel).
+ *
+ *  Batch invariance and determinism: a sequence's rows are bit-identical
+ *  whatever the other sequences of the batch are, its position in the batch,
+ *  where its pages are in the pool, and the thread count or pool: each
+ *  sequence's keys are split into chunks fixed by its own length. They are
+ *  also the same bits as hwyattn_sdpa on that sequence alone ([1, Hq, q_len,
+ *  D] over its keys as a dense F32/F16/BF16 tensor, the I8 ones dequantized
+ *  to F32) when the positions match hwyattn_sdpa's. Results may differ in
+ *  the last bits between SIMD targets.
+ *
+ *  Every index is validated before any memory is written: page ids of the
+ *  pages each sequence needs against num_pages, the block table's stride
+ *  against kv_len, q_start (0 first, non-decreasing, T last), kv_len >= 0,
+ *  q_pos >= 0 and, with a causal rule, query positions in [0, kv_len); messages
+ *  name the sequence and the value. out and lse must not overlap q, the
+ *  cache, the batch's arrays or each other.
+ *
+ *  This version (v1) copies each sequence's pages into contiguous scratch
+ *  (dequantizing I8 to F32) and runs the sequences one after the other,
+ *  each with the kernels of hwyattn_sdpa; the results will not change when
+ *  later versions read the pages in place.
+ *
+ *  Example: one decode step of two sequences, GQA Hq = 8, Hkv = 2, D = 64,
+ *  an F16 cache of 16-token pages in vLLM's layout; sequence 0 has 37
+ *  tokens (pages 5, 2, 9), sequence 1 has 3 (page 0). Each step writes the
+ *  new token's K/V, then attends with its query:
+ *
+ *    enum { P = 64, S = 16, HKV = 2, HQ = 8, D = 64 };
+ *    static uint16_t kpool[P * HKV * S * D], vpool[P * HKV * S * D];
+ *    int64_t pool_shape[4] = {P, HKV, S, D};
+ *    hwyattn_kv_cache cache;
+ *    hwyattn_kv_cache_init(&cache);
+ *    hwyattn_tensor_contiguous(&cache.k, kpool, HWYATTN_F16, 4, pool_shape);
+ *    hwyattn_tensor_contiguous(&cache.v, vpool, HWYATTN_F16, 4, pool_shape);
+ *    int32_t table[2 * 4] = {5, 2, 9, -1,   0, -1, -1, -1};
+ *    cache.block_table = table;
+ *    cache.block_table_stride = 4;
+ *
+ *    // This step's keys/values [2, HKV, D] (one token per sequence) go to
+ *    // key 36 of sequence 0 (page 9, offset 4) and key 2 of sequence 1
+ *    // (page 0, offset 2).
+ *    float knew[2 * HKV * D], vnew[2 * HKV * D], q[2 * HQ * D], o[2 * HQ * D];
+ *    int64_t new_shape[3] = {2, HKV, D}, q_shape[3] = {2, HQ, D};
+ *    hwyattn_tensor tk, tv, tq, to;
+ *    hwyattn_tensor_contiguous(&tk, knew, HWYATTN_F32, 3, new_shape);
+ *    hwyattn_tensor_contiguous(&tv, vnew, HWYATTN_F32, 3, new_shape);
+ *    int64_t slot[2] = {9 * S + 4, 0 * S + 2};
+ *    hwyattn_kv_cache_write(&cache, &tk, &tv, slot, NULL);
+ *
+ *    int32_t q_start[3] = {0, 1, 2}, kv_len[2] = {37, 3};
+ *    hwyattn_kv_batch batch;
+ *    hwyattn_kv_batch_init(&batch);
+ *    batch.num_seqs = 2;
+ *    batch.q_start = q_start;
+ *    batch.kv_len = kv_len;          // q_pos NULL: positions 36 and 2
+ *    hwyattn_tensor_contiguous(&tq, q, HWYATTN_F32, 3, q_shape);
+ *    hwyattn_tensor_contiguous(&to, o, HWYATTN_F32, 3, q_shape);
+ *    hwyattn_sdpa_options opts;
+ *    hwyattn_sdpa_options_init(&opts);
+ *    opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+ *    if (hwyattn_kv_attention(&tq, &cache, &batch, &to, &opts) != HWYATTN_OK)
+ *      fprintf(stderr, "%s\n", hwyattn_last_error());
+ *
+ *  A prompt of 100 tokens prefilled in chunks of 64 is the same call with
+ *  q_start {0, 64} and kv_len 64 for the first chunk, then q_start {0, 36},
+ *  kv_len 100 for the second (positions 64..99), each after writing the
+ *  chunk's keys; it may ride in the same batch as other sequences' decodes.
+ *
+ *  out [T, Hq, Dv] and lse [T, Hq] merge with hwyattn_merge_states through
+ *  the views [1, Hq, T, Dv] and [1, Hq, T] (strides swapped, no copy).
+ *  Thread-safe: many threads may call at once (on disjoint outputs).
+ *  @returns HWYATTN_OK, or a status describing the error (see hwyattn_last_error()). */
+HWYATTN_API hwyattn_status hwyattn_kv_attention(const hwyattn_tensor* q,
+                                                const hwyattn_kv_cache* cache,
+                                                const hwyattn_kv_batch* batch,
+                                                hwyattn_tensor* out,
+                                                const hwyattn_sdpa_options* opts);
+
+/** Writes new keys and values into cache slots (vLLM's slot_mapping, ggml's
+ *  set_rows): token t of k_new/v_new goes to slot slot[t], i.e. page
+ *  slot[t] / page_size, offset slot[t] % page_size, for every kv head; a
+ *  negative slot skips the token. Only the written slots (and, for I8 with
+ *  per-token scales, their scales) change.
+ *
+ *    k_new  [T, Hkv, D]   F32, F16 or BF16
+ *    v_new  [T, Hkv, Dv]  F32, F16 or BF16 (may differ from k_new's dtype)
+ *    slot   [T] int64: each in [0, num_pages * page_size) or negative;
+ *           a slot written twice in one call is HWYATTN_INVALID_ARGUMENT
+ *
+ *  Conversion to the cache's dtype: F32 exactly; F16 and BF16 round to
+ *  nearest, ties to even. I8, per row (one token, one kv head) of D (or Dv)
+ *  values x:
+ *    per-token scales: scale = max_d |x_d| / 127 (fp32), stored at the
+ *      token's slot of k_scale (v_scale); q_d = x_d / scale (fp32 division)
+ *      rounded to nearest, ties to even, clamped to [-127, 127]. An all-zero
+ *      row stores scale 0 and values 0.
+ *    per-channel scales: scale_d from k_scale (v_scale) [1, Hkv, 1, D],
+ *      each finite and > 0 (else HWYATTN_INVALID_ARGUMENT); q_d = x_d /
+ *      scale_d rounded the same way and clamped to [-127, 127] (values
+ *      beyond 127 * scale_d saturate).
+ *  Non-finite inputs never fault but give meaningless values: a NaN element
+ *  stores 0; an infinite one saturates to +-127 with per-channel scales and
+ *  makes the token's scale infinite with per-token ones. K and V should be
+ *  finite for I8 caches.
+ *
+ *  opts: only `parallel` is read (NULL ok; the other fields are ignored).
+ *  The work is split over tokens; the result is the same bits for any
+ *  thread count. k_new, v_new and slot must not overlap the cache (k, v and
+ *  the per-token scales). batch arrays are not needed: write before
+ *  hwyattn_kv_attention, with kv_len counting the written tokens.
+ *  @returns HWYATTN_OK, or a status describing the error (see hwyattn_last_error()). */
+HWYATTN_API hwyattn_status hwyattn_kv_cache_write(const hwyattn_kv_cache* cache,
+                                                  const hwyattn_tensor* k_new,
+                                                  const hwyattn_tensor* v_new,
+                                                  const int64_t* slot,
+                                                  const hwyattn_sdpa_options* opts);
 
 
 /* ------------------------------------------------------------------------ */

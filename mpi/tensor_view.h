@@ -33,7 +33,8 @@ inline size_t DtypeSize(hwyattn_dtype dtype) {
     case HWYATTN_F32: return 4;
     case HWYATTN_F16:
     case HWYATTN_BF16: return 2;
-    case HWYATTN_BOOL: return 1;
+    case HWYATTN_BOOL:
+    case HWYATTN_I8: return 1;
   }
   return 0;
 }

@@ -104,7 +104,9 @@ void WorkerRange(int64_t items, double total_weight, const Weight& weight, int64
   if (*end < *begin) *end = *begin;
 }
 
-hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
+// reserve_only: size and allocate the call's scratch, then return without
+// running (ReserveSdpaScratch).
+hwyattn_status RunDecode(const SdpaProblem& p, double flops, bool reserve_only) {
   const DecodeKernels& kernels = GetDecodeKernels();
   DecodePlan plan;
   plan.problem = &p;
@@ -134,6 +136,7 @@ hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
   const int64_t items = heads * runs_per_head;
   float* memory = AttentionScratch(out_floats + stat_floats + counter_floats, plan.scratch_floats, threads);
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
+  if (reserve_only) return HWYATTN_OK;
   plan.partial_out = memory;
   plan.partial_stats = memory + out_floats;
   std::atomic<int32_t>* remaining = reinterpret_cast<std::atomic<int32_t>*>(memory + out_floats + stat_floats);
@@ -180,7 +183,7 @@ hwyattn_status RunDecode(const SdpaProblem& p, double flops) {
   return HWYATTN_OK;
 }
 
-hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
+hwyattn_status RunFlash(const SdpaProblem& p, double flops, bool reserve_only) {
   const FlashKernels& kernels = GetFlashKernels();
   const FlashGeometry& g = kernels.geometry;
   const int64_t mr = static_cast<int64_t>(g.tile_rows);
@@ -240,6 +243,7 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops) {
   if (__builtin_add_overflow(packed_floats, share_floats, &shared_floats)) return HWYATTN_OUT_OF_MEMORY;
   float* memory = AttentionScratch(shared_floats, plan.scratch_floats, threads);
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
+  if (reserve_only) return HWYATTN_OK;
   plan.packed = memory;
   plan.nonfinite_values =
       masked ? reinterpret_cast<uint8_t*>(memory + packed_floats - flag_floats) : nullptr;
@@ -279,7 +283,13 @@ hwyattn_status RunSdpa(const SdpaProblem& p) {
     SmallAttention(p);
     return HWYATTN_OK;
   }
-  return DecodeApplies(p) ? RunDecode(p, flops) : RunFlash(p, flops);
+  return DecodeApplies(p) ? RunDecode(p, flops, false) : RunFlash(p, flops, false);
+}
+
+hwyattn_status ReserveSdpaScratch(const SdpaProblem& p) {
+  const double flops = AttentionFlops(p);
+  if (SmallApplies(p, flops)) return HWYATTN_OK;  // no scratch
+  return DecodeApplies(p) ? RunDecode(p, flops, true) : RunFlash(p, flops, true);
 }
 
 void RunMerge(const MergeProblem& p) { GetMergeKernels().merge(p); }

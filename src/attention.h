@@ -25,6 +25,13 @@ void RunMerge(const MergeProblem& p);
 // the HWYATTN_TARGET cap.
 const char* KernelTargetName();
 
+// Grows this thread's attention scratch to what RunSdpa(p) needs, without
+// running it (p's data pointers are not read): a caller that runs several
+// problems back to back reserves for all of them first, so that an
+// allocation failure happens before any output is written. HWYATTN_OK or
+// HWYATTN_OUT_OF_MEMORY.
+hwyattn_status ReserveSdpaScratch(const SdpaProblem& p);
+
 }  // namespace hwyattn
 
 #endif  // HWYATTN_SRC_ATTENTION_H_

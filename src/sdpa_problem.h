@@ -53,6 +53,10 @@ struct SdpaProblem {
   Executor executor;
   // Paged K/V, or none (table null).
   KvPages pages;
+  // hwyattn_kv_attention's explicit positions: query row i has position
+  // i + position_offset whatever `causal` is (hwyattn_sdpa never sets it).
+  bool has_position_offset = false;
+  int64_t position_offset = 0;
 
   int64_t group() const { return q_heads / kv_heads; }
   // What validation established, checked by the kernels' preconditions
@@ -96,8 +100,11 @@ struct SdpaProblem {
   // Keys that batch b may attend to at all (kv_len, or Lk).
   int64_t KeyEnd(int64_t b) const { return key_lengths ? key_lengths[b] : kv_len; }
   // Query row i has position i + PositionOffset() (key j has position j):
+  // kv_len - q_len under bottom-right causal, 0 otherwise, or the explicit
+  // offset of a kv_attention sequence.
   // the causal mask and the windows compare positions.
   int64_t PositionOffset() const {
+    if (has_position_offset) return position_offset;
     return causal == Causal::kBottomRight ? kv_len - q_len : 0;
   }
   // Whether any score modifier is on (windows, softcap, ALiBi, sinks).

@@ -13,7 +13,7 @@
 namespace hwyattn {
 
 // Element types: hwyattn_dtype's values (capi checks that they match).
-enum class Dtype : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2, kBool = 3 };
+enum class Dtype : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2, kBool = 3, kI8 = 4 };
 
 // Bytes of one element of `t`.
 inline size_t DtypeSize(Dtype t) {
@@ -21,7 +21,8 @@ inline size_t DtypeSize(Dtype t) {
     case Dtype::kF32: return 4;
     case Dtype::kF16:
     case Dtype::kBF16: return 2;
-    case Dtype::kBool: return 1;
+    case Dtype::kBool:
+    case Dtype::kI8: return 1;
   }
   return 1;
 }

@@ -154,8 +154,53 @@ struct Env {
   hwyattn_tensor* m_out_arg = &m_out.t;
   hwyattn_tensor* m_lse_arg = &m_lse.t;
 
+  // hwyattn_kv_attention(kq_arg, kcache_arg, kbatch_arg, kout_arg, kopts_arg):
+  // q [5, 4, 8]; an I8 cache of 4 pages of 4 slots, Hkv 2, D 8, Dv 6, K
+  // scales per token [4, 2, 4, 1], V scales per channel [1, 2, 1, 6]; block
+  // table [2][3] = {2, 0, -1, 3, 1, -1}; batch q_start {0, 1, 5}, kv_len
+  // {6, 7} (a decode at position 5, a chunk at 3..6); causal; out [5, 4, 6],
+  // lse [5, 4]. hwyattn_kv_cache_write(kcache_arg, knew_arg, vnew_arg,
+  // kslot_arg, wopts_arg): k_new [3, 2, 8], v_new [3, 2, 6], slots {5, -1, 14}.
+  std::vector<int8_t> kpool = std::vector<int8_t>(4 * 2 * 4 * 8 + 64, 3);
+  std::vector<int8_t> vpool = std::vector<int8_t>(4 * 2 * 4 * 6 + 64, -3);
+  Tensor kscale{{4, 2, 4, 1}, 0.01f, 0.02f, 31}, vscale{{1, 2, 1, 6}, 0.01f, 0.02f, 32};
+  hwyattn_kv_cache kcache{};
+  std::vector<int32_t> ktable = {2, 0, -1, 3, 1, -1};
+  std::vector<int32_t> kq_start = {0, 1, 5, 0}, kkv_len = {6, 7, 0}, kq_pos = {5, 3, 0};
+  Tensor kq{{5, 4, 8}, -1, 1, 33}, kout{{5, 4, 6}, 0, 0, 34}, klse{{5, 4}, 0, 0, 35};
+  hwyattn_kv_batch kbatch{};
+  hwyattn_sdpa_options kopts{};
+  Tensor knew{{3, 2, 8}, -1, 1, 36}, vnew{{3, 2, 6}, -1, 1, 37};
+  std::vector<int64_t> kslot = {5, -1, 14, 0};
+  hwyattn_sdpa_options wopts{};
+  const hwyattn_tensor* kq_arg = &kq.t;
+  const hwyattn_kv_cache* kcache_arg = &kcache;
+  const hwyattn_kv_batch* kbatch_arg = &kbatch;
+  hwyattn_tensor* kout_arg = &kout.t;
+  const hwyattn_sdpa_options* kopts_arg = &kopts;
+  const hwyattn_tensor* knew_arg = &knew.t;
+  const hwyattn_tensor* vnew_arg = &vnew.t;
+  const int64_t* kslot_arg = kslot.data();
+  const hwyattn_sdpa_options* wopts_arg = &wopts;
+
   Env() {
     for (int i = 0; i < 9; ++i) mask.data[static_cast<size_t>(i * 5)] = -kInf;
+    hwyattn_kv_cache_init(&kcache);
+    const int64_t kshape[4] = {4, 2, 4, 8}, vshape[4] = {4, 2, 4, 6};
+    EXPECT_EQ(hwyattn_tensor_contiguous(&kcache.k, kpool.data(), HWYATTN_I8, 4, kshape), HWYATTN_OK);
+    EXPECT_EQ(hwyattn_tensor_contiguous(&kcache.v, vpool.data(), HWYATTN_I8, 4, vshape), HWYATTN_OK);
+    kcache.k_scale = &kscale.t;
+    kcache.v_scale = &vscale.t;
+    kcache.block_table = ktable.data();
+    kcache.block_table_stride = 3;
+    hwyattn_kv_batch_init(&kbatch);
+    kbatch.num_seqs = 2;
+    kbatch.q_start = kq_start.data();
+    kbatch.kv_len = kkv_len.data();
+    hwyattn_sdpa_options_init(&kopts);
+    kopts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+    kopts.lse = &klse.t;
+    hwyattn_sdpa_options_init(&wopts);
     hwyattn_sdpa_options_init(&opts);
     opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
     opts.mask = &mask.t;
@@ -206,6 +251,7 @@ struct Env {
     }
     m_sinks_arg = m_sinks.data();
     for (Tensor* t : {&m_out, &m_lse}) t->FillSentinel();
+    for (Tensor* t : {&kout, &klse}) t->FillSentinel();
   }
   ~Env() { hwyattn_mha_destroy(module); }
   Env(const Env&) = delete;
@@ -222,6 +268,11 @@ struct Env {
       add(t->data.data(), t->data.size() * sizeof(float));
     }
     for (const Tensor* t : {&m_out, &m_lse}) add(t->data.data(), t->data.size() * sizeof(float));
+    for (const Tensor* t : {&kout, &klse, &kscale}) {
+      add(t->data.data(), t->data.size() * sizeof(float));
+    }
+    add(kpool.data(), kpool.size());
+    add(vpool.data(), vpool.size());
     add(&created, sizeof(created));
     add(&described, sizeof(described));
     const int threads = hwyattn_get_num_threads();
@@ -230,7 +281,9 @@ struct Env {
   }
 };
 
-enum class Entry { kSdpa, kMhaCreate, kMhaForward, kContiguous, kSetThreads, kMerge };
+enum class Entry {
+  kSdpa, kMhaCreate, kMhaForward, kContiguous, kSetThreads, kMerge, kKvAttention, kKvWrite
+};
 
 const char* EntryName(Entry e) {
   switch (e) {
@@ -240,6 +293,8 @@ const char* EntryName(Entry e) {
     case Entry::kContiguous: return "tensor_contiguous";
     case Entry::kSetThreads: return "set_num_threads";
     case Entry::kMerge: return "merge_states";
+    case Entry::kKvAttention: return "kv_attention";
+    case Entry::kKvWrite: return "kv_cache_write";
   }
   return "?";
 }
@@ -259,6 +314,12 @@ hwyattn_status Invoke(Entry e, Env& env) {
     case Entry::kMerge:
       return hwyattn_merge_states(env.m_n, env.m_outs_arg, env.m_lses_arg, env.m_sinks_arg,
                                   env.m_out_arg, env.m_lse_arg);
+    case Entry::kKvAttention:
+      return hwyattn_kv_attention(env.kq_arg, env.kcache_arg, env.kbatch_arg, env.kout_arg,
+                                  env.kopts_arg);
+    case Entry::kKvWrite:
+      return hwyattn_kv_cache_write(env.kcache_arg, env.knew_arg, env.vnew_arg, env.kslot_arg,
+                                    env.wopts_arg);
   }
   return HWYATTN_INTERNAL_ERROR;
 }
@@ -800,8 +861,8 @@ std::vector<BadCase> OtherCases() {
          x.shape3[1] = k2e40;
        },
        kInvalid, {"overflows", "shape[1] = 1099511627776"}},
-      {"Dtype4", c, [](Env& x) { x.c_dtype = EnumFromInt<hwyattn_dtype>(4); }, kInvalid,
-       {"dtype is 4"}},
+      {"Dtype5", c, [](Env& x) { x.c_dtype = EnumFromInt<hwyattn_dtype>(5); }, kInvalid,
+       {"dtype is 5"}},
       {"Negative", t, [](Env& x) { x.n_threads = -1; }, kInvalid, {"n: -1 threads"}},
       {"IntMin", t, [](Env& x) { x.n_threads = INT_MIN; }, kInvalid, {"n: -2147483648 threads"}},
       {"TooMany", t, [](Env& x) { x.n_threads = 4097; }, kUnsupported,
@@ -949,9 +1010,197 @@ std::vector<BadCase> MergeCases() {
   return c;
 }
 
+// hwyattn_kv_attention and hwyattn_kv_cache_write: every rule of their
+// validation (see hwyattn.h), and I8 where the other entry points refuse it.
+std::vector<BadCase> KvCases() {
+  const Entry a = Entry::kKvAttention, w = Entry::kKvWrite;
+  return {
+      // I8 outside a cache.
+      {"SdpaQI8", Entry::kSdpa, [](Env& x) { x.q.t.dtype = HWYATTN_I8; }, kInvalid,
+       {"q: dtype I8", "hwyattn_kv_cache"}},
+      {"SdpaKI8", Entry::kSdpa, [](Env& x) { x.k.t.dtype = HWYATTN_I8; }, kInvalid,
+       {"k: dtype I8", "hwyattn_kv_cache"}},
+      {"MhaQueryI8", Entry::kMhaForward, [](Env& x) { x.query.t.dtype = HWYATTN_I8; }, kInvalid,
+       {"query: dtype I8"}},
+      {"MergeOutsI8", Entry::kMerge, [](Env& x) { x.m_outs[1].t.dtype = HWYATTN_I8; }, kInvalid,
+       {"outs[1]: dtype I8"}},
+      {"QI8", a, [](Env& x) { x.kq.t.dtype = HWYATTN_I8; }, kInvalid, {"q: dtype I8"}},
+      {"KNewI8", w, [](Env& x) { x.knew.t.dtype = HWYATTN_I8; }, kInvalid, {"k_new: dtype I8"}},
+      // NULL arguments.
+      {"QNull", a, [](Env& x) { x.kq_arg = nullptr; }, kInvalid, {"q is NULL"}},
+      {"CacheNull", a, [](Env& x) { x.kcache_arg = nullptr; }, kInvalid, {"cache is NULL"}},
+      {"BatchNull", a, [](Env& x) { x.kbatch_arg = nullptr; }, kInvalid, {"batch is NULL"}},
+      {"OutNull", a, [](Env& x) { x.kout_arg = nullptr; }, kInvalid, {"out is NULL"}},
+      {"QStartNull", a, [](Env& x) { x.kbatch.q_start = nullptr; }, kInvalid,
+       {"batch: q_start is NULL"}},
+      {"KvLenNull", a, [](Env& x) { x.kbatch.kv_len = nullptr; }, kInvalid,
+       {"batch: kv_len is NULL"}},
+      {"WriteCacheNull", w, [](Env& x) { x.kcache_arg = nullptr; }, kInvalid, {"cache is NULL"}},
+      {"KNewNull", w, [](Env& x) { x.knew_arg = nullptr; }, kInvalid, {"k_new is NULL"}},
+      {"VNewNull", w, [](Env& x) { x.vnew_arg = nullptr; }, kInvalid, {"v_new is NULL"}},
+      {"SlotNull", w, [](Env& x) { x.kslot_arg = nullptr; }, kInvalid, {"slot is NULL"}},
+      // Structs.
+      {"CacheStructSize", a, [](Env& x) { x.kcache.struct_size = 3; }, kInvalid,
+       {"cache: struct_size is 3", "hwyattn_kv_cache_init"}},
+      {"CacheReserved", a, [](Env& x) { x.kcache.reserved0 = 1; }, kUnsupported,
+       {"cache: reserved0 is 1"}},
+      {"BatchStructSize", a, [](Env& x) { x.kbatch.struct_size = 12; }, kInvalid,
+       {"batch: struct_size is 12"}},
+      {"NumSeqsZero", a, [](Env& x) { x.kbatch.num_seqs = 0; }, kInvalid,
+       {"batch: num_seqs is 0"}},
+      // The cache's tensors.
+      {"KDtypeBool", a, [](Env& x) { x.kcache.k.dtype = HWYATTN_BOOL; }, kInvalid,
+       {"cache: k: dtype BOOL"}},
+      {"VDtypeDiffers", a, [](Env& x) { x.kcache.v.dtype = HWYATTN_F16; }, kInvalid,
+       {"cache: v has dtype F16 but k has I8"}},
+      {"VPagesMismatch", a, [](Env& x) { x.kcache.v.shape[0] = 3; }, kInvalid,
+       {"cache: v: num_pages (shape[0]) is 3", "4"}},
+      {"VPageSizeMismatch", w, [](Env& x) { x.kcache.v.shape[2] = 2; }, kInvalid,
+       {"cache: v: page_size (shape[2]) is 2", "4"}},
+      {"I8WithoutKScale", a, [](Env& x) { x.kcache.k_scale = nullptr; }, kInvalid,
+       {"cache: k_scale is NULL", "I8"}},
+      {"I8WithoutVScale", w, [](Env& x) { x.kcache.v_scale = nullptr; }, kInvalid,
+       {"cache: v_scale is NULL"}},
+      {"F32WithScales", a,
+       [](Env& x) { x.kcache.k.dtype = x.kcache.v.dtype = HWYATTN_F32; }, kInvalid,
+       {"k_scale is given but the cache is F32"}},
+      {"KScaleLayout", a, [](Env& x) { x.kscale.t.shape[3] = 2; }, kInvalid,
+       {"cache: k_scale: shape [4, 2, 4, 2]", "neither per token [4, 2, 4, 1]",
+        "per channel [1, 2, 1, 8]"}},
+      {"VScaleChannels", w, [](Env& x) { x.vscale.t.shape[3] = 8; }, kInvalid,
+       {"cache: v_scale", "per channel [1, 2, 1, 6]"}},
+      {"KScaleDtype", a, [](Env& x) { x.kscale.t.dtype = HWYATTN_BF16; }, kInvalid,
+       {"cache: k_scale: dtype BF16"}},
+      // Block table and batch: every index before memory is touched.
+      {"PageIdTooLarge", a, [](Env& x) { x.ktable[3] = 4; }, kInvalid,
+       {"block_table[1][0] (sequence 1, keys from 0) is page 4", "[0, 4)"}},
+      {"PageIdNegative", a, [](Env& x) { x.ktable[1] = -1; }, kInvalid,
+       {"block_table[0][1] (sequence 0, keys from 4) is page -1"}},
+      {"TableTooShort", a, [](Env& x) { x.kcache.block_table_stride = 1; }, kInvalid,
+       {"kv_len[0] (sequence 0) is 6", "needs 2 pages", "block_table_stride is 1"}},
+      {"TableStrideNegative", a, [](Env& x) { x.kcache.block_table_stride = -3; }, kInvalid,
+       {"block_table_stride is -3"}},
+      {"TableStrideOverflows", a, [](Env& x) { x.kcache.block_table_stride = INT64_MAX / 2; },
+       kInvalid, {"block_table_stride", "overflows"}},
+      {"NoTableKvLenPastPage", a, [](Env& x) { x.kcache.block_table = nullptr; }, kInvalid,
+       {"kv_len[0] (sequence 0) is 6", "no block_table", "page_size 4"}},
+      {"QStartFirstNotZero", a, [](Env& x) { x.kq_start[0] = 1; }, kInvalid,
+       {"q_start[0] is 1; must be 0"}},
+      {"QStartDecreases", a, [](Env& x) { x.kq_start[1] = -1; }, kInvalid,
+       {"q_start[1] is -1 but q_start[0] is 0", "must not decrease"}},
+      {"QStartPastT", a, [](Env& x) { x.kq_start[1] = 6; }, kInvalid,
+       {"q_start[1] is 6, past q's 5 tokens"}},
+      {"QStartEndsBeforeT", a, [](Env& x) { x.kq_start[2] = 4; }, kInvalid,
+       {"q_start[2] is 4 but q has 5 tokens"}},
+      {"KvLenNegative", a, [](Env& x) { x.kkv_len[1] = -3; }, kInvalid,
+       {"kv_len[1] (sequence 1) is -3"}},
+      {"QPosNegative", a,
+       [](Env& x) {
+         x.kq_pos[1] = -1;
+         x.kbatch.q_pos = x.kq_pos.data();
+       },
+       kInvalid, {"q_pos[1] (sequence 1) is -1"}},
+      {"QPosPastKvLenCausal", a,
+       [](Env& x) {
+         x.kq_pos[1] = 4;
+         x.kbatch.q_pos = x.kq_pos.data();
+       },
+       kInvalid, {"sequence 1 has queries at positions [4, 8) but kv_len 7"}},
+      {"DecodeWithoutItsKey", a, [](Env& x) { x.kkv_len[0] = 0; }, kInvalid,
+       {"sequence 0 has queries at positions [-1, 0) but kv_len 0"}},
+      {"KvLenMisaligned", a,
+       [](Env& x) {
+         x.kbatch.kv_len = reinterpret_cast<const int32_t*>(
+             reinterpret_cast<const char*>(x.kkv_len.data()) + 1);
+       },
+       kInvalid, {"batch: kv_len", "not aligned"}},
+      // Shapes and options.
+      {"HqNotMultipleOfHkv", a,
+       [](Env& x) {
+         x.kq.t.shape[1] = 3;
+         x.kout.t.shape[1] = 3;
+       },
+       kInvalid, {"2 kv heads", "does not divide q's 3 heads"}},
+      {"QHeadDimMismatch", a, [](Env& x) { x.kq.t.shape[2] = 7; }, kInvalid,
+       {"cache: k: head_dim (shape[3]) is 8 but q's head_dim is 7"}},
+      {"OutValueDimMismatch", a, [](Env& x) { x.kout.t.shape[2] = 5; }, kInvalid,
+       {"out: value_dim (shape[2]) is 5", "6"}},
+      {"OutTokensMismatch", a, [](Env& x) { x.kout.t.shape[0] = 4; }, kInvalid,
+       {"out: tokens (shape[0]) is 4", "5"}},
+      {"OutF16", a, [](Env& x) { x.kout.t.dtype = HWYATTN_F16; }, kUnsupported,
+       {"out: dtype F16"}},
+      {"LseHeadsMismatch", a, [](Env& x) { x.klse.t.shape[1] = 2; }, kInvalid,
+       {"lse: heads (shape[1]) is 2", "4"}},
+      {"MaskGiven", a, [](Env& x) { x.kopts.mask = &x.mask.t; }, kInvalid, {"opts: mask is given"}},
+      {"KvLenGiven", a, [](Env& x) { x.kopts.kv_len = x.kkv_len.data(); }, kInvalid,
+       {"opts: kv_len is given", "batch->kv_len"}},
+      {"WeightsGiven", a, [](Env& x) { x.kopts.weights = &x.weights.t; }, kInvalid,
+       {"opts: weights is given"}},
+      {"SinkNaN", a,
+       [](Env& x) {
+         x.head_values[1] = kNaN;
+         x.kopts.sinks = x.head_values.data();
+       },
+       kInvalid, {"opts: sinks[1] is nan"}},
+      {"CausalOutOfRange", a, [](Env& x) { x.kopts.causal = EnumFromInt<hwyattn_causal>(3); },
+       kInvalid, {"opts: causal is 3"}},
+      // Aliasing.
+      {"OutAliasesQ", a, [](Env& x) { x.kout.t.data = x.kq.data.data(); }, kInvalid,
+       {"out overlaps q"}},
+      {"LseOverKScale", a, [](Env& x) { x.klse.t.data = x.kscale.data.data(); }, kInvalid,
+       {"lse overlaps cache: k_scale"}},
+      {"OutOverBlockTable", a,
+       [](Env& x) {
+         std::memcpy(x.kout.data.data() + 4, x.ktable.data(), 6 * sizeof(int32_t));
+         x.kcache.block_table = reinterpret_cast<const int32_t*>(x.kout.data.data() + 4);
+       },
+       kInvalid, {"out overlaps cache: block_table"}},
+      {"OutOverLse", a, [](Env& x) { x.klse.t.data = x.kout.data.data() + 8; }, kInvalid,
+       {"out overlaps lse"}},
+      // hwyattn_kv_cache_write.
+      {"SlotPastPool", w, [](Env& x) { x.kslot[2] = 16; }, kInvalid,
+       {"slot[2] is 16", "num_pages * page_size = 16"}},
+      {"SlotDuplicate", w, [](Env& x) { x.kslot[2] = 5; }, kInvalid,
+       {"slot[0] and slot[2] are both 5"}},
+      {"SlotMisaligned", w,
+       [](Env& x) {
+         x.kslot_arg = reinterpret_cast<const int64_t*>(
+             reinterpret_cast<const char*>(x.kslot.data()) + 4);
+       },
+       kInvalid, {"slot", "not aligned"}},
+      {"KNewHeadsMismatch", w, [](Env& x) { x.knew.t.shape[1] = 1; }, kInvalid,
+       {"k_new: heads (shape[1]) is 1", "2"}},
+      {"KNewDimMismatch", w, [](Env& x) { x.knew.t.shape[2] = 6; }, kInvalid,
+       {"k_new: head_dim (shape[2]) is 6", "8"}},
+      {"VNewTokensMismatch", w, [](Env& x) { x.vnew.t.shape[0] = 2; }, kInvalid,
+       {"v_new: tokens (shape[0]) is 2", "3"}},
+      {"VNewDimMismatch", w, [](Env& x) { x.vnew.t.shape[2] = 8; }, kInvalid,
+       {"v_new: value_dim (shape[2]) is 8", "6"}},
+      {"ChannelScaleZero", w, [](Env& x) { x.vscale.data[3] = 0.0f; }, kInvalid,
+       {"cache: v_scale[0, 0, 0, 3] is 0", "finite and > 0"}},
+      {"ChannelScaleInf", w, [](Env& x) { x.vscale.data[7] = kInf; }, kInvalid,
+       {"cache: v_scale[0, 1, 0, 1] is inf"}},
+      {"KNewInsideCache", w,
+       [](Env& x) { x.knew.t.data = reinterpret_cast<float*>(x.kscale.data.data()); }, kInvalid,
+       {"cache: k_scale overlaps k_new"}},
+      {"TokenScalesOverlap", w, [](Env& x) { x.kscale.t.stride[2] = 0; }, kInvalid,
+       {"cache: k_scale", "overlap"}},
+      {"PoolSlotsOverlap", w, [](Env& x) { x.kcache.k.stride[2] = 1; }, kInvalid,
+       {"cache: k", "overlap"}},
+      {"PoolNumWorkersZero", w,
+       [](Env& x) {
+         hwyattn_parallel_init(&x.pool);
+         x.pool.num_workers = 0;
+         x.wopts.parallel = &x.pool;
+       },
+       kInvalid, {"parallel: num_workers is 0"}},
+  };
+}
+
 std::vector<BadCase> AllBadCases() {
   std::vector<BadCase> all;
-  for (auto* f : {&SdpaCases, &MhaCreateCases, &MhaForwardCases, &OtherCases, &MergeCases}) {
+  for (auto* f : {&SdpaCases, &MhaCreateCases, &MhaForwardCases, &OtherCases, &MergeCases,
+                  &KvCases}) {
     for (BadCase& c : f()) all.push_back(std::move(c));
   }
   return all;
@@ -960,7 +1209,7 @@ std::vector<BadCase> AllBadCases() {
 // The unmutated arguments are valid: every row's failure is its mutation's.
 TEST(BadInputBaseline, EveryEntryPointAcceptsTheBase) {
   for (Entry e : {Entry::kSdpa, Entry::kMhaCreate, Entry::kMhaForward, Entry::kContiguous,
-                  Entry::kSetThreads, Entry::kMerge}) {
+                  Entry::kSetThreads, Entry::kMerge, Entry::kKvAttention, Entry::kKvWrite}) {
     Env env;
     const int saved = hwyattn_get_num_threads();
     EXPECT_EQ(Invoke(e, env), HWYATTN_OK) << EntryName(e) << ": " << hwyattn_last_error();

@@ -231,6 +231,79 @@ TEST(OutOfMemory, MhaCreateAndForward) {
   hwyattn_mha_destroy(m);
 }
 
+// hwyattn_kv_attention (a decode over two key chunks, a prefill chunk and a
+// tiny sequence in one batch, over an I8 paged cache: the gather buffer and
+// each sequence's attention scratch are all reserved before any row is
+// written) and hwyattn_kv_cache_write (its duplicate-slot check and its row
+// buffers), on the library's threads and on the pools.
+TEST(OutOfMemory, KvAttentionAndWrite) {
+  const int64_t P = 80, Hkv = 2, S = 16, D = 32, Hq = 4;
+  // The I8 pool lives in float vectors so that ExpectCleanOutOfMemory can
+  // compare it.
+  std::vector<float> kpool(P * Hkv * S * D / 4, 0.0f), vpool(kpool.size(), 0.0f);
+  std::vector<float> kscale(P * Hkv * S, 0.0f), vscale(P * Hkv * S, 0.0f);
+  hwyattn_kv_cache cache;
+  hwyattn_kv_cache_init(&cache);
+  const int64_t pool_shape[4] = {P, Hkv, S, D}, scale_shape[4] = {P, Hkv, S, 1};
+  ASSERT_EQ(hwyattn_tensor_contiguous(&cache.k, kpool.data(), HWYATTN_I8, 4, pool_shape), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&cache.v, vpool.data(), HWYATTN_I8, 4, pool_shape), HWYATTN_OK);
+  hwyattn_tensor tks, tvs;
+  ASSERT_EQ(hwyattn_tensor_contiguous(&tks, kscale.data(), HWYATTN_F32, 4, scale_shape), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&tvs, vscale.data(), HWYATTN_F32, 4, scale_shape), HWYATTN_OK);
+  cache.k_scale = &tks;
+  cache.v_scale = &tvs;
+  // Sequences: 700 keys (pages 0..43), 300 keys (44..62), 5 keys (63).
+  const int32_t lens[3] = {700, 300, 5}, q_lens[3] = {1, 100, 2};
+  std::vector<int32_t> table(3 * 48, -1);
+  int32_t page = 0;
+  for (int s = 0; s < 3; ++s) {
+    for (int32_t j = 0; j < (lens[s] + S - 1) / S; ++j) table[s * 48 + j] = page++;
+  }
+  cache.block_table = table.data();
+  cache.block_table_stride = 48;
+  // Write every key: 1005 tokens.
+  std::vector<int64_t> slot;
+  for (int s = 0; s < 3; ++s) {
+    for (int32_t t = 0; t < lens[s]; ++t) slot.push_back(int64_t{table[s * 48 + t / S]} * S + t % S);
+  }
+  const int64_t N = static_cast<int64_t>(slot.size());
+  std::vector<float> knew(N * Hkv * D), vnew(knew.size());
+  for (size_t i = 0; i < knew.size(); ++i) {
+    knew[i] = static_cast<float>(i % 13) * 0.1f - 0.6f;
+    vnew[i] = static_cast<float>(i % 7) * 0.2f - 0.5f;
+  }
+  hwyattn_tensor tkn = Dense(knew.data(), {N, Hkv, D}), tvn = Dense(vnew.data(), {N, Hkv, D});
+  ExpectCleanOutOfMemory([&] { return hwyattn_kv_cache_write(&cache, &tkn, &tvn, slot.data(), nullptr); },
+                         kpool);
+  const int32_t q_start[4] = {0, 1, 101, 103};
+  hwyattn_kv_batch batch;
+  hwyattn_kv_batch_init(&batch);
+  batch.num_seqs = 3;
+  batch.q_start = q_start;
+  batch.kv_len = lens;
+  std::vector<float> q(103 * Hq * D, 0.25f), out(q.size(), -7.0f), lse(103 * Hq, -7.0f);
+  hwyattn_tensor tq = Dense(q.data(), {103, Hq, D}), to = Dense(out.data(), {103, Hq, D});
+  hwyattn_tensor tl = Dense(lse.data(), {103, Hq});
+  Pools pools;
+  for (const hwyattn_parallel* pool : pools.all) {
+    hwyattn_sdpa_options opts;
+    hwyattn_sdpa_options_init(&opts);
+    opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+    opts.lse = &tl;
+    opts.parallel = pool;
+    std::fill(out.begin(), out.end(), -7.0f);
+    std::fill(lse.begin(), lse.end(), -7.0f);
+    ExpectCleanOutOfMemory([&] { return hwyattn_kv_attention(&tq, &cache, &batch, &to, &opts); },
+                           out);
+    std::fill(out.begin(), out.end(), -7.0f);
+    std::fill(lse.begin(), lse.end(), -7.0f);
+    ExpectCleanOutOfMemory([&] { return hwyattn_kv_attention(&tq, &cache, &batch, &to, &opts); },
+                           lse);
+  }
+  EXPECT_EQ(pools.threads.violation(), "");
+  EXPECT_EQ(pools.inline_pool.violation(), "");
+}
+
 // Warm calls allocate nothing: the prefill kernel (with weights and lse), the
 // decode kernel over a long cache (key chunks merged by log-sum-exp), the
 // small kernel, and the MHA layer, on 1 and 2 threads and on a pool of 2

@@ -89,6 +89,7 @@ size_t DtypeSize(hwyattn_dtype dtype) {
     case HWYATTN_BF16:
       return 2;
     case HWYATTN_BOOL:
+    case HWYATTN_I8:
       return 1;
   }
   return 0;
@@ -134,6 +135,8 @@ double ReadElement(const hwyattn_tensor& t, const int64_t idx[4]) {
     }
     case HWYATTN_BOOL:
       return *p != 0 ? 1.0 : 0.0;
+    case HWYATTN_I8:
+      return static_cast<double>(static_cast<int8_t>(*p));
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
@@ -183,7 +186,7 @@ bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k,
     return Fail(error, "rank outside 1..4");
   }
   for (const hwyattn_tensor* t : {&q, &k, &v}) {
-    if (t->dtype == HWYATTN_BOOL || DtypeSize(t->dtype) == 0) {
+    if (t->dtype == HWYATTN_BOOL || t->dtype == HWYATTN_I8 || DtypeSize(t->dtype) == 0) {
       return Fail(error, "q/k/v dtype must be F32, F16 or BF16");
     }
   }
@@ -350,6 +353,125 @@ bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k,
           const int64_t vb = vs[0] == 1 ? 0 : b;
           const double* vrow = &vd[static_cast<size_t>(((vb * kv_heads + hk) * k_len + j) * v_dim)];
           for (int64_t c = 0; c < v_dim; ++c) orow[c] += p * vrow[c];
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// hwyattn_kv_attention
+// ---------------------------------------------------------------------------
+
+double ReadCacheValue(const hwyattn_kv_cache& cache, bool values, int64_t page, int64_t head,
+                      int64_t offset, int64_t d) {
+  const hwyattn_tensor& t = values ? cache.v : cache.k;
+  const int64_t idx[4] = {page, head, offset, d};
+  const double x = ReadElement(t, idx);
+  if (t.dtype != HWYATTN_I8) return x;
+  const hwyattn_tensor& scale = *(values ? cache.v_scale : cache.k_scale);
+  int64_t ts[4], ss[4], unused[4];
+  LogicalDims(t, ts, unused);
+  LogicalDims(scale, ss, unused);
+  // Per token [P, Hkv, S, 1]; otherwise per channel [1, Hkv, 1, D].
+  const bool per_token = ss[0] == ts[0] && ss[2] == ts[2] && ss[3] == 1;
+  const int64_t sidx[4] = {per_token ? page : 0, head, per_token ? offset : 0,
+                           per_token ? 0 : d};
+  return x * ReadElement(scale, sidx);
+}
+
+bool ReferenceKvAttention(const hwyattn_tensor& q, const hwyattn_kv_cache& cache,
+                          const hwyattn_kv_batch& batch, const hwyattn_sdpa_options* opts,
+                          KvRefResult* result, std::string* error) {
+  int64_t qs[4], ks[4], vs[4], unused[4];
+  if (!LogicalDims(q, qs, unused) || !LogicalDims(cache.k, ks, unused) ||
+      !LogicalDims(cache.v, vs, unused)) {
+    return Fail(error, "rank outside 1..4");
+  }
+  const int64_t T = qs[1], Hq = qs[2], D = qs[3];
+  const int64_t P = ks[0], Hkv = ks[1], S = ks[2], Dv = vs[3];
+  if (qs[0] != 1 || ks[3] != D || vs[0] != P || vs[1] != Hkv || vs[2] != S || Hkv < 1 ||
+      Hq % Hkv != 0) {
+    return Fail(error, "inconsistent q/cache shapes");
+  }
+  if (cache.k.dtype == HWYATTN_I8 && (cache.k_scale == nullptr || cache.v_scale == nullptr)) {
+    return Fail(error, "I8 cache without scales");
+  }
+  if (batch.num_seqs < 1 || batch.q_start[0] != 0 || batch.q_start[batch.num_seqs] != T) {
+    return Fail(error, "q_start does not cover [0, T)");
+  }
+  hwyattn_sdpa_options o;
+  std::memset(&o, 0, sizeof(o));
+  if (opts != nullptr) std::memcpy(&o, opts, std::min<size_t>(opts->struct_size, sizeof(o)));
+  if (o.window_left < 0 || o.window_right < 0 || !(o.softcap >= 0) || std::isinf(o.softcap)) {
+    return Fail(error, "modifier values without a meaning");
+  }
+  const double scale = o.scale != 0.0f ? o.scale : 1.0 / std::sqrt(static_cast<double>(D));
+  const bool causal = o.causal != HWYATTN_CAUSAL_NONE;
+  const int64_t group = Hq / Hkv;
+  result->tokens = T;
+  result->q_heads = Hq;
+  result->v_dim = Dv;
+  result->out.assign(static_cast<size_t>(T * Hq * Dv), 0.0);
+  result->lse.assign(static_cast<size_t>(T * Hq), 0.0);
+  for (int32_t s = 0; s < batch.num_seqs; ++s) {
+    const int64_t q0 = batch.q_start[s], q_len = batch.q_start[s + 1] - q0;
+    const int64_t len = batch.kv_len[s];
+    if (q_len < 0 || len < 0) return Fail(error, "negative q_len or kv_len");
+    const int64_t first_pos = batch.q_pos != nullptr ? batch.q_pos[s] : len - q_len;
+    auto page_of = [&](int64_t t) -> int64_t {
+      return cache.block_table != nullptr
+                 ? cache.block_table[s * cache.block_table_stride + t / S]
+                 : s;
+    };
+    for (int64_t t = 0; t < len; ++t) {
+      if (page_of(t) < 0 || page_of(t) >= P || (cache.block_table == nullptr && len > S)) {
+        return Fail(error, "a page outside the pool");
+      }
+    }
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t kvh = h / group;
+      const double sink = o.sinks != nullptr ? static_cast<double>(o.sinks[h])
+                                             : -std::numeric_limits<double>::infinity();
+      for (int64_t i = 0; i < q_len; ++i) {
+        const int64_t pos = first_pos + i;
+        std::vector<double> score;
+        std::vector<int64_t> keys;
+        for (int64_t t = 0; t < len; ++t) {
+          if (causal && t > pos) continue;
+          if (o.window_left > 0 && t <= pos - o.window_left) continue;
+          if (o.window_right > 0 && t >= pos + o.window_right) continue;
+          double dot = 0.0;
+          for (int64_t d = 0; d < D; ++d) {
+            const int64_t qi[4] = {0, q0 + i, h, d};
+            dot += ReadElement(q, qi) * ReadCacheValue(cache, false, page_of(t), kvh, t % S, d);
+          }
+          double x = scale * dot;
+          if (o.softcap > 0) x = o.softcap * std::tanh(x / o.softcap);
+          if (o.alibi_slopes != nullptr) {
+            x += static_cast<double>(o.alibi_slopes[h]) * static_cast<double>(t - pos);
+          }
+          score.push_back(x);
+          keys.push_back(t);
+        }
+        double m = sink;
+        for (double x : score) m = std::max(m, x);
+        double* out = &result->out[static_cast<size_t>(((q0 + i) * Hq + h) * Dv)];
+        double& lse = result->lse[static_cast<size_t>((q0 + i) * Hq + h)];
+        if (score.empty()) {
+          lse = sink;
+          continue;
+        }
+        double sum = std::isinf(sink) ? 0.0 : std::exp(sink - m);
+        for (double x : score) sum += std::exp(x - m);
+        lse = m + std::log(sum);
+        for (size_t j = 0; j < keys.size(); ++j) {
+          const double w = std::exp(score[j] - lse);
+          const int64_t t = keys[j];
+          for (int64_t d = 0; d < Dv; ++d) {
+            out[d] += w * ReadCacheValue(cache, true, page_of(t), kvh, t % S, d);
+          }
         }
       }
     }

@@ -116,6 +116,33 @@ bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k,
                    const hwyattn_tensor& v, const hwyattn_sdpa_options* opts,
                    RefResult* result, std::string* error);
 
+// hwyattn_kv_attention's results, dense and row-major in double.
+struct KvRefResult {
+  int64_t tokens = 0, q_heads = 0, v_dim = 0;
+  std::vector<double> out;  // [T, Hq, Dv]
+  std::vector<double> lse;  // [T, Hq]; a row without keys: the sink or -INFINITY
+};
+
+// The value of element d of kv head `head` at (page, offset) of the cache's
+// k (values = false) or v, dequantized for I8 caches (int8 * scale, in
+// double; the scale per token when the scale tensor is [P, Hkv, S, 1], else
+// per channel [1, Hkv, 1, D]).
+double ReadCacheValue(const hwyattn_kv_cache& cache, bool values, int64_t page, int64_t head,
+                      int64_t offset, int64_t d);
+
+// hwyattn_kv_attention as the header defines it, plainly: for each sequence
+// s, its keys t < kv_len[s] are read through the block table (page
+// block_table[s][t / page_size], or page s without a table), dequantized;
+// query token i of the sequence has position q_pos[s] + i (default kv_len -
+// q_len), key t position t, and the rules of ReferenceSdpa apply with these
+// positions: causal (any value but NONE) keeps t <= position, window_left W
+// keeps t > position - W, window_right W keeps t < position + W, score =
+// scale * dot, softcap, + slope[h] * (t - position), sinks join the
+// denominator. mask, kv_len, weights and lse of opts are ignored.
+bool ReferenceKvAttention(const hwyattn_tensor& q, const hwyattn_kv_cache& cache,
+                          const hwyattn_kv_batch& batch, const hwyattn_sdpa_options* opts,
+                          KvRefResult* result, std::string* error);
+
 }  // namespace hwyattn_test
 
 #endif  // HWYATTN_TESTS_REFERENCE_H_

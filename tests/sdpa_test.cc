@@ -76,6 +76,8 @@ const char* DtypeName(hwyattn_dtype d) {
       return "BF16";
     case HWYATTN_BOOL:
       return "Bool";
+    case HWYATTN_I8:
+      return "I8";
   }
   return "BadDtype";
 }

@@ -27,6 +27,7 @@ F32 = 0
 F16 = 1
 BF16 = 2
 BOOL = 3
+I8 = 4
 
 # hwyattn_causal
 CAUSAL_NONE = 0
@@ -89,6 +90,33 @@ class MhaConfig(ctypes.Structure):
 
 
 _float_p = ctypes.POINTER(ctypes.c_float)
+
+
+class KvCache(ctypes.Structure):
+    """hwyattn_kv_cache."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("reserved0", ctypes.c_int32),
+        ("k", Tensor),
+        ("v", Tensor),
+        ("k_scale", ctypes.POINTER(Tensor)),
+        ("v_scale", ctypes.POINTER(Tensor)),
+        ("block_table", ctypes.POINTER(ctypes.c_int32)),
+        ("block_table_stride", ctypes.c_int64),
+    ]
+
+
+class KvBatch(ctypes.Structure):
+    """hwyattn_kv_batch."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("num_seqs", ctypes.c_int32),
+        ("q_start", ctypes.POINTER(ctypes.c_int32)),
+        ("kv_len", ctypes.POINTER(ctypes.c_int32)),
+        ("q_pos", ctypes.POINTER(ctypes.c_int32)),
+    ]
 
 
 class MhaWeights(ctypes.Structure):
@@ -194,6 +222,13 @@ def _declare(lib):
         "hwyattn_sdpa": (_enum, [P(Tensor), P(Tensor), P(Tensor), P(Tensor), P(SdpaOptions)]),
         "hwyattn_merge_states": (_enum, [c.c_int32, P(P(Tensor)), P(P(Tensor)), P(c.c_float),
                                          P(Tensor), P(Tensor)]),
+        # The KV-cache interface (bound if the library has it).
+        "hwyattn_kv_cache_init_sized": (None, [P(KvCache), c.c_size_t]),
+        "hwyattn_kv_batch_init_sized": (None, [P(KvBatch), c.c_size_t]),
+        "hwyattn_kv_attention": (_enum, [P(Tensor), P(KvCache), P(KvBatch), P(Tensor),
+                                         P(SdpaOptions)]),
+        "hwyattn_kv_cache_write": (_enum, [P(KvCache), P(Tensor), P(Tensor), P(c.c_int64),
+                                           P(SdpaOptions)]),
         # The multi-head attention module (bound if the library has it).
         "hwyattn_mha_config_init_sized": (None, [P(MhaConfig), c.c_size_t]),
         "hwyattn_mha_create": (_enum, [P(MhaConfig), P(MhaWeights), P(c.c_void_p)]),

@@ -41,6 +41,49 @@ inline float ToFloat(F16 x) {
   return sign ? -mag : mag;
 }
 
+inline uint32_t FloatBits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+// float to bfloat16, rounded to nearest, ties to even (NaN stays a quiet NaN).
+inline BF16 FloatToBf16(float f) {
+  const uint32_t u = FloatBits(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return BF16{static_cast<uint16_t>((u >> 16) | 0x40u)};
+  const uint32_t rounding = 0x7FFFu + ((u >> 16) & 1u);
+  return BF16{static_cast<uint16_t>((u + rounding) >> 16)};
+}
+
+// float to IEEE binary16, rounded to nearest, ties to even (overflow gives
+// infinity, NaN stays a quiet NaN, small values become subnormals or zero).
+inline F16 FloatToF16(float f) {
+  const uint32_t u = FloatBits(f);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t abs = u & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return F16{static_cast<uint16_t>(sign | 0x7E00u | ((abs >> 13) & 0x3FFu))};
+  if (abs >= 0x477FF000u) return F16{static_cast<uint16_t>(sign | 0x7C00u)};  // >= 65520: inf
+  if (abs < 0x38800000u) {  // below 2^-14: subnormal (or zero), in units of 2^-24
+    // abs * 2^24 rounded to nearest even, from the float's own bits.
+    const int32_t exp = static_cast<int32_t>(abs >> 23);
+    if (exp < 102) return F16{sign};  // < 2^-25: rounds to 0
+    const uint32_t mant = (abs & 0x7FFFFFu) | 0x800000u;
+    const int shift = 126 - exp;  // value = mant * 2^(exp - 150); units 2^-24 -> shift right
+    const uint32_t half = 1u << (shift - 1), rest = mant & ((1u << shift) - 1u);
+    uint32_t q = mant >> shift;
+    if (rest > half || (rest == half && (q & 1u))) ++q;
+    return F16{static_cast<uint16_t>(sign | q)};
+  }
+  // Normal: rebias the exponent (127 -> 15) and round the mantissa to 10 bits.
+  const uint32_t rebased = abs - (112u << 23);
+  const uint32_t rounding = 0xFFFu + ((rebased >> 13) & 1u);
+  return F16{static_cast<uint16_t>(sign | ((rebased + rounding) >> 13))};
+}
+
+inline void FromFloat(float x, float* out) { *out = x; }
+inline void FromFloat(float x, F16* out) { *out = FloatToF16(x); }
+inline void FromFloat(float x, BF16* out) { *out = FloatToBf16(x); }
+
 // Calls body(T{}) with T the element type of `dtype`: float, F16 or BF16.
 // Validation admits nothing else here, so any other dtype is a bug in
 // hwyattn: it aborts rather than reading memory as the wrong type.

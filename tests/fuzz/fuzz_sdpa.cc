@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// libFuzzer target for hwyattn_sdpa, hwyattn_mha_forward and
-// hwyattn_merge_states (FuzzMerge below) (built with
+// libFuzzer target for hwyattn_sdpa, hwyattn_mha_forward,
+// hwyattn_merge_states (FuzzMerge below), hwyattn_kv_cache_write and
+// hwyattn_kv_attention (FuzzKv, in fuzz_kv.cc) (built with
 // -DHWYATTN_BUILD_FUZZ=ON and clang, run by scripts/test.sh --sanitizers
 // under AddressSanitizer + UndefinedBehaviorSanitizer).
 //
@@ -798,8 +799,15 @@ int FuzzMerge(FuzzedDataProvider& in) {
 
 }  // namespace
 
+// hwyattn_kv_cache_write and hwyattn_kv_attention (fuzz_kv.cc).
+int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool);
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   if (in.ConsumeBool()) return FuzzMha(in);
-  return in.ConsumeIntegralInRange(0, 2) == 0 ? FuzzMerge(in) : FuzzSdpa(in);
+  switch (in.ConsumeIntegralInRange(0, 3)) {
+    case 0: return FuzzMerge(in);
+    case 3: return FuzzKv(in, FuzzPool());
+    default: return FuzzSdpa(in);
+  }
 }

@@ -62,6 +62,8 @@ pub const HWYATTN_F16: hwyattn_dtype = 1;
 pub const HWYATTN_BF16: hwyattn_dtype = 2;
 /// `u8`, nonzero = true.
 pub const HWYATTN_BOOL: hwyattn_dtype = 3;
+/// `i8`, symmetric: value = x * scale; only as the K/V of an `hwyattn_kv_cache`.
+pub const HWYATTN_I8: hwyattn_dtype = 4;
 
 /// `enum hwyattn_causal`.
 pub type hwyattn_causal = c_uint;
@@ -174,6 +176,33 @@ pub struct hwyattn_mha_weights {
     pub b_o: *const f32,
 }
 
+/// `struct hwyattn_kv_cache`: a paged KV cache the caller owns. Initialise
+/// with `hwyattn_kv_cache_init_sized(p, size_of::<hwyattn_kv_cache>())`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct hwyattn_kv_cache {
+    pub struct_size: u32,
+    pub reserved0: i32,
+    pub k: hwyattn_tensor,
+    pub v: hwyattn_tensor,
+    pub k_scale: *const hwyattn_tensor,
+    pub v_scale: *const hwyattn_tensor,
+    pub block_table: *const i32,
+    pub block_table_stride: i64,
+}
+
+/// `struct hwyattn_kv_batch`: the sequences of one `hwyattn_kv_attention`
+/// call. Initialise with `hwyattn_kv_batch_init_sized(p, size_of::<hwyattn_kv_batch>())`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct hwyattn_kv_batch {
+    pub struct_size: u32,
+    pub num_seqs: i32,
+    pub q_start: *const i32,
+    pub kv_len: *const i32,
+    pub q_pos: *const i32,
+}
+
 // ---------------------------------------------------------------------------
 // Functions
 // ---------------------------------------------------------------------------
@@ -238,6 +267,23 @@ extern "C" {
         key: *const hwyattn_tensor,
         value: *const hwyattn_tensor,
         out: *mut hwyattn_tensor,
+        opts: *const hwyattn_sdpa_options,
+    ) -> hwyattn_status;
+
+    pub fn hwyattn_kv_cache_init_sized(c: *mut hwyattn_kv_cache, size: usize);
+    pub fn hwyattn_kv_batch_init_sized(b: *mut hwyattn_kv_batch, size: usize);
+    pub fn hwyattn_kv_attention(
+        q: *const hwyattn_tensor,
+        cache: *const hwyattn_kv_cache,
+        batch: *const hwyattn_kv_batch,
+        out: *mut hwyattn_tensor,
+        opts: *const hwyattn_sdpa_options,
+    ) -> hwyattn_status;
+    pub fn hwyattn_kv_cache_write(
+        cache: *const hwyattn_kv_cache,
+        k_new: *const hwyattn_tensor,
+        v_new: *const hwyattn_tensor,
+        slot: *const i64,
         opts: *const hwyattn_sdpa_options,
     ) -> hwyattn_status;
 }

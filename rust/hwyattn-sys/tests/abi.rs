@@ -108,6 +108,23 @@ fn rust_layout() -> BTreeMap<String, i64> {
         b_v,
         b_o
     });
+    structure!(hwyattn_kv_cache {
+        struct_size,
+        reserved0,
+        k,
+        v,
+        k_scale,
+        v_scale,
+        block_table,
+        block_table_stride
+    });
+    structure!(hwyattn_kv_batch {
+        struct_size,
+        num_seqs,
+        q_start,
+        kv_len,
+        q_pos
+    });
     macro_rules! enums {
         ($($E:ident),*) => {$(
             m.insert(format!("sizeof({})", stringify!($E)), size_of::<$E>() as i64);
@@ -136,6 +153,7 @@ fn rust_layout() -> BTreeMap<String, i64> {
         HWYATTN_F16,
         HWYATTN_BF16,
         HWYATTN_BOOL,
+        HWYATTN_I8,
         HWYATTN_CAUSAL_NONE,
         HWYATTN_CAUSAL_TOP_LEFT,
         HWYATTN_CAUSAL_BOTTOM_RIGHT,
@@ -275,6 +293,16 @@ fn every_header_function_is_declared() {
         ("hwyattn_mha_create", hwyattn_mha_create as usize),
         ("hwyattn_mha_destroy", hwyattn_mha_destroy as usize),
         ("hwyattn_mha_forward", hwyattn_mha_forward as usize),
+        (
+            "hwyattn_kv_cache_init_sized",
+            hwyattn_kv_cache_init_sized as usize,
+        ),
+        (
+            "hwyattn_kv_batch_init_sized",
+            hwyattn_kv_batch_init_sized as usize,
+        ),
+        ("hwyattn_kv_attention", hwyattn_kv_attention as usize),
+        ("hwyattn_kv_cache_write", hwyattn_kv_cache_write as usize),
     ];
     assert!(declared.iter().all(|&(_, addr)| addr != 0));
     let mut names: Vec<String> = declared.iter().map(|(n, _)| n.to_string()).collect();

@@ -20,6 +20,8 @@ ALIGNED(hwyattn_tensor)
 ALIGNED(hwyattn_sdpa_options)
 ALIGNED(hwyattn_mha_config)
 ALIGNED(hwyattn_mha_weights)
+ALIGNED(hwyattn_kv_cache)
+ALIGNED(hwyattn_kv_batch)
 
 #define STRUCT(S) \
   printf("sizeof(%s) %zu\nalignof(%s) %zu\n", #S, sizeof(S), #S, offsetof(struct align_##S, t))
@@ -81,6 +83,23 @@ int main(void) {
   FIELD(hwyattn_mha_weights, b_v);
   FIELD(hwyattn_mha_weights, b_o);
 
+  STRUCT(hwyattn_kv_cache);
+  FIELD(hwyattn_kv_cache, struct_size);
+  FIELD(hwyattn_kv_cache, reserved0);
+  FIELD(hwyattn_kv_cache, k);
+  FIELD(hwyattn_kv_cache, v);
+  FIELD(hwyattn_kv_cache, k_scale);
+  FIELD(hwyattn_kv_cache, v_scale);
+  FIELD(hwyattn_kv_cache, block_table);
+  FIELD(hwyattn_kv_cache, block_table_stride);
+
+  STRUCT(hwyattn_kv_batch);
+  FIELD(hwyattn_kv_batch, struct_size);
+  FIELD(hwyattn_kv_batch, num_seqs);
+  FIELD(hwyattn_kv_batch, q_start);
+  FIELD(hwyattn_kv_batch, kv_len);
+  FIELD(hwyattn_kv_batch, q_pos);
+
   ENUM(hwyattn_status);
   ENUM(hwyattn_dtype);
   ENUM(hwyattn_causal);
@@ -99,6 +118,7 @@ int main(void) {
   CONST(HWYATTN_F16);
   CONST(HWYATTN_BF16);
   CONST(HWYATTN_BOOL);
+  CONST(HWYATTN_I8);
   CONST(HWYATTN_CAUSAL_NONE);
   CONST(HWYATTN_CAUSAL_TOP_LEFT);
   CONST(HWYATTN_CAUSAL_BOTTOM_RIGHT);

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// hwyattn_kv_cache_write, per target: each token's rows of K and V (one per
+// kv head) are read into a float buffer (converting from F32, F16 or BF16),
+// then stored at the token's slot in the cache's dtype: F32 as is, F16 and
+// BF16 rounded to nearest even (src/ops/convert.h), I8 quantized. The I8
+// arithmetic runs in vectors on the buffer: max |x| over the row (NaNs
+// ignored), q = x / scale (fp32 division), NaN -> 0, clamped to
+// [-127, 127], rounded to nearest even. Elementwise and with a fixed order
+// per row, so every target and every thread count gives the same bytes
+// (the maximum is order-free, the rest is per element).
+//
+// Work is split over tokens: a contiguous range per worker. Tokens write
+// disjoint slots (validation rejects a slot written twice), so workers never
+// touch the same bytes.
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "src/kv_attention.h"
+#include "src/ops/convert.h"
+#include "src/scratch.h"
+#include "src/targets.h"
+#include "src/threading.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/ops/kv_cache_write.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#ifndef HWYATTN_SRC_OPS_KV_CACHE_WRITE_ONCE_
+#define HWYATTN_SRC_OPS_KV_CACHE_WRITE_ONCE_
+namespace hwyattn {
+// One target's write kernel: the rows of token t (slot >= 0) into the cache.
+struct KvWriteKernels {
+  int64_t target;
+  void (*write_token)(const KvWriteProblem& p, int64_t t, float* buffer);
+};
+// Floats of one row buffer: the widest row, padded to whole vectors of the
+// widest target.
+inline size_t KvWriteRowFloats(const KvWriteProblem& p) {
+  constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+  const size_t dim = static_cast<size_t>(std::max(p.cache.head_dim, p.cache.value_dim));
+  return PadFloats((dim + kMaxLanes - 1) / kMaxLanes * kMaxLanes);
+}
+}  // namespace hwyattn
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace hwyattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+
+// buffer[0, dim) = row (head h of token t of `src`) as floats; zeros up to
+// a whole vector.
+void LoadRow(const TensorView& src, int64_t t, int64_t h, int64_t dim, float* buffer) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t stride = src.stride[3];
+  DispatchFloatDtype(src.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* row = src.As<T>() + src.Offset(0, t, h, 0);
+    for (int64_t d = 0; d < dim; ++d) buffer[d] = ToFloat(row[d * stride]);
+  });
+  for (int64_t d = dim; d < (dim + lanes - 1) / lanes * lanes; ++d) buffer[d] = 0.0f;
+}
+
+// buffer[d] = round_even(clamp(buffer[d] / scale[d], -127, 127)), NaN -> 0,
+// with scale[d] = scales[d] (per channel) or *scales (per token).
+void Quantize(float* HWY_RESTRICT buffer, const float* HWY_RESTRICT scales, bool per_channel,
+              int64_t dim) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const auto lo = hn::Set(df, -127.0f), hi = hn::Set(df, 127.0f);
+  for (int64_t d = 0; d < dim; d += lanes) {
+    const auto s = per_channel ? hn::LoadU(df, scales + d) : hn::Set(df, scales[0]);
+    auto y = hn::Div(hn::Load(df, buffer + d), s);
+    y = hn::IfThenZeroElse(hn::IsNaN(y), y);
+    y = hn::Min(hn::Max(y, lo), hi);
+    hn::Store(hn::Round(y), df, buffer + d);
+  }
+}
+
+// max |buffer[d]| over the row (NaNs ignored; the padding is zeros).
+float MaxAbs(const float* HWY_RESTRICT buffer, int64_t dim) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  auto m = hn::Zero(df);
+  for (int64_t d = 0; d < dim; d += lanes) {
+    const auto x = hn::Abs(hn::Load(df, buffer + d));
+    m = hn::Max(m, hn::IfThenZeroElse(hn::IsNaN(x), x));
+  }
+  return hn::GetLane(hn::MaxOfLanes(df, m));
+}
+
+// Stores the row in buffer into (page, h, offset) of `dst` (and its scale).
+void StoreRow(const TensorView& dst, KvScales layout, const TensorView& scale, int64_t page,
+              int64_t h, int64_t offset, int64_t dim, float* HWY_RESTRICT buffer) {
+  const int64_t at = dst.Offset(page, h, offset, 0), stride = dst.stride[3];
+  switch (dst.dtype) {
+    case Dtype::kI8: {
+      const DF df;
+      const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+      const int64_t padded = (dim + lanes - 1) / lanes * lanes;
+      float* scales = buffer + padded;  // per channel: this row's scales, padded with ones
+      if (layout == KvScales::kPerToken) {
+        const float s = MaxAbs(buffer, dim) / 127.0f;
+        scale.AsMutable<float>()[scale.Offset(page, h, offset, 0)] = s;
+        scales[0] = s;
+        if (s == 0.0f) {
+          for (int64_t d = 0; d < dim; ++d) buffer[d] = 0.0f;
+        } else {
+          Quantize(buffer, scales, false, dim);
+        }
+      } else {
+        const float* sc = scale.As<float>() + scale.Offset(0, h, 0, 0);
+        for (int64_t d = 0; d < dim; ++d) scales[d] = sc[d * scale.stride[3]];
+        for (int64_t d = dim; d < padded; ++d) scales[d] = 1.0f;
+        Quantize(buffer, scales, true, dim);
+      }
+      int8_t* out = dst.AsMutable<int8_t>() + at;
+      for (int64_t d = 0; d < dim; ++d) out[d * stride] = static_cast<int8_t>(buffer[d]);
+      return;
+    }
+    default:
+      DispatchFloatDtype(dst.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        T* out = dst.AsMutable<T>() + at;
+        for (int64_t d = 0; d < dim; ++d) FromFloat(buffer[d], &out[d * stride]);
+      });
+      return;
+  }
+}
+
+void WriteToken(const KvWriteProblem& p, int64_t t, float* buffer) {
+  const KvCacheView& c = p.cache;
+  const int64_t page = p.slot[t] / c.page_size, offset = p.slot[t] % c.page_size;
+  for (int64_t h = 0; h < c.kv_heads; ++h) {
+    LoadRow(p.k_new, t, h, c.head_dim, buffer);
+    StoreRow(c.k, c.k_scales, c.k_scale, page, h, offset, c.head_dim, buffer);
+    LoadRow(p.v_new, t, h, c.value_dim, buffer);
+    StoreRow(c.v, c.v_scales, c.v_scale, page, h, offset, c.value_dim, buffer);
+  }
+}
+
+constexpr KvWriteKernels kKvWriteKernels = {HWY_TARGET, &WriteToken};
+
+const KvWriteKernels* GetKvWriteKernelTable() { return &kKvWriteKernels; }
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace hwyattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hwyattn {
+
+HWY_EXPORT(GetKvWriteKernelTable);
+
+namespace {
+const KvWriteKernels& GetKvWriteKernels() {
+  static const KvWriteKernels* const kernels =
+      PickKernels(HWY_DISPATCH_TABLE(GetKvWriteKernelTable));
+  return *kernels;
+}
+// A worker must get at least this many bytes of rows to be worth waking.
+constexpr double kMinBytesPerThread = 256 * 1024;
+}  // namespace
+
+hwyattn_status RunKvCacheWrite(const KvWriteProblem& p) {
+  const KvWriteKernels& kernels = GetKvWriteKernels();
+  const KvCacheView& c = p.cache;
+  const double bytes = static_cast<double>(p.tokens * c.kv_heads) *
+                       static_cast<double>(c.head_dim + c.value_dim) * 4.0;
+  const int64_t threads = std::max<int64_t>(
+      1, std::min({p.executor.MaxWorkers(), p.tokens,
+                   static_cast<int64_t>(bytes / kMinBytesPerThread) + 1}));
+  // Per worker: the row and, for per-channel scales, the row's scales.
+  const size_t row_floats = 2 * KvWriteRowFloats(p);
+  float* memory = static_cast<float*>(ThreadScratch(
+      ScratchSlot::kAttention, row_floats * static_cast<size_t>(threads) * sizeof(float)));
+  if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
+  ParallelRegion(p.executor, threads, [&](int64_t me) {
+    float* buffer = memory + static_cast<size_t>(me) * row_floats;
+    const int64_t begin = p.tokens * me / threads, end = p.tokens * (me + 1) / threads;
+    for (int64_t t = begin; t < end; ++t) {
+      if (p.slot[t] >= 0) kernels.write_token(p, t, buffer);
+    }
+  });
+  return HWYATTN_OK;
+}
+
+}  // namespace hwyattn
+#endif  // HWY_ONCE

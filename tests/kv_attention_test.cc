@@ -1,0 +1,748 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The KV-cache entry points through the C ABI: hwyattn_kv_cache_write
+// against a scalar reference written here (conversion, I8 quantization,
+// slots), and hwyattn_kv_attention against the double oracle
+// (ReferenceKvAttention in tests/reference.h) for decode rows, chunked and
+// full prefill, GQA, every score modifier, lse, F32/F16/BF16/I8 caches (both
+// scale layouts), page sizes 1, 16 and 17, vLLM's and FlashAttention's page
+// layouts, and no block table; batch invariance and determinism (a sequence
+// alone, first, last, among 31 others, pages shuffled, 1/2/3 threads) bit
+// for bit. Run once per SIMD target by ctest (HWYATTN_TARGET).
+
+#include <stdint.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "hwyattn.h"
+#include "tests/reference.h"
+
+namespace hwyattn_test {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// ---------------------------------------------------------------------------
+// A cache and a batch built from per-sequence float keys and values.
+// ---------------------------------------------------------------------------
+
+struct Seq {
+  int32_t q_len, kv_len;
+  int32_t q_pos = -1;  // -1: default (kv_len - q_len)
+  uint32_t seed = 0;   // of the sequence's keys, values and queries (0: its index + 1)
+};
+
+struct KvSpec {
+  int64_t Hq = 4, Hkv = 2, D = 16, Dv = 16, page_size = 16;
+  hwyattn_dtype dtype = HWYATTN_F32;  // the cache's
+  bool k_per_token = true, v_per_token = true;  // I8 scale layouts
+  bool table = true;    // false: no block table (sequence s is page s)
+  bool nhd = false;     // pages [P, S, Hkv, D] (FlashAttention) instead of [P, Hkv, S, D]
+  hwyattn_dtype q_dtype = HWYATTN_F32;
+  bool causal = true;
+  int64_t window_left = 0, window_right = 0;
+  float softcap = 0.0f;
+  bool alibi = false, sinks = false, lse = true;
+  uint32_t page_seed = 7;  // of the page placement
+  int spare_pages = 3;
+};
+
+// Rounds a float into `dtype` storage at p (F32, F16, BF16).
+void StoreAs(hwyattn_dtype dtype, float x, unsigned char* p) {
+  if (dtype == HWYATTN_F32) {
+    std::memcpy(p, &x, 4);
+  } else {
+    const uint16_t h = dtype == HWYATTN_F16 ? FloatToF16(x) : FloatToBf16(x);
+    std::memcpy(p, &h, 2);
+  }
+}
+
+struct KvSetup {
+  KvSpec spec;
+  std::vector<Seq> seqs;
+  int64_t P = 0, S = 0, T = 0, stride = 0;
+  // Raw (unquantized) values per sequence: [len][Hkv][D] and [len][Hkv][Dv].
+  std::vector<std::vector<float>> keys, values;
+  std::vector<unsigned char> kpool, vpool;
+  std::vector<float> kscale, vscale;
+  hwyattn_tensor tk{}, tv{}, tks{}, tvs{};
+  std::vector<int32_t> table, q_start, kv_len, q_pos;
+  std::vector<unsigned char> q;
+  std::vector<float> out, lse, alibi, sinks;
+  hwyattn_tensor tq{}, tout{}, tlse{};
+  hwyattn_kv_cache cache{};
+  hwyattn_kv_batch batch{};
+  hwyattn_sdpa_options opts{};
+
+  KvSetup(const KvSpec& s, std::vector<Seq> sq) : spec(s), seqs(std::move(sq)) { Build(); }
+
+  void Build() {
+    const int64_t n = static_cast<int64_t>(seqs.size());
+    const int64_t Hkv = spec.Hkv, D = spec.D, Dv = spec.Dv;
+    int64_t max_len = 1, pages = 0, max_pages = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (seqs[i].seed == 0) seqs[i].seed = static_cast<uint32_t>(i + 1);
+      max_len = std::max<int64_t>(max_len, seqs[i].kv_len);
+    }
+    S = spec.table ? spec.page_size : max_len;
+    for (const Seq& q : seqs) {
+      const int64_t need = (q.kv_len + S - 1) / S;
+      pages += need;
+      max_pages = std::max(max_pages, need);
+    }
+    P = spec.table ? pages + spec.spare_pages : n + 1;
+    stride = max_pages + 2;
+    // Page placement: a shuffled permutation of the pool.
+    std::vector<int32_t> perm(static_cast<size_t>(P));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::mt19937 prng(spec.page_seed);
+    std::shuffle(perm.begin(), perm.end(), prng);
+    table.assign(static_cast<size_t>(n * stride), -1);
+    int64_t next = 0;
+    for (int64_t i = 0; i < n && spec.table; ++i) {
+      for (int64_t j = 0; j < (seqs[i].kv_len + S - 1) / S; ++j) {
+        table[static_cast<size_t>(i * stride + j)] = perm[static_cast<size_t>(next++)];
+      }
+    }
+    // Raw values.
+    keys.resize(static_cast<size_t>(n));
+    values.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      std::mt19937 rng(seqs[i].seed * 7919u + 13u);
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      keys[i].resize(static_cast<size_t>(seqs[i].kv_len * Hkv * D));
+      values[i].resize(static_cast<size_t>(seqs[i].kv_len * Hkv * Dv));
+      for (float& x : keys[i]) x = dist(rng);
+      for (float& x : values[i]) x = dist(rng);
+    }
+    // The pool, filled with garbage that must never be read: NaN for float
+    // caches, NaN scales for I8.
+    const size_t es = DtypeSize(spec.dtype);
+    kpool.assign(static_cast<size_t>(P * Hkv * S * D) * es, 0xFF);
+    vpool.assign(static_cast<size_t>(P * Hkv * S * Dv) * es, 0xFF);
+    Describe(&tk, kpool.data(), D);
+    Describe(&tv, vpool.data(), Dv);
+    hwyattn_kv_cache_init(&cache);
+    cache.k = tk;
+    cache.v = tv;
+    if (spec.dtype == HWYATTN_I8) {
+      MakeScales(spec.k_per_token, D, false, &kscale, &tks);
+      MakeScales(spec.v_per_token, Dv, true, &vscale, &tvs);
+      cache.k_scale = &tks;
+      cache.v_scale = &tvs;
+    }
+    if (spec.table) {
+      cache.block_table = table.data();
+      cache.block_table_stride = stride;
+    }
+    WriteAll();
+    // The batch.
+    q_start.assign(1, 0);
+    for (const Seq& q : seqs) {
+      q_start.push_back(q_start.back() + q.q_len);
+      kv_len.push_back(q.kv_len);
+      q_pos.push_back(q.q_pos < 0 ? q.kv_len - q.q_len : q.q_pos);
+    }
+    T = q_start.back();
+    hwyattn_kv_batch_init(&batch);
+    batch.num_seqs = static_cast<int32_t>(n);
+    batch.q_start = q_start.data();
+    batch.kv_len = kv_len.data();
+    bool explicit_pos = false;
+    for (const Seq& q : seqs) explicit_pos = explicit_pos || q.q_pos >= 0;
+    batch.q_pos = explicit_pos ? q_pos.data() : nullptr;
+    // Queries: each sequence's from its own seed.
+    const size_t qs = DtypeSize(spec.q_dtype);
+    q.assign(static_cast<size_t>(std::max<int64_t>(T, 1) * spec.Hq * D) * qs, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      std::mt19937 rng(seqs[i].seed * 31u + 5u);
+      std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+      for (int64_t e = q_start[i] * spec.Hq * D; e < q_start[i + 1] * spec.Hq * D; ++e) {
+        StoreAs(spec.q_dtype, dist(rng), q.data() + static_cast<size_t>(e) * qs);
+      }
+    }
+    const int64_t tt = std::max<int64_t>(T, 1);
+    const int64_t qshape[3] = {tt, spec.Hq, D}, oshape[3] = {tt, spec.Hq, Dv};
+    const int64_t lshape[2] = {tt, spec.Hq};
+    out.assign(static_cast<size_t>(tt * spec.Hq * Dv), kNaN);
+    lse.assign(static_cast<size_t>(tt * spec.Hq), kNaN);
+    EXPECT_EQ(hwyattn_tensor_contiguous(&tq, q.data(), spec.q_dtype, 3, qshape), HWYATTN_OK);
+    EXPECT_EQ(hwyattn_tensor_contiguous(&tout, out.data(), HWYATTN_F32, 3, oshape), HWYATTN_OK);
+    EXPECT_EQ(hwyattn_tensor_contiguous(&tlse, lse.data(), HWYATTN_F32, 2, lshape), HWYATTN_OK);
+    hwyattn_sdpa_options_init(&opts);
+    opts.causal = spec.causal ? HWYATTN_CAUSAL_BOTTOM_RIGHT : HWYATTN_CAUSAL_NONE;
+    opts.window_left = spec.window_left;
+    opts.window_right = spec.window_right;
+    opts.softcap = spec.softcap;
+    if (spec.alibi) {
+      for (int64_t h = 0; h < spec.Hq; ++h) alibi.push_back(0.05f / static_cast<float>(h + 1));
+      opts.alibi_slopes = alibi.data();
+    }
+    if (spec.sinks) {
+      for (int64_t h = 0; h < spec.Hq; ++h) sinks.push_back(0.5f * static_cast<float>(h) - 1.0f);
+      sinks.back() = -std::numeric_limits<float>::infinity();
+      opts.sinks = sinks.data();
+    }
+    if (spec.lse) opts.lse = &tlse;
+  }
+
+  // A [P, Hkv, S, dim] pool tensor, dense in vLLM's order or FlashAttention's.
+  void Describe(hwyattn_tensor* t, void* data, int64_t dim) const {
+    std::memset(t, 0, sizeof(*t));
+    t->data = data;
+    t->dtype = spec.dtype;
+    t->rank = 4;
+    const int64_t shape[4] = {P, spec.Hkv, S, dim};
+    std::copy(shape, shape + 4, t->shape);
+    if (spec.nhd) {
+      const int64_t st[4] = {S * spec.Hkv * dim, dim, spec.Hkv * dim, 1};
+      std::copy(st, st + 4, t->stride);
+    } else {
+      const int64_t st[4] = {spec.Hkv * S * dim, S * dim, dim, 1};
+      std::copy(st, st + 4, t->stride);
+    }
+  }
+
+  // Scale tensors: per token [P, Hkv, S, 1] (NaN until written), or per
+  // channel [1, Hkv, 1, dim] calibrated on every sequence's values.
+  void MakeScales(bool per_token, int64_t dim, bool of_values, std::vector<float>* data,
+                  hwyattn_tensor* t) {
+    if (per_token) {
+      data->assign(static_cast<size_t>(P * spec.Hkv * S), kNaN);
+      const int64_t shape[4] = {P, spec.Hkv, S, 1};
+      EXPECT_EQ(hwyattn_tensor_contiguous(t, data->data(), HWYATTN_F32, 4, shape), HWYATTN_OK);
+      return;
+    }
+    data->assign(static_cast<size_t>(spec.Hkv * dim), 0.0f);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const std::vector<float>& x = of_values ? values[i] : keys[i];
+      for (size_t e = 0; e < x.size(); ++e) {
+        float& m = (*data)[e % static_cast<size_t>(spec.Hkv * dim)];
+        m = std::max(m, std::fabs(x[e]));
+      }
+    }
+    for (float& m : *data) m = m > 0.0f ? m / 127.0f : 1.0f;
+    const int64_t shape[4] = {1, spec.Hkv, 1, dim};
+    EXPECT_EQ(hwyattn_tensor_contiguous(t, data->data(), HWYATTN_F32, 4, shape), HWYATTN_OK);
+  }
+
+  // Every sequence's keys and values into their slots, one write call.
+  void WriteAll() {
+    std::vector<float> kn, vn;
+    std::vector<int64_t> slots;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      kn.insert(kn.end(), keys[i].begin(), keys[i].end());
+      vn.insert(vn.end(), values[i].begin(), values[i].end());
+      for (int64_t t = 0; t < seqs[i].kv_len; ++t) {
+        const int64_t page = spec.table ? table[i * stride + t / S] : static_cast<int64_t>(i);
+        slots.push_back(page * S + t % S);
+      }
+    }
+    if (slots.empty()) return;
+    const int64_t N = static_cast<int64_t>(slots.size());
+    const int64_t ks[3] = {N, spec.Hkv, spec.D}, vs[3] = {N, spec.Hkv, spec.Dv};
+    hwyattn_tensor tkn, tvn;
+    ASSERT_EQ(hwyattn_tensor_contiguous(&tkn, kn.data(), HWYATTN_F32, 3, ks), HWYATTN_OK);
+    ASSERT_EQ(hwyattn_tensor_contiguous(&tvn, vn.data(), HWYATTN_F32, 3, vs), HWYATTN_OK);
+    ASSERT_EQ(hwyattn_kv_cache_write(&cache, &tkn, &tvn, slots.data(), nullptr), HWYATTN_OK)
+        << hwyattn_last_error();
+  }
+
+  hwyattn_status Run() { return hwyattn_kv_attention(&tq, &cache, &batch, &tout, &opts); }
+
+  // The output rows [T, Hq, Dv] and lse [T, Hq] of sequence i, as bytes.
+  std::vector<unsigned char> RowsOf(size_t i) const {
+    const int64_t q0 = q_start[i], q1 = q_start[i + 1];
+    const size_t row = static_cast<size_t>(spec.Hq * spec.Dv) * 4, lrow = static_cast<size_t>(spec.Hq) * 4;
+    std::vector<unsigned char> b(static_cast<size_t>(q1 - q0) * (row + lrow));
+    std::memcpy(b.data(), out.data() + q0 * spec.Hq * spec.Dv, static_cast<size_t>(q1 - q0) * row);
+    std::memcpy(b.data() + static_cast<size_t>(q1 - q0) * row, lse.data() + q0 * spec.Hq,
+                static_cast<size_t>(q1 - q0) * lrow);
+    return b;
+  }
+};
+
+// max |got - want| / max |want|, NaN counting as infinite.
+double RelativeError(const std::vector<float>& got, const std::vector<double>& want, size_t n) {
+  double max_want = 0.0, max_err = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    max_want = std::max(max_want, std::fabs(want[i]));
+    const double g = got[i];
+    if (std::isnan(g)) return std::numeric_limits<double>::infinity();
+    max_err = std::max(max_err, std::fabs(g - want[i]));
+  }
+  return max_want > 0 ? max_err / max_want : max_err;
+}
+
+// The oracle on the cache as stored (dequantized) vs the call: fp32-small.
+// For I8 caches, also the error against the unquantized values (an F32 cache
+// built from the same raw values), printed, not asserted.
+void CheckAgainstOracle(KvSetup& s) {
+  ASSERT_EQ(s.Run(), HWYATTN_OK) << hwyattn_last_error();
+  KvRefResult ref;
+  std::string error;
+  ASSERT_TRUE(ReferenceKvAttention(s.tq, s.cache, s.batch, &s.opts, &ref, &error)) << error;
+  const size_t n_out = static_cast<size_t>(s.T * s.spec.Hq * s.spec.Dv);
+  // fp32 accumulation over up to ~1000 keys: 1e-5 of the largest output (as
+  // the hwyattn_sdpa suites).
+  EXPECT_LE(RelativeError(s.out, ref.out, n_out), 1e-5);
+  if (s.spec.lse) {
+    for (size_t r = 0; r < static_cast<size_t>(s.T * s.spec.Hq); ++r) {
+      const double want = ref.lse[r];
+      if (std::isinf(want)) {
+        EXPECT_EQ(static_cast<double>(s.lse[r]), want) << "lse row " << r;
+      } else {
+        EXPECT_NEAR(s.lse[r], want, 1e-5 * std::max(1.0, std::fabs(want))) << "lse row " << r;
+      }
+    }
+  }
+  if (s.spec.dtype == HWYATTN_I8) {
+    KvSpec raw_spec = s.spec;
+    raw_spec.dtype = HWYATTN_F32;
+    KvSetup raw(raw_spec, s.seqs);
+    KvRefResult exact;
+    ASSERT_TRUE(ReferenceKvAttention(raw.tq, raw.cache, raw.batch, &raw.opts, &exact, &error));
+    std::printf("  I8 (K %s, V %s): error vs the unquantized values %.3g (max|out| relative); "
+                "vs the dequantized cache %.3g\n",
+                s.spec.k_per_token ? "per token" : "per channel",
+                s.spec.v_per_token ? "per token" : "per channel",
+                RelativeError(s.out, exact.out, n_out), RelativeError(s.out, ref.out, n_out));
+  }
+}
+
+// A mixed batch: decodes of several lengths, a chunked prefill, a full
+// prefill, an empty-query sequence.
+std::vector<Seq> MixedBatch() {
+  return {{1, 37}, {5, 70}, {1, 1}, {24, 24}, {0, 9}, {1, 600}, {3, 20}};
+}
+
+struct CaseSpec {
+  std::string name;
+  KvSpec spec;
+  std::vector<Seq> seqs;
+};
+
+std::vector<CaseSpec> OracleCases() {
+  std::vector<CaseSpec> c;
+  auto add = [&](const std::string& name, KvSpec s, std::vector<Seq> seqs = MixedBatch()) {
+    c.push_back({name, s, std::move(seqs)});
+  };
+  KvSpec base;
+  add("F32Paged16", base);
+  for (int64_t ps : {1, 17}) {
+    KvSpec s = base;
+    s.page_size = ps;
+    add("F32Page" + std::to_string(ps), s);
+  }
+  {
+    KvSpec s = base;
+    s.table = false;
+    add("F32NoTable", s);
+  }
+  {
+    KvSpec s = base;
+    s.nhd = true;
+    add("F32NhdLayout", s);
+  }
+  for (hwyattn_dtype d : {HWYATTN_F16, HWYATTN_BF16}) {
+    KvSpec s = base;
+    s.dtype = d;
+    add(d == HWYATTN_F16 ? "F16" : "BF16", s);
+  }
+  for (int k = 0; k < 4; ++k) {
+    KvSpec s = base;
+    s.dtype = HWYATTN_I8;
+    s.k_per_token = (k & 1) == 0;
+    s.v_per_token = (k & 2) == 0;
+    add(std::string("I8K") + (s.k_per_token ? "Token" : "Channel") + "V" +
+            (s.v_per_token ? "Token" : "Channel"), s);
+  }
+  {
+    KvSpec s = base;
+    s.dtype = HWYATTN_I8;
+    s.page_size = 17;
+    s.nhd = true;
+    add("I8Page17Nhd", s);
+  }
+  {
+    KvSpec s = base;
+    s.Hq = 8;
+    s.Hkv = 1;
+    s.D = 64;
+    s.Dv = 40;
+    add("MqaD64Dv40", s);
+  }
+  {
+    KvSpec s = base;
+    s.q_dtype = HWYATTN_BF16;
+    s.dtype = HWYATTN_BF16;
+    add("BF16Queries", s);
+  }
+  {
+    KvSpec s = base;
+    s.causal = false;
+    add("NonCausal", s, {{1, 37}, {5, 70}, {3, 0}, {4, 2}, {2, 600}});
+  }
+  {
+    KvSpec s = base;
+    add("ExplicitPositions", s, {{1, 37, 10}, {5, 70, 0}, {4, 64, 60}, {3, 600, 300}});
+  }
+  // Modifiers, one at a time and all together.
+  {
+    KvSpec s = base;
+    s.window_left = 5;
+    add("WindowLeft", s);
+    s.window_right = 2;
+    s.causal = false;
+    add("WindowBoth", s);
+  }
+  {
+    KvSpec s = base;
+    s.softcap = 0.75f;
+    add("Softcap", s);
+  }
+  {
+    KvSpec s = base;
+    s.alibi = true;
+    add("Alibi", s);
+  }
+  {
+    KvSpec s = base;
+    s.sinks = true;
+    add("Sinks", s);
+    s.causal = false;  // a sequence without keys: its rows get lse = the sink
+    add("SinksNoKeys", s, {{1, 37}, {5, 70}, {2, 0}, {24, 24}});
+  }
+  {
+    KvSpec s = base;
+    s.window_left = 9;
+    s.softcap = 0.75f;
+    s.alibi = true;
+    s.sinks = true;
+    s.dtype = HWYATTN_I8;
+    add("AllModifiersI8", s);
+  }
+  {
+    KvSpec s = base;
+    s.lse = false;
+    add("NoLse", s);
+  }
+  // A long prefill chunk (the prefill kernel over several key panels).
+  {
+    KvSpec s = base;
+    s.D = 32;
+    s.Dv = 32;
+    add("LongChunk", s, {{130, 400}, {1, 1000}, {200, 200}});
+  }
+  return c;
+}
+
+void PrintTo(const CaseSpec& c, std::ostream* os) { *os << c.name; }
+
+class KvOracleTest : public ::testing::TestWithParam<CaseSpec> {};
+
+TEST_P(KvOracleTest, MatchesReference) {
+  KvSetup s(GetParam().spec, GetParam().seqs);
+  CheckAgainstOracle(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kv, KvOracleTest, ::testing::ValuesIn(OracleCases()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) {
+                           return info.param.name;
+                         });
+
+// ---------------------------------------------------------------------------
+// Batch invariance and determinism.
+// ---------------------------------------------------------------------------
+
+// The target sequences: a decode over two 512-key chunks and a prefill chunk.
+const Seq kDecodeTarget = {1, 700, -1, 1001};
+const Seq kChunkTarget = {40, 300, -1, 1002};
+
+std::vector<Seq> Others(int count, uint32_t seed) {
+  std::vector<Seq> o;
+  std::mt19937 rng(seed);
+  for (int i = 0; i < count; ++i) {
+    const int32_t len = 1 + static_cast<int32_t>(rng() % 300);
+    const int32_t q_len = rng() % 4 == 0 ? 1 + static_cast<int32_t>(rng() % std::min(len, 20)) : 1;
+    o.push_back({q_len, len, -1, 5000 + seed * 100 + static_cast<uint32_t>(i)});
+  }
+  return o;
+}
+
+void CheckInvariance(KvSpec spec) {
+  for (const Seq& target : {kDecodeTarget, kChunkTarget}) {
+    KvSetup alone(spec, {target});
+    ASSERT_EQ(alone.Run(), HWYATTN_OK) << hwyattn_last_error();
+    const std::vector<unsigned char> want = alone.RowsOf(0);
+    struct Variant {
+      const char* name;
+      std::vector<Seq> seqs;
+      size_t index;
+      uint32_t page_seed;
+    };
+    std::vector<Variant> variants;
+    {
+      std::vector<Seq> v = {target};
+      for (const Seq& o : Others(3, 1)) v.push_back(o);
+      variants.push_back({"first", v, 0, 11});
+    }
+    {
+      std::vector<Seq> v = Others(4, 2);
+      v.push_back(target);
+      variants.push_back({"last", v, 4, 12});
+    }
+    {
+      std::vector<Seq> v = Others(31, 3);
+      v.insert(v.begin() + 17, target);
+      variants.push_back({"among31", v, 17, 13});
+    }
+    for (Variant& var : variants) {
+      KvSpec s = spec;
+      s.page_seed = var.page_seed;
+      s.spare_pages = 9;
+      KvSetup batch(s, var.seqs);
+      ASSERT_EQ(batch.Run(), HWYATTN_OK) << hwyattn_last_error();
+      EXPECT_TRUE(batch.RowsOf(var.index) == want)
+          << var.name << ": q_len " << target.q_len << " differs from the sequence alone";
+    }
+    // Thread counts, and the same batch again (determinism).
+    const int saved = hwyattn_get_num_threads();
+    for (int threads : {1, 2, 3}) {
+      ASSERT_EQ(hwyattn_set_num_threads(threads), HWYATTN_OK);
+      KvSpec s = spec;
+      s.page_seed = 99;
+      std::vector<Seq> v = Others(5, 4);
+      v.insert(v.begin() + 2, target);
+      KvSetup batch(s, v);
+      ASSERT_EQ(batch.Run(), HWYATTN_OK) << hwyattn_last_error();
+      EXPECT_TRUE(batch.RowsOf(2) == want) << threads << " threads";
+    }
+    hwyattn_set_num_threads(saved);
+  }
+}
+
+TEST(KvInvariance, F32) { CheckInvariance(KvSpec{}); }
+
+TEST(KvInvariance, BF16Modifiers) {
+  KvSpec s;
+  s.dtype = HWYATTN_BF16;
+  s.window_left = 100;
+  s.softcap = 1.5f;
+  s.alibi = true;
+  s.sinks = true;
+  CheckInvariance(s);
+}
+
+TEST(KvInvariance, I8PerTokenPage17) {
+  KvSpec s;
+  s.dtype = HWYATTN_I8;
+  s.page_size = 17;
+  CheckInvariance(s);
+}
+
+// With positions as hwyattn_sdpa's bottom-right causal, a sequence's rows
+// are hwyattn_sdpa's bits on its own keys (the header promises it).
+TEST(KvInvariance, SameBitsAsSdpaOnTheSequence) {
+  for (const Seq& target : {kDecodeTarget, kChunkTarget}) {
+    KvSpec spec;
+    KvSetup kv(spec, {{1, 50}, target});
+    ASSERT_EQ(kv.Run(), HWYATTN_OK) << hwyattn_last_error();
+    const int64_t len = target.kv_len, Hkv = spec.Hkv, D = spec.D;
+    std::vector<float> k(static_cast<size_t>(Hkv * len * D)), v(k.size());
+    for (int64_t t = 0; t < len; ++t) {
+      for (int64_t h = 0; h < Hkv; ++h) {
+        for (int64_t d = 0; d < D; ++d) {
+          const size_t raw = static_cast<size_t>((t * Hkv + h) * D + d);
+          k[static_cast<size_t>((h * len + t) * D + d)] = kv.keys[1][raw];
+          v[static_cast<size_t>((h * len + t) * D + d)] = kv.values[1][raw];
+        }
+      }
+    }
+    hwyattn_tensor tq = kv.tq, tk, tv, to;
+    // q [T, Hq, D] rows of sequence 1 as [1, Hq, q_len, D].
+    tq.rank = 4;
+    tq.data = reinterpret_cast<float*>(kv.q.data()) + kv.q_start[1] * spec.Hq * D;
+    const int64_t qshape[4] = {1, spec.Hq, target.q_len, D};
+    const int64_t qstride[4] = {0, D, spec.Hq * D, 1};
+    std::copy(qshape, qshape + 4, tq.shape);
+    std::copy(qstride, qstride + 4, tq.stride);
+    const int64_t kshape[4] = {1, Hkv, len, D};
+    ASSERT_EQ(hwyattn_tensor_contiguous(&tk, k.data(), HWYATTN_F32, 4, kshape), HWYATTN_OK);
+    ASSERT_EQ(hwyattn_tensor_contiguous(&tv, v.data(), HWYATTN_F32, 4, kshape), HWYATTN_OK);
+    std::vector<float> o(static_cast<size_t>(spec.Hq * target.q_len * D));
+    const int64_t oshape[4] = {1, spec.Hq, target.q_len, D};
+    ASSERT_EQ(hwyattn_tensor_contiguous(&to, o.data(), HWYATTN_F32, 4, oshape), HWYATTN_OK);
+    hwyattn_sdpa_options opts;
+    hwyattn_sdpa_options_init(&opts);
+    opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+    ASSERT_EQ(hwyattn_sdpa(&tq, &tk, &tv, &to, &opts), HWYATTN_OK) << hwyattn_last_error();
+    for (int64_t i = 0; i < target.q_len; ++i) {
+      for (int64_t h = 0; h < spec.Hq; ++h) {
+        EXPECT_EQ(0, std::memcmp(&kv.out[static_cast<size_t>(((kv.q_start[1] + i) * spec.Hq + h) * D)],
+                                 &o[static_cast<size_t>((h * target.q_len + i) * D)], D * 4))
+            << "row " << i << " head " << h;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// hwyattn_kv_cache_write against a scalar reference.
+// ---------------------------------------------------------------------------
+
+// The header's I8 rule, plainly: q = round-half-even(x / scale) clamped to
+// [-127, 127] (NaN -> 0).
+int8_t QuantizeRef(float x, float scale) {
+  const float y = x / scale;
+  if (std::isnan(y)) return 0;
+  const float c = std::min(127.0f, std::max(-127.0f, y));
+  return static_cast<int8_t>(std::nearbyint(c));  // default rounding: to nearest even
+}
+
+TEST(KvCacheWrite, ConversionsAndSlots) {
+  for (hwyattn_dtype dtype : {HWYATTN_F32, HWYATTN_F16, HWYATTN_BF16}) {
+    for (hwyattn_dtype in_dtype : {HWYATTN_F32, HWYATTN_BF16}) {
+      const int64_t P = 5, Hkv = 3, S = 7, D = 19, Dv = 5, T = 11;
+      const size_t es = DtypeSize(dtype), is = DtypeSize(in_dtype);
+      std::vector<unsigned char> kp(static_cast<size_t>(P * Hkv * S * D) * es, 0xAB);
+      std::vector<unsigned char> vp(static_cast<size_t>(P * Hkv * S * Dv) * es, 0xAB);
+      const std::vector<unsigned char> k0 = kp, v0 = vp;
+      hwyattn_kv_cache c;
+      hwyattn_kv_cache_init(&c);
+      const int64_t ks[4] = {P, Hkv, S, D}, vs[4] = {P, Hkv, S, Dv};
+      ASSERT_EQ(hwyattn_tensor_contiguous(&c.k, kp.data(), dtype, 4, ks), HWYATTN_OK);
+      ASSERT_EQ(hwyattn_tensor_contiguous(&c.v, vp.data(), dtype, 4, vs), HWYATTN_OK);
+      // Values over a wide range: F16 overflow and subnormals, ties.
+      std::mt19937 rng(3);
+      std::vector<unsigned char> kn(static_cast<size_t>(T * Hkv * D) * is);
+      std::vector<unsigned char> vn(static_cast<size_t>(T * Hkv * Dv) * is);
+      auto fill = [&](std::vector<unsigned char>* b) {
+        for (size_t e = 0; e < b->size() / is; ++e) {
+          const float mag = std::ldexp(1.0f + static_cast<float>(rng() % 4096) / 4096.0f,
+                                       static_cast<int>(rng() % 50) - 30);
+          StoreAs(in_dtype, rng() % 2 ? mag : -mag, b->data() + e * is);
+        }
+      };
+      fill(&kn);
+      fill(&vn);
+      hwyattn_tensor tkn, tvn;
+      const int64_t kns[3] = {T, Hkv, D}, vns[3] = {T, Hkv, Dv};
+      ASSERT_EQ(hwyattn_tensor_contiguous(&tkn, kn.data(), in_dtype, 3, kns), HWYATTN_OK);
+      ASSERT_EQ(hwyattn_tensor_contiguous(&tvn, vn.data(), in_dtype, 3, vns), HWYATTN_OK);
+      const std::vector<int64_t> slot = {3, -1, 34, 0, 20, -7, 9, 33, 15, 1, 27};
+      ASSERT_EQ(hwyattn_kv_cache_write(&c, &tkn, &tvn, slot.data(), nullptr), HWYATTN_OK)
+          << hwyattn_last_error();
+      // Expected: the untouched pools with the written rows converted.
+      std::vector<unsigned char> kw = k0, vw = v0;
+      for (int64_t t = 0; t < T; ++t) {
+        if (slot[t] < 0) continue;
+        const int64_t page = slot[t] / S, off = slot[t] % S;
+        for (int64_t h = 0; h < Hkv; ++h) {
+          for (int64_t d = 0; d < D; ++d) {
+            const int64_t in[4] = {0, t, h, d};
+            const float x = static_cast<float>(ReadElement(tkn, in));
+            StoreAs(dtype, x, kw.data() + static_cast<size_t>(((page * Hkv + h) * S + off) * D + d) * es);
+          }
+          for (int64_t d = 0; d < Dv; ++d) {
+            const int64_t in[4] = {0, t, h, d};
+            const float x = static_cast<float>(ReadElement(tvn, in));
+            StoreAs(dtype, x, vw.data() + static_cast<size_t>(((page * Hkv + h) * S + off) * Dv + d) * es);
+          }
+        }
+      }
+      EXPECT_TRUE(kp == kw) << "k, cache dtype " << dtype << ", input " << in_dtype;
+      EXPECT_TRUE(vp == vw) << "v, cache dtype " << dtype << ", input " << in_dtype;
+    }
+  }
+}
+
+TEST(KvCacheWrite, Int8BothLayoutsAnyThreads) {
+  const int64_t P = 4, Hkv = 2, S = 16, D = 37, Dv = 8, T = 40;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+  std::vector<float> kn(static_cast<size_t>(T * Hkv * D)), vn(static_cast<size_t>(T * Hkv * Dv));
+  for (float& x : kn) x = dist(rng);
+  for (float& x : vn) x = dist(rng);
+  // A zero row, a row with a NaN, ties at .5 after division.
+  for (int64_t d = 0; d < D; ++d) kn[static_cast<size_t>(3 * Hkv * D + d)] = 0.0f;
+  kn[static_cast<size_t>(5 * Hkv * D + 2)] = kNaN;
+  for (int64_t d = 0; d < D; ++d) kn[static_cast<size_t>(7 * Hkv * D + d)] = 0.5f * static_cast<float>(d % 5);
+  kn[static_cast<size_t>(7 * Hkv * D)] = 127.0f;  // scale exactly 1: x.5 ties
+  for (int k_token = 0; k_token < 2; ++k_token) {
+    std::vector<float> vch(static_cast<size_t>(Hkv * Dv));
+    for (size_t i = 0; i < vch.size(); ++i) vch[i] = 0.01f + 0.003f * static_cast<float>(i);
+    std::vector<float> kch(static_cast<size_t>(Hkv * D));
+    for (size_t i = 0; i < kch.size(); ++i) kch[i] = 0.02f * static_cast<float>(1 + i % 7);
+    std::vector<std::vector<unsigned char>> results;
+    for (int threads : {1, 2, 3}) {
+      ASSERT_EQ(hwyattn_set_num_threads(threads), HWYATTN_OK);
+      std::vector<int8_t> kp(static_cast<size_t>(P * Hkv * S * D), 99), vp(static_cast<size_t>(P * Hkv * S * Dv), 99);
+      std::vector<float> kst(static_cast<size_t>(P * Hkv * S), -1.0f);
+      hwyattn_kv_cache c;
+      hwyattn_kv_cache_init(&c);
+      const int64_t ks[4] = {P, Hkv, S, D}, vs[4] = {P, Hkv, S, Dv};
+      ASSERT_EQ(hwyattn_tensor_contiguous(&c.k, kp.data(), HWYATTN_I8, 4, ks), HWYATTN_OK);
+      ASSERT_EQ(hwyattn_tensor_contiguous(&c.v, vp.data(), HWYATTN_I8, 4, vs), HWYATTN_OK);
+      hwyattn_tensor tks, tvs;
+      const int64_t tok[4] = {P, Hkv, S, 1}, kchs[4] = {1, Hkv, 1, D}, vchs[4] = {1, Hkv, 1, Dv};
+      if (k_token) {
+        ASSERT_EQ(hwyattn_tensor_contiguous(&tks, kst.data(), HWYATTN_F32, 4, tok), HWYATTN_OK);
+      } else {
+        ASSERT_EQ(hwyattn_tensor_contiguous(&tks, kch.data(), HWYATTN_F32, 4, kchs), HWYATTN_OK);
+      }
+      ASSERT_EQ(hwyattn_tensor_contiguous(&tvs, vch.data(), HWYATTN_F32, 4, vchs), HWYATTN_OK);
+      c.k_scale = &tks;
+      c.v_scale = &tvs;
+      std::vector<int64_t> slot(static_cast<size_t>(T));
+      for (int64_t t = 0; t < T; ++t) slot[t] = (t * 37 + 5) % (P * S);
+      hwyattn_tensor tkn, tvn;
+      const int64_t kns[3] = {T, Hkv, D}, vns[3] = {T, Hkv, Dv};
+      ASSERT_EQ(hwyattn_tensor_contiguous(&tkn, kn.data(), HWYATTN_F32, 3, kns), HWYATTN_OK);
+      ASSERT_EQ(hwyattn_tensor_contiguous(&tvn, vn.data(), HWYATTN_F32, 3, vns), HWYATTN_OK);
+      ASSERT_EQ(hwyattn_kv_cache_write(&c, &tkn, &tvn, slot.data(), nullptr), HWYATTN_OK)
+          << hwyattn_last_error();
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t page = slot[t] / S, off = slot[t] % S;
+        for (int64_t h = 0; h < Hkv; ++h) {
+          const float* x = &kn[static_cast<size_t>((t * Hkv + h) * D)];
+          float scale = 0.0f;
+          if (k_token) {
+            float m = 0.0f;
+            for (int64_t d = 0; d < D; ++d) if (!std::isnan(x[d])) m = std::max(m, std::fabs(x[d]));
+            scale = m / 127.0f;
+            ASSERT_EQ(kst[static_cast<size_t>((page * Hkv + h) * S + off)], scale) << "token " << t;
+          }
+          for (int64_t d = 0; d < D; ++d) {
+            const float sc = k_token ? scale : kch[static_cast<size_t>(h * D + d)];
+            const int8_t want = sc == 0.0f ? 0 : QuantizeRef(x[d], sc);
+            ASSERT_EQ(kp[static_cast<size_t>(((page * Hkv + h) * S + off) * D + d)], want)
+                << "k token " << t << " head " << h << " d " << d << " x " << x[d];
+          }
+          const float* y = &vn[static_cast<size_t>((t * Hkv + h) * Dv)];
+          for (int64_t d = 0; d < Dv; ++d) {
+            ASSERT_EQ(vp[static_cast<size_t>(((page * Hkv + h) * S + off) * Dv + d)],
+                      QuantizeRef(y[d], vch[static_cast<size_t>(h * Dv + d)]));
+          }
+        }
+      }
+      std::vector<unsigned char> all(reinterpret_cast<unsigned char*>(kp.data()),
+                                     reinterpret_cast<unsigned char*>(kp.data()) + kp.size());
+      results.push_back(all);
+    }
+    hwyattn_set_num_threads(0);
+    EXPECT_TRUE(results[0] == results[1] && results[0] == results[2]);
+  }
+}
+
+}  // namespace
+}  // namespace hwyattn_test

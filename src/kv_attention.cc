@@ -1,24 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// hwyattn_kv_attention, version 1: sequence by sequence, the sequence's K/V
-// pages are gathered (copied) into contiguous scratch, [Hkv][kv_len][D] and
-// [Hkv][kv_len][Dv] (F32, F16 and BF16 as stored; I8 dequantized to F32 with
-// its scales), and the hwyattn_sdpa planner (src/attention.cc: the small,
-// decode or prefill kernel, with its own parallel regions) runs on an
-// SdpaProblem describing that sequence alone, with the sequence's explicit
-// query position (SdpaProblem::position_offset).
+// hwyattn_kv_attention: sequence by sequence, the hwyattn_sdpa planner
+// (src/attention.cc: the decode or prefill kernel, with its own parallel
+// regions) runs on an SdpaProblem describing that sequence alone, with its
+// explicit query position (SdpaProblem::position_offset):
+//   - F32, F16 and BF16 caches are read where they are: the problem's K/V
+//     are the cache's page views and its block-table row (SdpaProblem::pages;
+//     the decode kernel reads the pages in place, the prefill kernel gathers
+//     them into the panels it packs anyway);
+//   - I8 caches are still gathered (copied) into contiguous scratch,
+//     dequantized to F32 with their scales, until the kernels apply scales.
 //
-// Batch invariance follows from that: a sequence's problem (its sizes, its
-// gathered keys, its positions) is the same whatever else is in the batch
-// and wherever its pages are, and the kernels split keys into chunks fixed
-// by the problem alone, never by the thread count.
+// Batch invariance follows: a sequence's problem (its sizes, its keys, its
+// positions) is the same whatever else is in the batch and wherever its
+// pages are, and the kernels split keys into chunks fixed by the problem
+// alone, never by the thread count (pages of a multiple of 16 keys give the
+// bits of a contiguous cache: tests/paged_test.cc).
 //
-// NOT YET the design issue 15 asks for: the gather copies every page on
-// every call (the kernels do not read pages in place), and the sequences run
-// one after the other, each with its own parallel regions (not one balanced
-// region per call over all sequences' work items). A batch of short decodes
-// therefore pays a fork/join per sequence. In-place paged kernels replace
-// the gather in a later version; results will not change.
+// NOT YET the design issue 15 asks for: the sequences run one after the
+// other, each with its own parallel regions (not one balanced region per
+// call over all sequences' work items), so a batch of short decodes pays a
+// fork/join per sequence; and I8 is gathered.
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -122,8 +124,27 @@ SdpaProblem SequenceProblem(const KvAttentionProblem& p, int64_t s, Dtype gather
   SdpaProblem sp = p.rules;  // scale, causal, modifiers, executor
   sp.q = Rows(p.q, q0, q_len);
   sp.out = Rows(p.out, q0, q_len);
-  sp.k = Dense(keys, gathered, c.kv_heads, len, c.head_dim);
-  sp.v = Dense(values, gathered, c.kv_heads, len, c.value_dim);
+  if (c.k.dtype == Dtype::kI8) {
+    sp.k = Dense(keys, gathered, c.kv_heads, len, c.head_dim);
+    sp.v = Dense(values, gathered, c.kv_heads, len, c.value_dim);
+  } else if (c.block_table != nullptr) {
+    // The pages in place, through the sequence's row of the block table.
+    sp.k = c.k;
+    sp.v = c.v;
+    sp.pages.table = c.block_table + s * c.block_table_stride;
+    sp.pages.table_stride = 0;
+    sp.pages.page_size = c.page_size;
+  } else {
+    // No block table: sequence s is page s, its keys contiguous.
+    sp.k = c.k;
+    sp.v = c.v;
+    sp.k.data = static_cast<const unsigned char*>(c.k.data) +
+                c.k.Offset(s, 0, 0, 0) * static_cast<int64_t>(DtypeSize(c.k.dtype));
+    sp.v.data = static_cast<const unsigned char*>(c.v.data) +
+                c.v.Offset(s, 0, 0, 0) * static_cast<int64_t>(DtypeSize(c.v.dtype));
+    sp.k.shape[0] = sp.v.shape[0] = 1;
+    sp.k.shape[2] = sp.v.shape[2] = len;
+  }
   sp.batch = 1;
   sp.q_heads = p.q_heads;
   sp.kv_heads = c.kv_heads;
@@ -170,14 +191,17 @@ hwyattn_status RunKvAttention(const KvAttentionProblem& p) {
   const int64_t Hkv = c.kv_heads, D = c.head_dim, Dv = c.value_dim;
   const Dtype gathered = c.k.dtype == Dtype::kI8 ? Dtype::kF32 : c.k.dtype;
   const size_t size = DtypeSize(gathered);
+  const bool gather = c.k.dtype == Dtype::kI8;
   // Every allocation first (the largest gather, each sequence's attention
   // scratch: grow-only buffers), so that running out of memory writes no row.
   size_t most = 0;
   for (int64_t s = 0; s < p.num_seqs; ++s) {
     if (p.QueryLength(s) == 0 || p.kv_len[s] == 0) continue;
     size_t k_bytes, total;
-    if (!GatherBytes(p, s, size, &k_bytes, &total)) return HWYATTN_OUT_OF_MEMORY;
-    most = std::max(most, total);
+    if (gather) {
+      if (!GatherBytes(p, s, size, &k_bytes, &total)) return HWYATTN_OUT_OF_MEMORY;
+      most = std::max(most, total);
+    }
     const hwyattn_status reserved = ReserveSdpaScratch(SequenceProblem(p, s, gathered, nullptr, nullptr));
     if (reserved != HWYATTN_OK) return reserved;
   }
@@ -191,6 +215,11 @@ hwyattn_status RunKvAttention(const KvAttentionProblem& p) {
     if (q_len == 0) continue;
     if (len == 0) {
       EmptyRows(p, q0, q_len);
+      continue;
+    }
+    if (!gather) {
+      const hwyattn_status status = RunSdpa(SequenceProblem(p, s, gathered, nullptr, nullptr));
+      if (status != HWYATTN_OK) return status;
       continue;
     }
     size_t k_bytes = 0, total = 0;

@@ -20,9 +20,10 @@
  *
  * Prints the generated tokens per second (each sequence's first token comes
  * from its last prompt chunk, the others from decode steps; the prompt
- * tokens are counted apart). v1 of hwyattn_kv_attention gathers each
- * sequence's pages and runs the sequences one after the other, so this
- * loop is not yet the speed the paged kernels will give. Plain C99: cc decode_loop.c -lhwyattn -lm
+ * tokens are counted apart). hwyattn_kv_attention still runs the
+ * sequences of a batch one after the other (each with its own parallel
+ * regions), so this loop is not yet the speed one balanced region per step
+ * will give. Plain C99: cc decode_loop.c -lhwyattn -lm
  */
 #define _POSIX_C_SOURCE 199309L
 

@@ -94,7 +94,7 @@ struct Row {
   int64_t d_model;  // M1 only: the layer's width (0: a plain hwyattn_sdpa row)
   double min_time;  // seconds per repetition
   benchmark::TimeUnit unit;
-  int64_t window = 0;  // opts.window_left (0: none)
+  int64_t window = 0;                    // opts.window_left (0: none)
   hwyattn_dtype kv_dtype = HWYATTN_F32;  // K and V (D2h: BF16, read in place)
 };
 
@@ -114,7 +114,9 @@ const Row kRows[] = {
 constexpr int kThreadCounts[] = {1, 2};
 
 // Row i's first visible key under the row's causal mask and window.
-int64_t FirstKey(const Row& r, int64_t i) { return r.window > 0 ? std::max<int64_t>(0, i - r.window + 1) : 0; }
+int64_t FirstKey(const Row& r, int64_t i) {
+  return r.window > 0 ? std::max<int64_t>(0, i - r.window + 1) : 0;
+}
 
 double Flops(const Row& r) {
   if (r.causal) {
@@ -152,9 +154,8 @@ float FromBf16(uint16_t h) {
 std::string Shape(const Row& r) {
   char buf[160];
   snprintf(buf, sizeof(buf), "B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld D=%lld%s",
-           static_cast<long long>(r.B), static_cast<long long>(r.Hq),
-           static_cast<long long>(r.Hkv), static_cast<long long>(r.Lq),
-           static_cast<long long>(r.Lk), static_cast<long long>(r.D),
+           static_cast<long long>(r.B), static_cast<long long>(r.Hq), static_cast<long long>(r.Hkv),
+           static_cast<long long>(r.Lq), static_cast<long long>(r.Lk), static_cast<long long>(r.D),
            r.causal ? " causal" : "");
   std::string shape = buf;
   if (r.window > 0) shape += " window_left=" + std::to_string(r.window);
@@ -188,7 +189,8 @@ void SetFlopCounters(benchmark::State& state, double gflop, double row_peak, int
   using benchmark::Counter;
   state.counters["GFLOPS"] = Counter(gflop, Counter::kIsRate);
   state.counters["fma_peak_GFLOPS"] = Counter(row_peak);
-  state.counters["pct_peak"] = Counter(row_peak > 0 ? gflop / row_peak * 100.0 : 0.0, Counter::kIsRate);
+  state.counters["pct_peak"] =
+      Counter(row_peak > 0 ? gflop / row_peak * 100.0 : 0.0, Counter::kIsRate);
   const double startup = g_peaks.fma_gflops[threads];
   state.counters["pct_startup_peak"] =
       Counter(startup > 0 ? gflop / startup * 100.0 : 0.0, Counter::kIsRate);
@@ -219,7 +221,9 @@ struct Tensors {
   bool checked = false;
   std::string check_error;
   explicit Tensors(const Row& r)
-      : q(r.B * r.Hq * r.Lq * r.D), k(r.B * r.Hkv * r.Lk * r.D), v(r.B * r.Hkv * r.Lk * r.D),
+      : q(r.B * r.Hq * r.Lq * r.D),
+        k(r.B * r.Hkv * r.Lk * r.D),
+        v(r.B * r.Hkv * r.Lk * r.D),
         o(r.B * r.Hq * r.Lq * r.D),
         k_half(r.kv_dtype == HWYATTN_BF16 ? (k.size + 1) / 2 : 1),
         v_half(r.kv_dtype == HWYATTN_BF16 ? (v.size + 1) / 2 : 1) {
@@ -342,8 +346,10 @@ class PthreadPool {
     for (;;) {
       if (p->spin_us_ > 0 && p->generation_.load() == seen) {
         pthread_mutex_unlock(&p->mu_);
-        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(p->spin_us_);
-        for (int k = 1; p->generation_.load(std::memory_order_relaxed) == seen && !p->stop_.load(); ++k) {
+        const auto until =
+            std::chrono::steady_clock::now() + std::chrono::microseconds(p->spin_us_);
+        for (int k = 1; p->generation_.load(std::memory_order_relaxed) == seen && !p->stop_.load();
+             ++k) {
           __builtin_ia32_pause();
           if (k % 64 == 0 && std::chrono::steady_clock::now() > until) break;
         }
@@ -403,9 +409,8 @@ Tensors& GetTensors(const Row& r) {
 // Compares out rows (b, h, i) for three query rows with a double-precision
 // softmax(q k^T / sqrt(D)) v. Returns "" or a description of the mismatch.
 std::string SpotCheck(const Row& r, const Tensors& t) {
-  const int64_t picks[3][3] = {{0, 0, 0},
-                               {r.B / 2, r.Hq / 2, r.Lq / 2},
-                               {r.B - 1, r.Hq - 1, r.Lq - 1}};
+  const int64_t picks[3][3] = {
+      {0, 0, 0}, {r.B / 2, r.Hq / 2, r.Lq / 2}, {r.B - 1, r.Hq - 1, r.Lq - 1}};
   const double scale = 1.0 / std::sqrt(static_cast<double>(r.D));
   double max_err = 0, max_ref = 0;
   for (const auto& pick : picks) {
@@ -436,8 +441,9 @@ std::string SpotCheck(const Row& r, const Tensors& t) {
   }
   if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30))) {
     char buf[160];
-    snprintf(buf, sizeof(buf), "%s: output differs from the reference: max|err| %.3g, max|ref| %.3g",
-             r.id, max_err, max_ref);
+    snprintf(buf, sizeof(buf),
+             "%s: output differs from the reference: max|err| %.3g, max|ref| %.3g", r.id, max_err,
+             max_ref);
     return buf;
   }
   return "";
@@ -492,8 +498,8 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
   double same_size_bw = 0;
   if (r.decode && g_peaks.bw_bytes > 0) {
     read_bw = hwyattn_bench::MeasureReadBandwidthGBps(threads, g_peaks.bw_bytes, 10);
-    same_size_bw = hwyattn_bench::MeasureReadBandwidthGBps(
-        threads, static_cast<size_t>(KvBytes(r)), 10, hwyattn_bench::ReadStat::kMedian);
+    same_size_bw = hwyattn_bench::MeasureReadBandwidthGBps(threads, static_cast<size_t>(KvBytes(r)),
+                                                           10, hwyattn_bench::ReadStat::kMedian);
   }
 
   // Untimed call: warms K/V and the library's scratch, and checks the status.
@@ -521,7 +527,8 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
       FlushFromCaches(t.tv.data, kv_bytes);
       const auto start = std::chrono::steady_clock::now();
       st = hwyattn_sdpa(&t.tq, &t.tk, &t.tv, &t.to, &opts);
-      state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      state.SetIterationTime(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     } else {
       st = hwyattn_sdpa(&t.tq, &t.tk, &t.tv, &t.to, &opts);
     }
@@ -561,7 +568,12 @@ struct MhaLayer {
   std::string error;
   bool checked = false;
   explicit MhaLayer(const Row& r)
-      : B(r.B), L(r.Lq), E(r.d_model), H(r.Hq), D(r.D), x(r.B * r.Lq * r.d_model),
+      : B(r.B),
+        L(r.Lq),
+        E(r.d_model),
+        H(r.Hq),
+        D(r.D),
+        x(r.B * r.Lq * r.d_model),
         out(r.B * r.Lq * r.d_model) {
     std::mt19937 rng(4242);
     const float bound = 1.0f / std::sqrt(static_cast<float>(E));
@@ -611,7 +623,8 @@ struct MhaLayer {
       for (size_t i = 0; i < rows; ++i) {
         for (size_t o = 0; o < out_w; ++o) {
           double acc = bias[o];
-          for (size_t c = 0; c < in_w; ++c) acc += static_cast<double>(in[i * in_w + c]) * wm[o * in_w + c];
+          for (size_t c = 0; c < in_w; ++c)
+            acc += static_cast<double>(in[i * in_w + c]) * wm[o * in_w + c];
           y[i * out_w + o] = acc;
         }
       }
@@ -650,8 +663,9 @@ struct MhaLayer {
     }
     if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30))) {
       char buf[160];
-      snprintf(buf, sizeof(buf), "M1: output differs from the reference: max|err| %.3g, max|ref| %.3g",
-               max_err, max_ref);
+      snprintf(buf, sizeof(buf),
+               "M1: output differs from the reference: max|err| %.3g, max|ref| %.3g", max_err,
+               max_ref);
       return buf;
     }
     return "";
@@ -671,9 +685,11 @@ void BM_Mha(benchmark::State& state, const Row* row) {
   const double row_peak = RowFmaPeak(threads);
   const int previous_threads = hwyattn_get_num_threads();
   hwyattn_set_num_threads(threads);
-  hwyattn_status st = hwyattn_mha_forward(layer->module, &layer->tx, nullptr, nullptr, &layer->tout, nullptr);
+  hwyattn_status st =
+      hwyattn_mha_forward(layer->module, &layer->tx, nullptr, nullptr, &layer->tout, nullptr);
   if (st != HWYATTN_OK) {
-    error = std::string("hwyattn_mha_forward: ") + hwyattn_status_string(st) + ": " + hwyattn_last_error();
+    error = std::string("hwyattn_mha_forward: ") + hwyattn_status_string(st) + ": " +
+            hwyattn_last_error();
     state.SkipWithError(error.c_str());
     hwyattn_set_num_threads(previous_threads);
     return;
@@ -734,7 +750,8 @@ int main(int argc, char** argv) {
   for (const Row& r : kRows) {
     if (!r.decode || !kCanFlush) continue;
     const std::string name = std::string("BM_Attention/") + r.id + "cold";
-    benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name.c_str(), BM_Attention, &r, 0, true);
+    benchmark::internal::Benchmark* b =
+        benchmark::RegisterBenchmark(name.c_str(), BM_Attention, &r, 0, true);
     b->ArgName("threads");
     for (int n : kThreadCounts) b->Arg(n);
     b->UseManualTime()->Unit(r.unit)->MinTime(r.min_time);
@@ -743,7 +760,8 @@ int main(int argc, char** argv) {
   for (const Row& r : kRows) {
     if (strcmp(r.id, "P1") != 0 && strcmp(r.id, "D1") != 0) continue;
     for (int kind : {1, 2}) {
-      const std::string name = std::string(kind == 1 ? "BM_Attention/TP1/" : "BM_Attention/TP1spin/") + r.id;
+      const std::string name =
+          std::string(kind == 1 ? "BM_Attention/TP1/" : "BM_Attention/TP1spin/") + r.id;
       benchmark::RegisterBenchmark(name.c_str(), BM_Attention, &r, kind, false)
           ->ArgName("threads")
           ->Arg(2)
@@ -763,7 +781,8 @@ int main(int argc, char** argv) {
     size_t bw_bytes = static_cast<size_t>(flags.bw_mib * 1024 * 1024);
     const size_t avail = MemAvailableBytes();
     if (avail != 0 && bw_bytes > avail / 4) {
-      fprintf(stderr, "bandwidth buffer shrunk from %.0f MiB to a quarter of MemAvailable\n", flags.bw_mib);
+      fprintf(stderr, "bandwidth buffer shrunk from %.0f MiB to a quarter of MemAvailable\n",
+              flags.bw_mib);
       bw_bytes = avail / 4;
     }
     fprintf(stderr, "measuring the FMA peak and the read bandwidth (%.0f MiB buffer)...\n",
@@ -783,10 +802,13 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("peak_target", hwyattn_bench::PeakTargetName());
     for (int n : kThreadCounts) {
       const std::string t = std::to_string(n) + "t";
-      benchmark::AddCustomContext("fma_peak_gflops_" + t, hwyattn_bench::Format("%.1f", g_peaks.fma_gflops[n]));
-      benchmark::AddCustomContext("read_bw_gbps_" + t, hwyattn_bench::Format("%.1f", g_peaks.read_gbps[n]));
+      benchmark::AddCustomContext("fma_peak_gflops_" + t,
+                                  hwyattn_bench::Format("%.1f", g_peaks.fma_gflops[n]));
+      benchmark::AddCustomContext("read_bw_gbps_" + t,
+                                  hwyattn_bench::Format("%.1f", g_peaks.read_gbps[n]));
     }
-    benchmark::AddCustomContext("bw_buffer_mib", hwyattn_bench::Format("%.0f", bw_bytes / 1048576.0));
+    benchmark::AddCustomContext("bw_buffer_mib",
+                                hwyattn_bench::Format("%.0f", bw_bytes / 1048576.0));
     g_peaks.bw_bytes = bw_bytes;
   }
 

@@ -103,9 +103,9 @@ std::string Shape(const Row& r) {
     snprintf(heads, sizeof(heads), "Hq=%lld Hkv=%lld", static_cast<long long>(r.H),
              static_cast<long long>(r.Hkv));
   }
-  snprintf(buf, sizeof(buf), "B=%lld %s Lq=%lld Lk=%lld D=%lld%s", static_cast<long long>(r.B), heads,
-           static_cast<long long>(r.Lq), static_cast<long long>(r.Lk), static_cast<long long>(r.D),
-           r.causal ? " causal" : "");
+  snprintf(buf, sizeof(buf), "B=%lld %s Lq=%lld Lk=%lld D=%lld%s", static_cast<long long>(r.B),
+           heads, static_cast<long long>(r.Lq), static_cast<long long>(r.Lk),
+           static_cast<long long>(r.D), r.causal ? " causal" : "");
   return buf;
 }
 
@@ -116,8 +116,17 @@ struct Tensors {
   bool checked = false;
   std::string error;
   explicit Tensors(const Row& r)
-      : B(r.B), H(r.H), Hkv(r.Hkv), Lq(r.Lq), Lk(r.Lk), D(r.D), q(r.B * r.H * r.Lq * r.D),
-        k(r.B * r.Hkv * r.Lk * r.D), v(k.size()), o_fused(q.size(), 0.0f), o_composed(q.size(), 0.0f) {
+      : B(r.B),
+        H(r.H),
+        Hkv(r.Hkv),
+        Lq(r.Lq),
+        Lk(r.Lk),
+        D(r.D),
+        q(r.B * r.H * r.Lq * r.D),
+        k(r.B * r.Hkv * r.Lk * r.D),
+        v(k.size()),
+        o_fused(q.size(), 0.0f),
+        o_composed(q.size(), 0.0f) {
     std::mt19937 rng(12345);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (std::vector<float>* b : {&q, &k, &v}) {
@@ -172,8 +181,8 @@ int Composed(const Row& r, Tensors& t, int threads) {
     }
     // 1. S = Q K^T
     const hwyattn::LinearOutput s_out = {&kp, hwyattn::RowsView::Dense(s, rows, r.Lk, r.Lk)};
-    if (hwyattn::Linear(hwyattn::RowsView::Dense(const_cast<float*>(q), rows, r.D, r.D), &s_out, 1) !=
-        HWYATTN_OK) {
+    if (hwyattn::Linear(hwyattn::RowsView::Dense(const_cast<float*>(q), rows, r.D, r.D), &s_out,
+                        1) != HWYATTN_OK) {
       ++failures;
       continue;
     }
@@ -186,7 +195,8 @@ int Composed(const Row& r, Tensors& t, int threads) {
       continue;
     }
     const hwyattn::LinearOutput o_out = {&vp, hwyattn::RowsView::Dense(o, rows, r.D, r.D)};
-    if (hwyattn::Linear(hwyattn::RowsView::Dense(s, rows, r.Lk, r.Lk), &o_out, 1) != HWYATTN_OK) ++failures;
+    if (hwyattn::Linear(hwyattn::RowsView::Dense(s, rows, r.Lk, r.Lk), &o_out, 1) != HWYATTN_OK)
+      ++failures;
   }
   return failures;
 }
@@ -209,8 +219,8 @@ std::string Check(const Row& r, Tensors& t) {
     max_diff = std::max(max_diff, static_cast<double>(std::fabs(t.o_fused[i] - t.o_composed[i])));
   }
   const bool ok = max_diff <= 1e-4 * max_ref;
-  fprintf(stderr, "%s: composed vs fused max|diff| / max|fused| = %.2e: %s\n", r.id, max_diff / max_ref,
-          ok ? "ok" : "MISMATCH");
+  fprintf(stderr, "%s: composed vs fused max|diff| / max|fused| = %.2e: %s\n", r.id,
+          max_diff / max_ref, ok ? "ok" : "MISMATCH");
   if (!ok) return std::string(r.id) + ": composed and fused outputs differ";
   return "";
 }
@@ -284,7 +294,8 @@ int main(int argc, char** argv) {
 
   for (const Row& r : kRows) {
     for (int composed = 0; composed < 2; ++composed) {
-      const std::string name = std::string("BM_Composition/") + r.id + (composed ? "/composed" : "/fused");
+      const std::string name =
+          std::string("BM_Composition/") + r.id + (composed ? "/composed" : "/fused");
       benchmark::internal::Benchmark* b =
           composed ? benchmark::RegisterBenchmark(name.c_str(), BM_Composed, &r)
                    : benchmark::RegisterBenchmark(name.c_str(), BM_Fused, &r);

@@ -73,12 +73,14 @@ inline void MeasureFmaPeaks(const BenchFlags& flags, double (&gflops)[3]) {
   fprintf(stderr, "measuring the FMA peak...\n");
   for (int n = 1; n <= 2; ++n) gflops[n] = MeasureFmaPeakGflops(n, flags.peak_seconds, 5);
   if (gflops[2] < 1.6 * gflops[1]) {
-    fprintf(stderr, "WARNING: 2 threads reach only %.2fx the FMA rate of 1: the second core is busy.\n",
+    fprintf(stderr,
+            "WARNING: 2 threads reach only %.2fx the FMA rate of 1: the second core is busy.\n",
             gflops[2] / gflops[1]);
   }
   benchmark::AddCustomContext("peak_target", PeakTargetName());
   for (int n = 1; n <= 2; ++n) {
-    benchmark::AddCustomContext("fma_peak_gflops_" + std::to_string(n) + "t", Format("%.1f", gflops[n]));
+    benchmark::AddCustomContext("fma_peak_gflops_" + std::to_string(n) + "t",
+                                Format("%.1f", gflops[n]));
   }
 }
 

@@ -67,10 +67,8 @@ struct Problem {
 };
 
 const Problem kProblems[] = {
-    {"sq512", 512, 512, 512, 0.2},
-    {"sq1024", 1024, 1024, 1024, 0.3},
-    {"sq2048", 2048, 2048, 2048, 0.4},
-    {"m1_qkv", 2048, 1536, 512, 0.3},
+    {"sq512", 512, 512, 512, 0.2},     {"sq1024", 1024, 1024, 1024, 0.3},
+    {"sq2048", 2048, 2048, 2048, 0.4}, {"m1_qkv", 2048, 1536, 512, 0.3},
     {"m1_out", 2048, 512, 512, 0.2},
 };
 constexpr int kThreadCounts[] = {1, 2};
@@ -198,7 +196,8 @@ double TimeCall(const std::function<void()>& fn) {
   for (int r = 0; r < 5; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
 }
@@ -245,7 +244,8 @@ bool CheckCorrectness() {
           static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K), hw_dn,
           hw_ref, dn_ref, ok ? "ok" : "MISMATCH");
 #else
-  fprintf(stderr, "correctness M=%lld N=%lld K=%lld: hwyattn vs double %.2e: %s (built without oneDNN)\n",
+  fprintf(stderr,
+          "correctness M=%lld N=%lld K=%lld: hwyattn vs double %.2e: %s (built without oneDNN)\n",
           static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K), hw_ref,
           ok ? "ok" : "MISMATCH");
 #endif
@@ -270,17 +270,20 @@ void CheckThreads() {
     });
   };
   const double h1 = run(false, 1), h2 = run(false, 2);
-  std::string line = "threads sq1024: hwyattn " + std::to_string(h1 * 1e3).substr(0, 5) + " ms (1t) / " +
-                     std::to_string(h2 * 1e3).substr(0, 5) + " ms (2t) = " +
-                     std::to_string(h1 / h2).substr(0, 4) + "x";
+  std::string line = "threads sq1024: hwyattn " + std::to_string(h1 * 1e3).substr(0, 5) +
+                     " ms (1t) / " + std::to_string(h2 * 1e3).substr(0, 5) +
+                     " ms (2t) = " + std::to_string(h1 / h2).substr(0, 4) + "x";
 #ifdef HWYATTN_BENCH_HAVE_DNNL
   const double d1 = run(true, 1), d2 = run(true, 2);
   line += ", onednn " + std::to_string(d1 * 1e3).substr(0, 5) + " ms (1t) / " +
-          std::to_string(d2 * 1e3).substr(0, 5) + " ms (2t) = " + std::to_string(d1 / d2).substr(0, 4) + "x";
+          std::to_string(d2 * 1e3).substr(0, 5) +
+          " ms (2t) = " + std::to_string(d1 / d2).substr(0, 4) + "x";
   if (d1 / d2 < 1.5 || h1 / h2 < 1.5) line += "  WARNING: a 2-thread run is not ~2x faster";
-  benchmark::AddCustomContext("threads_check_onednn_2t_speedup", std::to_string(d1 / d2).substr(0, 4));
+  benchmark::AddCustomContext("threads_check_onednn_2t_speedup",
+                              std::to_string(d1 / d2).substr(0, 4));
 #endif
-  benchmark::AddCustomContext("threads_check_hwyattn_2t_speedup", std::to_string(h1 / h2).substr(0, 4));
+  benchmark::AddCustomContext("threads_check_hwyattn_2t_speedup",
+                              std::to_string(h1 / h2).substr(0, 4));
   fprintf(stderr, "%s\n", line.c_str());
 }
 
@@ -300,7 +303,8 @@ int main(int argc, char** argv) {
 #endif
     for (const auto& impl : impls) {
       const std::string name = "BM_Matmul/" + impl.first + "/" + p.id;
-      benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name.c_str(), impl.second, &p);
+      benchmark::internal::Benchmark* b =
+          benchmark::RegisterBenchmark(name.c_str(), impl.second, &p);
       b->ArgName("threads");
       for (int n : kThreadCounts) b->Arg(n);
       b->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(p.min_time);
@@ -314,8 +318,9 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("simd_target", hwyattn_simd_target());
 #ifdef HWYATTN_BENCH_HAVE_DNNL
   const dnnl_version_t* v = dnnl_version();
-  benchmark::AddCustomContext("onednn_version", std::to_string(v->major) + "." + std::to_string(v->minor) +
-                                                    "." + std::to_string(v->patch));
+  benchmark::AddCustomContext(
+      "onednn_version",
+      std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch));
   benchmark::AddCustomContext("onednn_isa", IsaName(dnnl_get_effective_cpu_isa()));
 #else
   benchmark::AddCustomContext("onednn_version", "none (built without oneDNN)");

@@ -145,9 +145,9 @@ void Ring(int reps, int64_t seq) {
   if (g_size > 1) {
     const Summary t = TimeCollective(reps, [&] {
       for (int s = 0; s + 1 < g_size; ++s) {
-        MPI_Sendrecv(a.data(), static_cast<int>(a.size() - 64), MPI_BYTE, (g_rank + 1) % g_size,
-                     7, b.data(), static_cast<int>(b.size()), MPI_BYTE,
-                     (g_rank + g_size - 1) % g_size, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Sendrecv(a.data(), static_cast<int>(a.size() - 64), MPI_BYTE, (g_rank + 1) % g_size, 7,
+                     b.data(), static_cast<int>(b.size()), MPI_BYTE, (g_rank + g_size - 1) % g_size,
+                     7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       }
     });
     transfer = t.median;
@@ -156,17 +156,20 @@ void Ring(int reps, int64_t seq) {
   std::vector<double> all(static_cast<size_t>(4 * g_size));
   MPI_Gather(per_rank, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (g_rank == 0) {
-    printf("ring prefill B=1 H=4 L=%lld D=128 causal, %d rank(s) x 1 thread vs 1 process x %d "
-           "threads (%d reps)\n", static_cast<long long>(seq), g_size, g_size, reps);
+    printf(
+        "ring prefill B=1 H=4 L=%lld D=128 causal, %d rank(s) x 1 thread vs 1 process x %d "
+        "threads (%d reps)\n",
+        static_cast<long long>(seq), g_size, g_size, reps);
     printf("  one process : median %8.2f ms  best %8.2f ms\n", one.median * 1e3, one.best * 1e3);
     printf("  ring        : median %8.2f ms  best %8.2f ms  -> %.1f%% of one process (median)\n",
            ring.median * 1e3, ring.best * 1e3, 100.0 * one.median / ring.median);
     for (int r = 0; r < g_size; ++r) {
       const double* p = &all[static_cast<size_t>(4 * r)];
       const double overlap = p[3] > 0 ? std::max(0.0, 1.0 - p[1] / p[3]) : 1.0;
-      printf("  rank %d: compute %8.2f ms  wait %6.3f ms  sent %6.2f MiB  bare transfer %6.3f ms  "
-             "overlap %5.1f%%\n", r, p[0] * 1e3, p[1] * 1e3, p[2] / 1048576.0, p[3] * 1e3,
-             100.0 * overlap);
+      printf(
+          "  rank %d: compute %8.2f ms  wait %6.3f ms  sent %6.2f MiB  bare transfer %6.3f ms  "
+          "overlap %5.1f%%\n",
+          r, p[0] * 1e3, p[1] * 1e3, p[2] / 1048576.0, p[3] * 1e3, 100.0 * overlap);
     }
   }
 }
@@ -193,12 +196,16 @@ void Sharded(int reps, int64_t cache) {
     Check(hwyattn_mpi_sharded_sdpa(MPI_COMM_WORLD, &q.t, &k.t, &v.t, &out.t, &o), "sharded");
   });
   if (g_rank == 0) {
-    printf("sharded decode B=1 Hq=32 Hkv=8 Lq=1 Lk=%lld D=128, %d rank(s) x 1 thread vs 1 "
-           "process x %d threads (%d reps)\n", static_cast<long long>(cache), g_size, g_size, reps);
+    printf(
+        "sharded decode B=1 Hq=32 Hkv=8 Lq=1 Lk=%lld D=128, %d rank(s) x 1 thread vs 1 "
+        "process x %d threads (%d reps)\n",
+        static_cast<long long>(cache), g_size, g_size, reps);
     printf("  one process : median %8.3f ms  best %8.3f ms\n", one.median * 1e3, one.best * 1e3);
-    printf("  sharded     : median %8.3f ms  best %8.3f ms  -> %.2fx one process (median); "
-           "allreduce of %lld bytes per rank\n", sharded.median * 1e3, sharded.best * 1e3,
-           sharded.median / one.median, static_cast<long long>(B * Hq * (D + 1) * 4 + 4));
+    printf(
+        "  sharded     : median %8.3f ms  best %8.3f ms  -> %.2fx one process (median); "
+        "allreduce of %lld bytes per rank\n",
+        sharded.median * 1e3, sharded.best * 1e3, sharded.median / one.median,
+        static_cast<long long>(B * Hq * (D + 1) * 4 + 4));
   }
 }
 
@@ -211,9 +218,12 @@ int main(int argc, char** argv) {
   int reps = 5;
   int64_t seq = 4096, cache = 4096;
   for (int i = 1; i < argc; ++i) {
-    if (strncmp(argv[i], "--reps=", 7) == 0) reps = atoi(argv[i] + 7);
-    else if (strncmp(argv[i], "--seq=", 6) == 0) seq = atoll(argv[i] + 6);
-    else if (strncmp(argv[i], "--cache=", 8) == 0) cache = atoll(argv[i] + 8);
+    if (strncmp(argv[i], "--reps=", 7) == 0)
+      reps = atoi(argv[i] + 7);
+    else if (strncmp(argv[i], "--seq=", 6) == 0)
+      seq = atoll(argv[i] + 6);
+    else if (strncmp(argv[i], "--cache=", 8) == 0)
+      cache = atoll(argv[i] + 8);
     else {
       if (g_rank == 0) fprintf(stderr, "usage: %s [--reps=N] [--seq=L] [--cache=L]\n", argv[0]);
       MPI_Finalize();

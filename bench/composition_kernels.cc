@@ -59,7 +59,8 @@ HWY_INLINE void SoftmaxRow(float* HWY_RESTRICT s, size_t n, size_t cols, float s
   }
   if (j < n) {
     const auto mask = hn::FirstN(d, n - j);
-    const auto p = hn::IfThenElseZero(mask, hn::Exp(d, hn::MulAdd(hn::MaskedLoad(mask, d, s + j), vscale, bias)));
+    const auto p = hn::IfThenElseZero(
+        mask, hn::Exp(d, hn::MulAdd(hn::MaskedLoad(mask, d, s + j), vscale, bias)));
     hn::BlendedStore(p, mask, d, s + j);
     l1 = hn::Add(l1, p);
   }

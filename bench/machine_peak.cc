@@ -87,8 +87,8 @@ HWY_NOINLINE float SumStream(const float* HWY_RESTRICT p, size_t n) {
     a6 = hn::Add(a6, hn::Load(d, p + i + 6 * N));
     a7 = hn::Add(a7, hn::Load(d, p + i + 7 * N));
   }
-  a0 = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)),
-               hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
+  a0 =
+      hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
   return hn::GetLane(hn::SumOfLanes(d, a0));
 }
 
@@ -117,8 +117,7 @@ HWY_EXPORT(TargetNameHere);
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Sink for results, so no loop is optimised away.
@@ -205,7 +204,8 @@ double MeasureReadBandwidthGBps(int threads, size_t bytes, int passes, ReadStat 
       end = Now();
     }
     g_sink = total;
-    if (pass >= 0) rates.push_back(static_cast<double>(total_floats * sizeof(float)) / (end - start) * 1e-9);
+    if (pass >= 0)
+      rates.push_back(static_cast<double>(total_floats * sizeof(float)) / (end - start) * 1e-9);
   }
   std::sort(rates.begin(), rates.end());
   return stat == ReadStat::kBest ? rates.back() : rates[rates.size() / 2];

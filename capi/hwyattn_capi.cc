@@ -89,12 +89,11 @@ const char* hwyattn_status_string(hwyattn_status status) {
 
 const char* hwyattn_last_error(void) { return hwyattn::LastError(); }
 
-const char* hwyattn_simd_target(void) {
-  return hwyattn::KernelTargetName();
-}
+const char* hwyattn_simd_target(void) { return hwyattn::KernelTargetName(); }
 
 hwyattn_status hwyattn_set_num_threads(int n) {
-  if (n < 0) return Fail(HWYATTN_INVALID_ARGUMENT, "n: %d threads; must be >= 0 (0 = all cores)", n);
+  if (n < 0)
+    return Fail(HWYATTN_INVALID_ARGUMENT, "n: %d threads; must be >= 0 (0 = all cores)", n);
   // A runaway count would make the OpenMP runtime try to start that many
   // threads at the next large call, and libgomp aborts the process when
   // thread creation fails.
@@ -159,10 +158,12 @@ hwyattn_status hwyattn_sdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
     if (s != HWYATTN_OK) return s;
     const hwyattn_status r = hwyattn::RunSdpa(problem);
     if (r == HWYATTN_OUT_OF_MEMORY) {
-      return Fail(r, "hwyattn_sdpa: could not allocate packed operands and scratch for "
-                  "B=%lld Hkv=%lld Lk=%lld D=%lld Dv=%lld", static_cast<long long>(problem.batch),
-                  static_cast<long long>(problem.kv_heads), static_cast<long long>(problem.kv_len),
-                  static_cast<long long>(problem.head_dim), static_cast<long long>(problem.value_dim));
+      return Fail(r,
+                  "hwyattn_sdpa: could not allocate packed operands and scratch for "
+                  "B=%lld Hkv=%lld Lk=%lld D=%lld Dv=%lld",
+                  static_cast<long long>(problem.batch), static_cast<long long>(problem.kv_heads),
+                  static_cast<long long>(problem.kv_len), static_cast<long long>(problem.head_dim),
+                  static_cast<long long>(problem.value_dim));
     }
     return r;
   } catch (const std::bad_alloc&) {
@@ -205,7 +206,8 @@ hwyattn_status hwyattn_mha_create(const hwyattn_mha_config* cfg, const hwyattn_m
     if (m == nullptr) return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_mha_create: out of memory");
     if (m->layer.Init(config, *w) != HWYATTN_OK) {
       delete m;
-      return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_mha_create: could not allocate the packed "
+      return Fail(HWYATTN_OUT_OF_MEMORY,
+                  "hwyattn_mha_create: could not allocate the packed "
                   "weights");
     }
     *out = m;
@@ -240,13 +242,9 @@ hwyattn_status hwyattn_mha_forward(const hwyattn_mha* m, const hwyattn_tensor* q
   }
 }
 
-void hwyattn_kv_cache_init_sized(hwyattn_kv_cache* c, size_t size) {
-  hwyattn::InitStruct(c, size);
-}
+void hwyattn_kv_cache_init_sized(hwyattn_kv_cache* c, size_t size) { hwyattn::InitStruct(c, size); }
 
-void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size) {
-  hwyattn::InitStruct(b, size);
-}
+void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size) { hwyattn::InitStruct(b, size); }
 
 hwyattn_status hwyattn_kv_attention(const hwyattn_tensor* q, const hwyattn_kv_cache* cache,
                                     const hwyattn_kv_batch* batch, hwyattn_tensor* out,
@@ -257,7 +255,8 @@ hwyattn_status hwyattn_kv_attention(const hwyattn_tensor* q, const hwyattn_kv_ca
     if (s != HWYATTN_OK) return s;
     const hwyattn_status r = hwyattn::RunKvAttention(problem);
     if (r == HWYATTN_OUT_OF_MEMORY) {
-      return Fail(r, "hwyattn_kv_attention: could not allocate the gathered K/V and scratch of "
+      return Fail(r,
+                  "hwyattn_kv_attention: could not allocate the gathered K/V and scratch of "
                   "a sequence (Hkv=%lld D=%lld Dv=%lld)",
                   static_cast<long long>(problem.cache.kv_heads),
                   static_cast<long long>(problem.cache.head_dim),

@@ -104,8 +104,10 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
     return Fail(kInvalid, "%s: dtype is %" PRId64 ", which is not an hwyattn_dtype", name, dtype);
   }
   if ((allowed & Bit(t->dtype)) == 0 && t->dtype == HWYATTN_I8) {
-    return Fail(kInvalid, "%s: dtype I8 is accepted only for the K/V pages of an "
-                "hwyattn_kv_cache (where its scales are); use F32, F16 or BF16 here", name);
+    return Fail(kInvalid,
+                "%s: dtype I8 is accepted only for the K/V pages of an "
+                "hwyattn_kv_cache (where its scales are); use F32, F16 or BF16 here",
+                name);
   }
   if ((allowed & Bit(t->dtype)) == 0) {
     return Fail((known & Bit(t->dtype)) ? HWYATTN_UNSUPPORTED : kInvalid,
@@ -119,14 +121,16 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
   int64_t last = 0;  // largest element offset
   for (int i = 0; i < t->rank; ++i) {
     const int64_t n = t->shape[i], s = t->stride[i];
-    if (n < 1) return Fail(kInvalid, "%s: shape[%d] is %" PRId64 "; sizes must be >= 1", name, i, n);
+    if (n < 1)
+      return Fail(kInvalid, "%s: shape[%d] is %" PRId64 "; sizes must be >= 1", name, i, n);
     if (s < 0) {
       return Fail(kInvalid, "%s: stride[%d] is %" PRId64 "; strides must be >= 0", name, i, s);
     }
     int64_t span;
     if (__builtin_mul_overflow(n - 1, s, &span) || __builtin_add_overflow(last, span, &last)) {
-      return Fail(kInvalid, "%s: shape[%d] = %" PRId64 " with stride %" PRId64
-                  " overflows 64-bit offsets", name, i, n, s);
+      return Fail(kInvalid,
+                  "%s: shape[%d] = %" PRId64 " with stride %" PRId64 " overflows 64-bit offsets",
+                  name, i, n, s);
     }
     v.shape[lead + i] = n;
     v.stride[lead + i] = n == 1 ? 0 : s;
@@ -134,16 +138,20 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
   int64_t count = 1;
   for (int i = 0; i < 4; ++i) {
     if (__builtin_mul_overflow(count, v.shape[i], &count)) {
-      return Fail(kInvalid, "%s: the element count of shape [%" PRId64 ", %" PRId64 ", %" PRId64
-                  ", %" PRId64 "] (as rank 4) overflows 64 bits", name, v.shape[0], v.shape[1],
-                  v.shape[2], v.shape[3]);
+      return Fail(kInvalid,
+                  "%s: the element count of shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                  "] (as rank 4) overflows 64 bits",
+                  name, v.shape[0], v.shape[1], v.shape[2], v.shape[3]);
     }
   }
   const size_t size = DtypeSize(v.dtype);
   uint64_t bytes;
   if (__builtin_mul_overflow(static_cast<uint64_t>(last) + 1, size, &bytes)) {
-    return Fail(kInvalid, "%s: the memory span of %" PRId64 " + 1 elements of %zu bytes "
-                "overflows 64 bits", name, last, size);
+    return Fail(kInvalid,
+                "%s: the memory span of %" PRId64
+                " + 1 elements of %zu bytes "
+                "overflows 64 bits",
+                name, last, size);
   }
   if (t->data == nullptr) return Fail(kInvalid, "%s: data is NULL", name);
   const uintptr_t first = reinterpret_cast<uintptr_t>(t->data);
@@ -152,8 +160,11 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
                 size);
   }
   if (bytes > UINTPTR_MAX - first) {
-    return Fail(kInvalid, "%s: data %p plus the tensor's span of %" PRIu64 " bytes wraps around "
-                "the address space", name, t->data, bytes);
+    return Fail(kInvalid,
+                "%s: data %p plus the tensor's span of %" PRIu64
+                " bytes wraps around "
+                "the address space",
+                name, t->data, bytes);
   }
   v.data = t->data;
   out->first_byte = first;
@@ -207,7 +218,7 @@ hwyattn_status CheckDisjoint(const Checked& out, const Checked& other) {
 }
 
 __attribute__((noinline, cold)) hwyattn_status DimMismatch(const Checked& c, int i, int64_t want,
-                                                             bool broadcast, const char* what) {
+                                                           bool broadcast, const char* what) {
   char buf[96];
   return Fail(kInvalid, "%s is %" PRId64 " but %s %" PRId64 "%s", c.Dim(i, buf, sizeof(buf)),
               c.view.shape[i], what, want, broadcast ? " (or 1 to broadcast)" : "");
@@ -243,15 +254,17 @@ hwyattn_status ReadStruct(const char* arg, const char* type, const char* init, c
                 size, type, sizes[0], init);
   }
   if (size > kMaxPlausible || !released) {
-    return Fail(kInvalid, "%s: struct_size is %zu, which is not the size of any %s (call %s)",
-                arg, size, type, init);
+    return Fail(kInvalid, "%s: struct_size is %zu, which is not the size of any %s (call %s)", arg,
+                size, type, init);
   }
   const unsigned char* bytes = reinterpret_cast<const unsigned char*>(s);
   for (size_t i = known; i < size; ++i) {
     if (bytes[i] != 0) {
-      return Fail(HWYATTN_UNSUPPORTED, "%s: struct_size is %zu and byte %zu is set: a %s "
+      return Fail(HWYATTN_UNSUPPORTED,
+                  "%s: struct_size is %zu and byte %zu is set: a %s "
                   "from a newer hwyattn.h with fields that this library (%zu bytes) does not "
-                  "know", arg, size, i, type, known);
+                  "know",
+                  arg, size, i, type, known);
     }
   }
   memset(static_cast<void*>(local), 0, sizeof(T));
@@ -275,18 +288,18 @@ hwyattn_status CheckAligned(const char* what, const void* p, size_t size) {
 
 }  // namespace
 
-hwyattn_status ValidateShape(const char* name, int32_t rank, const int64_t* shape,
-                             int64_t* count) {
+hwyattn_status ValidateShape(const char* name, int32_t rank, const int64_t* shape, int64_t* count) {
   if (shape == nullptr) return Fail(kInvalid, "%s: shape is NULL", name);
-  if (rank < 1 || rank > 4) return Fail(kInvalid, "%s: rank is %" PRId32 "; must be 1..4", name, rank);
+  if (rank < 1 || rank > 4)
+    return Fail(kInvalid, "%s: rank is %" PRId32 "; must be 1..4", name, rank);
   int64_t n = 1;
   for (int i = 0; i < rank; ++i) {
     if (shape[i] < 1) {
       return Fail(kInvalid, "%s: shape[%d] is %" PRId64 "; sizes must be >= 1", name, i, shape[i]);
     }
     if (__builtin_mul_overflow(n, shape[i], &n)) {
-      return Fail(kInvalid, "%s: the element count overflows 64 bits at shape[%d] = %" PRId64,
-                  name, i, shape[i]);
+      return Fail(kInvalid, "%s: the element count overflows 64 bits at shape[%d] = %" PRId64, name,
+                  i, shape[i]);
     }
   }
   *count = n;
@@ -328,9 +341,9 @@ hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq, Exec
                 static_cast<double>(opts->softcap));
   }
   if (opts->alibi_slopes != nullptr) {
-    HWYATTN_RETURN_IF_ERROR(CheckHeadValues("alibi_slopes", opts->alibi_slopes, Hq,
-                                            [](float x) { return isfinite(x) != 0; },
-                                            "slopes must be finite"));
+    HWYATTN_RETURN_IF_ERROR(CheckHeadValues(
+        "alibi_slopes", opts->alibi_slopes, Hq, [](float x) { return isfinite(x) != 0; },
+        "slopes must be finite"));
   }
   if (opts->sinks != nullptr) {
     HWYATTN_RETURN_IF_ERROR(CheckHeadValues(
@@ -353,12 +366,16 @@ hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq, Exec
   }
   const int64_t precision = RawEnum(opts->precision);
   if (precision < HWYATTN_PRECISION_F32 || precision > HWYATTN_PRECISION_BF16) {
-    return Fail(kInvalid, "opts: precision is %" PRId64 "; must be HWYATTN_PRECISION_F32 or "
-                "HWYATTN_PRECISION_BF16", precision);
+    return Fail(kInvalid,
+                "opts: precision is %" PRId64
+                "; must be HWYATTN_PRECISION_F32 or "
+                "HWYATTN_PRECISION_BF16",
+                precision);
   }
   // Valid requests that this build does not run yet.
   if (precision == HWYATTN_PRECISION_BF16) {
-    return Fail(HWYATTN_UNSUPPORTED, "opts: precision is HWYATTN_PRECISION_BF16, which this "
+    return Fail(HWYATTN_UNSUPPORTED,
+                "opts: precision is HWYATTN_PRECISION_BF16, which this "
                 "build does not implement yet");
   }
   return HWYATTN_OK;
@@ -378,12 +395,18 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
   }
   const int64_t causal = RawEnum(opts->causal);
   if (causal < HWYATTN_CAUSAL_NONE || causal > HWYATTN_CAUSAL_BOTTOM_RIGHT) {
-    return Fail(kInvalid, "opts: causal is %" PRId64 "; must be HWYATTN_CAUSAL_NONE, _TOP_LEFT or "
-                "_BOTTOM_RIGHT", causal);
+    return Fail(kInvalid,
+                "opts: causal is %" PRId64
+                "; must be HWYATTN_CAUSAL_NONE, _TOP_LEFT or "
+                "_BOTTOM_RIGHT",
+                causal);
   }
   if (opts->reserved0 != 0) {
-    return Fail(HWYATTN_UNSUPPORTED, "opts: reserved0 is %" PRId32 "; must be 0 (a field of a "
-                "newer hwyattn.h that this library does not know)", opts->reserved0);
+    return Fail(HWYATTN_UNSUPPORTED,
+                "opts: reserved0 is %" PRId32
+                "; must be 0 (a field of a "
+                "newer hwyattn.h that this library does not know)",
+                opts->reserved0);
   }
   HWYATTN_RETURN_IF_ERROR(CheckModifiers(opts, Hq, &p->executor));
   const Checked* all_inputs[8];
@@ -400,7 +423,9 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
     for (int i = 0; i < 4; ++i) {
       if (cmask.view.shape[i] != 1 && cmask.view.shape[i] != target[i]) {
         char buf[96];
-        return Fail(kInvalid, "%s is %" PRId64 "; must be 1 or %" PRId64 " to broadcast to "
+        return Fail(kInvalid,
+                    "%s is %" PRId64 "; must be 1 or %" PRId64
+                    " to broadcast to "
                     "[B, Hq, Lq, Lk] = [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]",
                     cmask.Dim(i, buf, sizeof(buf)), cmask.view.shape[i], target[i], B, Hq, Lq, Lk);
       }
@@ -412,8 +437,9 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
     for (int64_t b = 0; b < B; ++b) {
       const int32_t n = opts->kv_len[b];
       if (n < 0 || n > Lk) {
-        return Fail(kInvalid, "opts: kv_len[%" PRId64 "] is %" PRId32 "; must be in [0, %" PRId64
-                    "] (Lk)", b, n, Lk);
+        return Fail(kInvalid,
+                    "opts: kv_len[%" PRId64 "] is %" PRId32 "; must be in [0, %" PRId64 "] (Lk)", b,
+                    n, Lk);
       }
     }
     lengths.name = "opts->kv_len";
@@ -422,8 +448,8 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
     all_inputs[n_in++] = &lengths;
   }
   if (opts->weights != nullptr) {
-    HWYATTN_RETURN_IF_ERROR(Check("weights", kMaskNames, opts->weights, Bit(HWYATTN_F32),
-                                  kFloatTypes, &cw));
+    HWYATTN_RETURN_IF_ERROR(
+        Check("weights", kMaskNames, opts->weights, Bit(HWYATTN_F32), kFloatTypes, &cw));
     const int64_t want[4] = {B, Hq, Lq, Lk};
     const char* what[4] = {"the batch is", "the number of query heads is", "the query length is",
                            "the key length is"};
@@ -432,8 +458,8 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
     all_outputs[n_out++] = &cw;
   }
   if (opts->lse != nullptr) {
-    HWYATTN_RETURN_IF_ERROR(Check("lse", kLseNames, opts->lse, Bit(HWYATTN_F32), kFloatTypes,
-                                  &clse));
+    HWYATTN_RETURN_IF_ERROR(
+        Check("lse", kLseNames, opts->lse, Bit(HWYATTN_F32), kFloatTypes, &clse));
     const int64_t want[4] = {1, B, Hq, Lq};
     const char* what[4] = {"[B, Hq, Lq] needs", "the batch is", "the number of query heads is",
                            "the query length is"};
@@ -452,9 +478,8 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
     }
   }
 
-  p->scale = opts->scale != 0.0f
-                 ? opts->scale
-                 : static_cast<float>(1.0 / sqrt(static_cast<double>(p->head_dim)));
+  p->scale = opts->scale != 0.0f ? opts->scale
+                                 : static_cast<float>(1.0 / sqrt(static_cast<double>(p->head_dim)));
   p->causal = static_cast<Causal>(opts->causal);
   p->has_mask = opts->mask != nullptr;
   if (p->has_mask) p->mask = cmask.view;
@@ -520,9 +545,10 @@ hwyattn_status ValidateSdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
   HWYATTN_RETURN_IF_ERROR(CheckDim(ck, 0, B, true, "q's batch is"));
   if (Hq % Hkv != 0) {
     char buf[96];
-    return Fail(kInvalid, "%s is %" PRId64 ", which does not divide q's %" PRId64
-                " heads (GQA needs Hq to be a multiple of Hkv)", ck.Dim(1, buf, sizeof(buf)), Hkv,
-                Hq);
+    return Fail(kInvalid,
+                "%s is %" PRId64 ", which does not divide q's %" PRId64
+                " heads (GQA needs Hq to be a multiple of Hkv)",
+                ck.Dim(1, buf, sizeof(buf)), Hkv, Hq);
   }
   HWYATTN_RETURN_IF_ERROR(CheckDim(ck, 3, D, false, "q's head_dim is"));
   HWYATTN_RETURN_IF_ERROR(CheckDim(cv, 0, B, true, "q's batch is"));
@@ -533,8 +559,11 @@ hwyattn_status ValidateSdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
   HWYATTN_RETURN_IF_ERROR(CheckDim(co, 2, Lq, false, "q's length is"));
   HWYATTN_RETURN_IF_ERROR(CheckDim(co, 3, Dv, false, "v's value_dim is"));
   if (Lq > INT32_MAX || Lk > INT32_MAX) {
-    return Fail(HWYATTN_UNSUPPORTED, "%s: length is %" PRId64 "; sequences up to 2^31-1 are "
-                "supported", Lq > INT32_MAX ? "q" : "k", std::max(Lq, Lk));
+    return Fail(HWYATTN_UNSUPPORTED,
+                "%s: length is %" PRId64
+                "; sequences up to 2^31-1 are "
+                "supported",
+                Lq > INT32_MAX ? "q" : "k", std::max(Lq, Lk));
   }
   HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(co));
 
@@ -562,36 +591,47 @@ hwyattn_status ValidateMhaConfig(const hwyattn_mha_config* cfg, const hwyattn_mh
                                      kMhaConfigSizes, &local));
   cfg = &local;
   if (cfg->reserved0 != 0) {
-    return Fail(HWYATTN_UNSUPPORTED, "cfg: reserved0 is %" PRId32 "; must be 0 (a field of a "
-                "newer hwyattn.h that this library does not know)", cfg->reserved0);
+    return Fail(HWYATTN_UNSUPPORTED,
+                "cfg: reserved0 is %" PRId32
+                "; must be 0 (a field of a "
+                "newer hwyattn.h that this library does not know)",
+                cfg->reserved0);
   }
   if (w == nullptr) return Fail(kInvalid, "w is NULL");
   const int64_t E = cfg->embed_dim, H = cfg->num_heads;
   if (E < 1) return Fail(kInvalid, "cfg: embed_dim is %" PRId64 "; must be >= 1", E);
   if (H < 1) return Fail(kInvalid, "cfg: num_heads is %" PRId64 "; must be >= 1", H);
   int64_t hd = cfg->head_dim;
-  if (hd < 0) return Fail(kInvalid, "cfg: head_dim is %" PRId64 "; must be >= 0 (0 = embed_dim / num_heads)", hd);
+  if (hd < 0)
+    return Fail(kInvalid, "cfg: head_dim is %" PRId64 "; must be >= 0 (0 = embed_dim / num_heads)",
+                hd);
   if (hd == 0) {
     if (E % H != 0) {
-      return Fail(kInvalid, "cfg: embed_dim %" PRId64 " is not divisible by num_heads %" PRId64
-                  "; set head_dim", E, H);
+      return Fail(kInvalid,
+                  "cfg: embed_dim %" PRId64 " is not divisible by num_heads %" PRId64
+                  "; set head_dim",
+                  E, H);
     }
     hd = E / H;
   }
   int64_t hkv = cfg->num_kv_heads;
-  if (hkv < 0) return Fail(kInvalid, "cfg: num_kv_heads is %" PRId64 "; must be >= 0 (0 = num_heads)", hkv);
+  if (hkv < 0)
+    return Fail(kInvalid, "cfg: num_kv_heads is %" PRId64 "; must be >= 0 (0 = num_heads)", hkv);
   if (hkv == 0) hkv = H;
   if (H % hkv != 0) {
-    return Fail(kInvalid, "cfg: num_kv_heads %" PRId64 " does not divide num_heads %" PRId64, hkv, H);
+    return Fail(kInvalid, "cfg: num_kv_heads %" PRId64 " does not divide num_heads %" PRId64, hkv,
+                H);
   }
-  if (cfg->kdim < 0) return Fail(kInvalid, "cfg: kdim is %" PRId64 "; must be >= 0 (0 = embed_dim)", cfg->kdim);
-  if (cfg->vdim < 0) return Fail(kInvalid, "cfg: vdim is %" PRId64 "; must be >= 0 (0 = embed_dim)", cfg->vdim);
+  if (cfg->kdim < 0)
+    return Fail(kInvalid, "cfg: kdim is %" PRId64 "; must be >= 0 (0 = embed_dim)", cfg->kdim);
+  if (cfg->vdim < 0)
+    return Fail(kInvalid, "cfg: vdim is %" PRId64 "; must be >= 0 (0 = embed_dim)", cfg->vdim);
   const int64_t kdim = cfg->kdim == 0 ? E : cfg->kdim, vdim = cfg->vdim == 0 ? E : cfg->vdim;
   // Every weight matrix must be addressable: sizes well inside 64 bits.
   int64_t inner, total;
   if (__builtin_mul_overflow(H, hd, &inner)) {
-    return Fail(kInvalid, "cfg: num_heads * head_dim = %" PRId64 " * %" PRId64
-                " overflows 64 bits", H, hd);
+    return Fail(kInvalid, "cfg: num_heads * head_dim = %" PRId64 " * %" PRId64 " overflows 64 bits",
+                H, hd);
   }
   const int64_t widths[4] = {E, kdim, vdim, inner};
   for (int64_t width : widths) {
@@ -640,9 +680,10 @@ hwyattn_status ValidateMhaForward(const MhaConfig& cfg, const hwyattn_tensor* qu
   hwyattn_sdpa_options defaults;
   HWYATTN_RETURN_IF_ERROR(ResolveOptions(opts, &defaults, &opts));
   if ((key == nullptr) != (value == nullptr)) {
-    return Fail(kInvalid, "%s is NULL but %s is not: pass both (cross-attention) or neither "
-                "(self-attention)", key == nullptr ? "key" : "value",
-                key == nullptr ? "value" : "key");
+    return Fail(kInvalid,
+                "%s is NULL but %s is not: pass both (cross-attention) or neither "
+                "(self-attention)",
+                key == nullptr ? "key" : "value", key == nullptr ? "value" : "key");
   }
   const unsigned f32 = Bit(HWYATTN_F32);
   Checked cq, ck, cv, co;
@@ -653,7 +694,8 @@ hwyattn_status ValidateMhaForward(const MhaConfig& cfg, const hwyattn_tensor* qu
   int64_t Lk = Lq;
   const bool self = key == nullptr;
   if (self && (cfg.kdim != cfg.embed_dim || cfg.vdim != cfg.embed_dim)) {
-    return Fail(kInvalid, "key and value are NULL (self-attention) but the layer's kdim %" PRId64
+    return Fail(kInvalid,
+                "key and value are NULL (self-attention) but the layer's kdim %" PRId64
                 " / vdim %" PRId64 " differ from embed_dim %" PRId64 ": pass key and value",
                 cfg.kdim, cfg.vdim, cfg.embed_dim);
   }
@@ -676,8 +718,11 @@ hwyattn_status ValidateMhaForward(const MhaConfig& cfg, const hwyattn_tensor* qu
   HWYATTN_RETURN_IF_ERROR(CheckDim(co, 3, cfg.embed_dim, false, "embed_dim is"));
   HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(co));
   if (Lq > INT32_MAX || Lk > INT32_MAX) {
-    return Fail(HWYATTN_UNSUPPORTED, "%s: length is %" PRId64 "; sequences up to 2^31-1 are "
-                "supported", Lq > INT32_MAX ? "query" : "key", std::max(Lq, Lk));
+    return Fail(HWYATTN_UNSUPPORTED,
+                "%s: length is %" PRId64
+                "; sequences up to 2^31-1 are "
+                "supported",
+                Lq > INT32_MAX ? "query" : "key", std::max(Lq, Lk));
   }
 
   SdpaProblem& p = call->attention;
@@ -733,8 +778,10 @@ bool SameElements(const Checked& a, const Checked& b) {
 hwyattn_status CheckMergeAlias(const Checked& output, const Checked& input, bool in_place) {
   if (in_place && SameElements(output, input)) return HWYATTN_OK;
   if (in_place && output.first_byte < input.end_byte && input.first_byte < output.end_byte) {
-    return Fail(kInvalid, "%s overlaps %s in memory but does not describe the same elements "
-                "(in place needs the same data pointer and strides)", output.name, input.name);
+    return Fail(kInvalid,
+                "%s overlaps %s in memory but does not describe the same elements "
+                "(in place needs the same data pointer and strides)",
+                output.name, input.name);
   }
   return CheckDisjoint(output, input);
 }
@@ -811,8 +858,8 @@ hwyattn_status ValidateMerge(int32_t n, const hwyattn_tensor* const* outs,
                     static_cast<double>(sinks[h]));
       }
     }
-    HWYATTN_RETURN_IF_ERROR(disjoint_from_outputs(
-        MemoryOf("sinks", sinks, static_cast<uint64_t>(H) * sizeof(float))));
+    HWYATTN_RETURN_IF_ERROR(
+        disjoint_from_outputs(MemoryOf("sinks", sinks, static_cast<uint64_t>(H) * sizeof(float))));
   }
   // The kernel reads the descriptors while it writes: they must not lie in
   // an output's memory either.
@@ -891,10 +938,13 @@ hwyattn_status CheckScales(const char* name, const hwyattn_tensor* t, int64_t P,
   } else if (n[0] == 1 && n[1] == Hkv && n[2] == 1 && n[3] == channels) {
     *layout = KvScales::kPerChannel;
   } else {
-    return Fail(kInvalid, "%s: shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "] (as "
-                "rank 4) is neither per token [%" PRId64 ", %" PRId64 ", %" PRId64 ", 1] nor per "
-                "channel [1, %" PRId64 ", 1, %" PRId64 "]", name, n[0], n[1], n[2], n[3], P, Hkv,
-                S, Hkv, channels);
+    return Fail(kInvalid,
+                "%s: shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                "] (as "
+                "rank 4) is neither per token [%" PRId64 ", %" PRId64 ", %" PRId64
+                ", 1] nor per "
+                "channel [1, %" PRId64 ", 1, %" PRId64 "]",
+                name, n[0], n[1], n[2], n[3], P, Hkv, S, Hkv, channels);
   }
   return HWYATTN_OK;
 }
@@ -902,14 +952,16 @@ hwyattn_status CheckScales(const char* name, const hwyattn_tensor* t, int64_t P,
 // The cache's struct and tensors (not the block table's entries, which need
 // the batch). Fills *view and the Checked of k, v and the scales.
 hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* cache,
-                          KvCacheView* view, Checked* ck, Checked* cv, Checked* cks,
-                          Checked* cvs) {
+                          KvCacheView* view, Checked* ck, Checked* cv, Checked* cks, Checked* cvs) {
   if (cache_arg == nullptr) return Fail(kInvalid, "cache is NULL");
   HWYATTN_RETURN_IF_ERROR(ReadStruct("cache", "hwyattn_kv_cache", "hwyattn_kv_cache_init",
                                      cache_arg, kKvCacheSizes, cache));
   if (cache->reserved0 != 0) {
-    return Fail(HWYATTN_UNSUPPORTED, "cache: reserved0 is %" PRId32 "; must be 0 (a field of a "
-                "newer hwyattn.h that this library does not know)", cache->reserved0);
+    return Fail(HWYATTN_UNSUPPORTED,
+                "cache: reserved0 is %" PRId32
+                "; must be 0 (a field of a "
+                "newer hwyattn.h that this library does not know)",
+                cache->reserved0);
   }
   const unsigned cache_types = kFloatTypes | Bit(HWYATTN_I8);
   HWYATTN_RETURN_IF_ERROR(Check("cache: k", kCacheNames, &cache->k, cache_types, cache_types, ck));
@@ -926,8 +978,10 @@ hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* c
   const bool i8 = cache->k.dtype == HWYATTN_I8;
   if (i8) {
     if (cache->k_scale == nullptr || cache->v_scale == nullptr) {
-      return Fail(kInvalid, "cache: %s is NULL but the cache is I8, which needs per-token or "
-                  "per-channel scales", cache->k_scale == nullptr ? "k_scale" : "v_scale");
+      return Fail(kInvalid,
+                  "cache: %s is NULL but the cache is I8, which needs per-token or "
+                  "per-channel scales",
+                  cache->k_scale == nullptr ? "k_scale" : "v_scale");
     }
     HWYATTN_RETURN_IF_ERROR(
         CheckScales("cache: k_scale", cache->k_scale, P, Hkv, S, D, cks, &view->k_scales));
@@ -940,7 +994,8 @@ hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* c
                 cache->k_scale != nullptr ? "k_scale" : "v_scale", DtypeName(cache->k.dtype));
   }
   if (cache->block_table != nullptr) {
-    HWYATTN_RETURN_IF_ERROR(CheckAligned("cache: block_table", cache->block_table, sizeof(int32_t)));
+    HWYATTN_RETURN_IF_ERROR(
+        CheckAligned("cache: block_table", cache->block_table, sizeof(int32_t)));
     if (cache->block_table_stride < 0) {
       return Fail(kInvalid, "cache: block_table_stride is %" PRId64 "; must be >= 0",
                   cache->block_table_stride);
@@ -967,27 +1022,35 @@ hwyattn_status CheckKvOptions(const hwyattn_sdpa_options* opts, int64_t Hq, int6
   }
   const int64_t causal = RawEnum(opts->causal);
   if (causal < HWYATTN_CAUSAL_NONE || causal > HWYATTN_CAUSAL_BOTTOM_RIGHT) {
-    return Fail(kInvalid, "opts: causal is %" PRId64 "; must be HWYATTN_CAUSAL_NONE, _TOP_LEFT or "
-                "_BOTTOM_RIGHT", causal);
+    return Fail(kInvalid,
+                "opts: causal is %" PRId64
+                "; must be HWYATTN_CAUSAL_NONE, _TOP_LEFT or "
+                "_BOTTOM_RIGHT",
+                causal);
   }
   if (opts->reserved0 != 0) {
-    return Fail(HWYATTN_UNSUPPORTED, "opts: reserved0 is %" PRId32 "; must be 0 (a field of a "
-                "newer hwyattn.h that this library does not know)", opts->reserved0);
+    return Fail(HWYATTN_UNSUPPORTED,
+                "opts: reserved0 is %" PRId32
+                "; must be 0 (a field of a "
+                "newer hwyattn.h that this library does not know)",
+                opts->reserved0);
   }
   if (opts->mask != nullptr) {
-    return Fail(kInvalid, "opts: mask is given; hwyattn_kv_attention takes no mask (use causal, "
+    return Fail(kInvalid,
+                "opts: mask is given; hwyattn_kv_attention takes no mask (use causal, "
                 "windows and the batch's kv_len)");
   }
   if (opts->kv_len != nullptr) {
-    return Fail(kInvalid, "opts: kv_len is given; hwyattn_kv_attention takes the lengths from "
+    return Fail(kInvalid,
+                "opts: kv_len is given; hwyattn_kv_attention takes the lengths from "
                 "batch->kv_len");
   }
   if (opts->weights != nullptr) {
     return Fail(kInvalid, "opts: weights is given; hwyattn_kv_attention does not output weights");
   }
   HWYATTN_RETURN_IF_ERROR(CheckModifiers(opts, Hq, &rules->executor));
-  rules->scale = opts->scale != 0.0f ? opts->scale
-                                     : static_cast<float>(1.0 / sqrt(static_cast<double>(D)));
+  rules->scale =
+      opts->scale != 0.0f ? opts->scale : static_cast<float>(1.0 / sqrt(static_cast<double>(D)));
   // Positions are explicit: any causal rule keeps keys at positions <= the query's.
   rules->causal = causal == HWYATTN_CAUSAL_NONE ? Causal::kNone : Causal::kBottomRight;
   rules->window_left = opts->window_left;
@@ -1020,73 +1083,93 @@ hwyattn_status CheckBatch(const hwyattn_kv_batch* batch_arg, int64_t T, bool cau
     int64_t entries;
     if (__builtin_mul_overflow(static_cast<int64_t>(n), cache.block_table_stride, &entries) ||
         entries > INT64_MAX / 4) {
-      return Fail(kInvalid, "cache: block_table_stride %" PRId64 " times %" PRId32 " sequences "
-                  "overflows 64-bit offsets", cache.block_table_stride, n);
+      return Fail(kInvalid,
+                  "cache: block_table_stride %" PRId64 " times %" PRId32
+                  " sequences "
+                  "overflows 64-bit offsets",
+                  cache.block_table_stride, n);
     }
   }
   const int64_t S = cache.page_size, P = cache.num_pages;
   for (int32_t s = 0; s < n; ++s) {
     const int32_t q0 = batch->q_start[s], q1 = batch->q_start[s + 1];
     if (q1 < q0) {
-      return Fail(kInvalid, "batch: q_start[%" PRId32 "] is %" PRId32 " but q_start[%" PRId32
-                  "] is %" PRId32 "; q_start must not decrease", s + 1, q1, s, q0);
+      return Fail(kInvalid,
+                  "batch: q_start[%" PRId32 "] is %" PRId32 " but q_start[%" PRId32 "] is %" PRId32
+                  "; q_start must not decrease",
+                  s + 1, q1, s, q0);
     }
     if (q1 > T) {
-      return Fail(kInvalid, "batch: q_start[%" PRId32 "] is %" PRId32 ", past q's %" PRId64
-                  " tokens", s + 1, q1, T);
+      return Fail(kInvalid,
+                  "batch: q_start[%" PRId32 "] is %" PRId32 ", past q's %" PRId64 " tokens", s + 1,
+                  q1, T);
     }
     const int32_t len = batch->kv_len[s];
     if (len < 0) {
-      return Fail(kInvalid, "batch: kv_len[%" PRId32 "] (sequence %" PRId32 ") is %" PRId32
-                  "; must be >= 0", s, s, len);
+      return Fail(kInvalid,
+                  "batch: kv_len[%" PRId32 "] (sequence %" PRId32 ") is %" PRId32 "; must be >= 0",
+                  s, s, len);
     }
     const int64_t q_len = q1 - q0;
     int64_t pos = len - q_len;
     if (batch->q_pos != nullptr) {
       pos = batch->q_pos[s];
       if (pos < 0) {
-        return Fail(kInvalid, "batch: q_pos[%" PRId32 "] (sequence %" PRId32 ") is %" PRId64
-                    "; must be >= 0", s, s, pos);
+        return Fail(kInvalid,
+                    "batch: q_pos[%" PRId32 "] (sequence %" PRId32 ") is %" PRId64 "; must be >= 0",
+                    s, s, pos);
       }
     }
     // Causal: every query needs its own key in the cache (positions in
     // [0, kv_len)); without a rule, default positions may be negative.
     if (causal && q_len > 0 && (pos < 0 || pos + q_len > len)) {
-      return Fail(kInvalid, "batch: sequence %" PRId32 " has queries at positions [%" PRId64
-                  ", %" PRId64 ") but kv_len %" PRId32 ": with a causal rule they must lie in "
-                  "[0, kv_len) (write this step's keys first)", s, pos, pos + q_len, len);
+      return Fail(kInvalid,
+                  "batch: sequence %" PRId32 " has queries at positions [%" PRId64 ", %" PRId64
+                  ") but kv_len %" PRId32
+                  ": with a causal rule they must lie in "
+                  "[0, kv_len) (write this step's keys first)",
+                  s, pos, pos + q_len, len);
     }
     const int64_t pages = (len + S - 1) / S;
     if (cache.block_table == nullptr) {
       if (len > S) {
-        return Fail(kInvalid, "batch: kv_len[%" PRId32 "] (sequence %" PRId32 ") is %" PRId32
+        return Fail(kInvalid,
+                    "batch: kv_len[%" PRId32 "] (sequence %" PRId32 ") is %" PRId32
                     " but the cache has no block_table, so the sequence is one page of "
-                    "page_size %" PRId64, s, s, len, S);
+                    "page_size %" PRId64,
+                    s, s, len, S);
       }
       if (len > 0 && s >= P) {
-        return Fail(kInvalid, "batch: sequence %" PRId32 " has kv_len %" PRId32 " but the cache "
-                    "has no block_table and only %" PRId64 " pages (sequence s is page s)", s,
-                    len, P);
+        return Fail(kInvalid,
+                    "batch: sequence %" PRId32 " has kv_len %" PRId32
+                    " but the cache "
+                    "has no block_table and only %" PRId64 " pages (sequence s is page s)",
+                    s, len, P);
       }
       continue;
     }
     if (pages > cache.block_table_stride) {
-      return Fail(kInvalid, "batch: kv_len[%" PRId32 "] (sequence %" PRId32 ") is %" PRId32
-                  ", which needs %" PRId64 " pages of %" PRId64 ", but block_table_stride is %"
-                  PRId64, s, s, len, pages, S, cache.block_table_stride);
+      return Fail(kInvalid,
+                  "batch: kv_len[%" PRId32 "] (sequence %" PRId32 ") is %" PRId32
+                  ", which needs %" PRId64 " pages of %" PRId64
+                  ", but block_table_stride is %" PRId64,
+                  s, s, len, pages, S, cache.block_table_stride);
     }
     const int32_t* row = cache.block_table + s * cache.block_table_stride;
     for (int64_t i = 0; i < pages; ++i) {
       if (row[i] < 0 || row[i] >= P) {
-        return Fail(kInvalid, "cache: block_table[%" PRId32 "][%" PRId64 "] (sequence %" PRId32
+        return Fail(kInvalid,
+                    "cache: block_table[%" PRId32 "][%" PRId64 "] (sequence %" PRId32
                     ", keys from %" PRId64 ") is page %" PRId32 "; must be in [0, %" PRId64 ")",
                     s, i, s, i * S, row[i], P);
       }
     }
   }
   if (batch->q_start[n] != T) {
-    return Fail(kInvalid, "batch: q_start[%" PRId32 "] is %" PRId32 " but q has %" PRId64
-                " tokens; the last entry must be T", n, batch->q_start[n], T);
+    return Fail(kInvalid,
+                "batch: q_start[%" PRId32 "] is %" PRId32 " but q has %" PRId64
+                " tokens; the last entry must be T",
+                n, batch->q_start[n], T);
   }
   return HWYATTN_OK;
 }
@@ -1107,8 +1190,10 @@ hwyattn_status ValidateKvAttention(const hwyattn_tensor* q, const hwyattn_kv_cac
   const int64_t T = cq.view.shape[1], Hq = cq.view.shape[2], D = cq.view.shape[3];
   const int64_t Hkv = kv.kv_heads, Dv = kv.value_dim;
   if (Hq % Hkv != 0) {
-    return Fail(kInvalid, "cache: k has %" PRId64 " kv heads, which does not divide q's %" PRId64
-                " heads (GQA needs Hq to be a multiple of Hkv)", Hkv, Hq);
+    return Fail(kInvalid,
+                "cache: k has %" PRId64 " kv heads, which does not divide q's %" PRId64
+                " heads (GQA needs Hq to be a multiple of Hkv)",
+                Hkv, Hq);
   }
   HWYATTN_RETURN_IF_ERROR(CheckDim(ck, 3, D, false, "q's head_dim is"));
   HWYATTN_RETURN_IF_ERROR(Check("out", kPackedVNames, out, Bit(HWYATTN_F32), kFloatTypes, &co));
@@ -1122,8 +1207,8 @@ hwyattn_status ValidateKvAttention(const hwyattn_tensor* q, const hwyattn_kv_cac
   }
   HWYATTN_RETURN_IF_ERROR(CheckKvOptions(opts, Hq, D, &p->rules));
   if (opts->lse != nullptr) {
-    HWYATTN_RETURN_IF_ERROR(Check("lse", kPackedLseNames, opts->lse, Bit(HWYATTN_F32),
-                                  kFloatTypes, &clse));
+    HWYATTN_RETURN_IF_ERROR(
+        Check("lse", kPackedLseNames, opts->lse, Bit(HWYATTN_F32), kFloatTypes, &clse));
     HWYATTN_RETURN_IF_ERROR(CheckDim(clse, 0, 1, false, "[T, Hq] needs"));
     HWYATTN_RETURN_IF_ERROR(CheckDim(clse, 1, 1, false, "[T, Hq] needs"));
     HWYATTN_RETURN_IF_ERROR(CheckDim(clse, 2, T, false, "q's tokens is"));
@@ -1131,8 +1216,7 @@ hwyattn_status ValidateKvAttention(const hwyattn_tensor* q, const hwyattn_kv_cac
     HWYATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(clse));
   }
   hwyattn_kv_batch batch;
-  HWYATTN_RETURN_IF_ERROR(
-      CheckBatch(batch_arg, T, p->rules.causal != Causal::kNone, kv, &batch));
+  HWYATTN_RETURN_IF_ERROR(CheckBatch(batch_arg, T, p->rules.causal != Causal::kNone, kv, &batch));
 
   // Outputs against every input and each other.
   const int32_t n = batch.num_seqs;
@@ -1148,10 +1232,9 @@ hwyattn_status ValidateKvAttention(const hwyattn_tensor* q, const hwyattn_kv_cac
     inputs[num_inputs++] = ArrayMemory("batch: q_pos", batch.q_pos, n, sizeof(int32_t));
   }
   if (kv.block_table != nullptr) {
-    inputs[num_inputs++] =
-        ArrayMemory("cache: block_table", kv.block_table,
-                    static_cast<uint64_t>(n) * static_cast<uint64_t>(kv.block_table_stride),
-                    sizeof(int32_t));
+    inputs[num_inputs++] = ArrayMemory(
+        "cache: block_table", kv.block_table,
+        static_cast<uint64_t>(n) * static_cast<uint64_t>(kv.block_table_stride), sizeof(int32_t));
   }
   for (int i = 0; i < num_inputs; ++i) {
     HWYATTN_RETURN_IF_ERROR(CheckDisjoint(co, inputs[i]));
@@ -1210,9 +1293,11 @@ hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache_arg, const hwyattn_
       for (int64_t d = 0; d < t.shape[3]; ++d) {
         const float x = t.As<float>()[t.Offset(0, h, 0, d)];
         if (!(x > 0.0f) || isinf(x)) {
-          return Fail(kInvalid, "cache: %s[0, %" PRId64 ", 0, %" PRId64 "] is %g; per-channel "
-                      "scales must be finite and > 0", scale_names[i], h, d,
-                      static_cast<double>(x));
+          return Fail(kInvalid,
+                      "cache: %s[0, %" PRId64 ", 0, %" PRId64
+                      "] is %g; per-channel "
+                      "scales must be finite and > 0",
+                      scale_names[i], h, d, static_cast<double>(x));
         }
       }
     }
@@ -1220,8 +1305,8 @@ hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache_arg, const hwyattn_
   // Outputs: k, v and the per-token scales (each without self-overlap).
   Checked outputs[4] = {ck, cv};
   int num_outputs = 2;
-  Checked inputs[5] = {ckn, cvn, ArrayMemory("slot", slot, static_cast<uint64_t>(T),
-                                             sizeof(int64_t))};
+  Checked inputs[5] = {ckn, cvn,
+                       ArrayMemory("slot", slot, static_cast<uint64_t>(T), sizeof(int64_t))};
   int num_inputs = 3;
   const Checked* scale_checked[2] = {&cks, &cvs};
   for (int i = 0; i < 2; ++i) {
@@ -1240,8 +1325,11 @@ hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache_arg, const hwyattn_
   int64_t written = 0;
   for (int64_t t = 0; t < T; ++t) {
     if (slot[t] >= pool) {
-      return Fail(kInvalid, "slot[%" PRId64 "] is %" PRId64 "; must be < num_pages * page_size = "
-                  "%" PRId64 " (or negative to skip the token)", t, slot[t], pool);
+      return Fail(kInvalid,
+                  "slot[%" PRId64 "] is %" PRId64
+                  "; must be < num_pages * page_size = "
+                  "%" PRId64 " (or negative to skip the token)",
+                  t, slot[t], pool);
     }
     written += slot[t] >= 0;
   }
@@ -1251,8 +1339,10 @@ hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache_arg, const hwyattn_
     };
     Entry* sorted = static_cast<Entry*>(AlignedAlloc(static_cast<size_t>(written) * sizeof(Entry)));
     if (sorted == nullptr) {
-      return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_kv_cache_write: could not allocate %" PRId64
-                  " entries to check the slots for duplicates", written);
+      return Fail(HWYATTN_OUT_OF_MEMORY,
+                  "hwyattn_kv_cache_write: could not allocate %" PRId64
+                  " entries to check the slots for duplicates",
+                  written);
     }
     int64_t m = 0;
     for (int64_t t = 0; t < T; ++t) {
@@ -1265,8 +1355,11 @@ hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache_arg, const hwyattn_
       if (sorted[i].slot == sorted[i - 1].slot) {
         const Entry a = sorted[i - 1], b = sorted[i];
         free(sorted);
-        return Fail(kInvalid, "slot[%" PRId64 "] and slot[%" PRId64 "] are both %" PRId64 "; a "
-                    "slot may be written once per call", a.index, b.index, a.slot);
+        return Fail(kInvalid,
+                    "slot[%" PRId64 "] and slot[%" PRId64 "] are both %" PRId64
+                    "; a "
+                    "slot may be written once per call",
+                    a.index, b.index, a.slot);
       }
     }
     free(sorted);

@@ -55,8 +55,7 @@ hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache, const hwyattn_tens
 
 // Checks rank and shape of a would-be contiguous tensor and returns its element
 // count in *count.
-hwyattn_status ValidateShape(const char* name, int32_t rank, const int64_t* shape,
-                             int64_t* count);
+hwyattn_status ValidateShape(const char* name, int32_t rank, const int64_t* shape, int64_t* count);
 
 }  // namespace hwyattn
 

@@ -36,13 +36,24 @@
 #include "hwyattn.h"
 
 enum {
-  LAYERS = 4, HQ = 8, HKV = 2, D = 64, PAGE = 16, NUM_PAGES = 512, MAX_PAGES_PER_SEQ = 64,
-  MAX_ACTIVE = 6, NUM_REQUESTS = 12, CHUNK = 64, NEW_TOKENS = 48, VOCAB = 32000
+  LAYERS = 4,
+  HQ = 8,
+  HKV = 2,
+  D = 64,
+  PAGE = 16,
+  NUM_PAGES = 512,
+  MAX_PAGES_PER_SEQ = 64,
+  MAX_ACTIVE = 6,
+  NUM_REQUESTS = 12,
+  CHUNK = 64,
+  NEW_TOKENS = 48,
+  VOCAB = 32000
 };
 
 /* A deterministic value in [-1, 1) for (token, layer, kind, index). */
 static float toy(uint32_t token, uint32_t layer, uint32_t kind, uint32_t i) {
-  uint32_t h = token * 2654435761u ^ (layer + 1u) * 40503u ^ (kind + 7u) * 2246822519u ^ i * 3266489917u;
+  uint32_t h =
+      token * 2654435761u ^ (layer + 1u) * 40503u ^ (kind + 7u) * 2246822519u ^ i * 3266489917u;
   h ^= h >> 15;
   h *= 2246822519u;
   h ^= h >> 13;
@@ -74,7 +85,8 @@ static int check(hwyattn_status s, const char* what) {
 }
 
 int main(void) {
-  static uint16_t kpool[LAYERS][NUM_PAGES * HKV * PAGE * D], vpool[LAYERS][NUM_PAGES * HKV * PAGE * D];
+  static uint16_t kpool[LAYERS][NUM_PAGES * HKV * PAGE * D],
+      vpool[LAYERS][NUM_PAGES * HKV * PAGE * D];
   hwyattn_kv_cache cache[LAYERS];
   int32_t table[MAX_ACTIVE * MAX_PAGES_PER_SEQ];
   const int64_t pool_shape[4] = {NUM_PAGES, HKV, PAGE, D};
@@ -133,11 +145,13 @@ int main(void) {
         }
         seq[s].pages[seq[s].num_pages++] = free_pages[--num_free];
       }
-      memcpy(&table[n * MAX_PAGES_PER_SEQ], seq[s].pages, sizeof(int32_t) * (size_t)seq[s].num_pages);
+      memcpy(&table[n * MAX_PAGES_PER_SEQ], seq[s].pages,
+             sizeof(int32_t) * (size_t)seq[s].num_pages);
       for (i = 0; i < count; ++i) {
         const int pos = first + i;
-        token_of[T + i] = pos < seq[s].prompt_len ? (uint32_t)(seq[s].last_token * 31u + (uint32_t)pos)
-                                                  : seq[s].last_token;
+        token_of[T + i] = pos < seq[s].prompt_len
+                              ? (uint32_t)(seq[s].last_token * 31u + (uint32_t)pos)
+                              : seq[s].last_token;
         slot[T + i] = (int64_t)seq[s].pages[pos / PAGE] * PAGE + pos % PAGE;
       }
       member[n] = s;
@@ -158,14 +172,17 @@ int main(void) {
     hwyattn_tensor_contiguous(&tv, vnew, HWYATTN_F32, 3, ks);
     for (l = 0; l < LAYERS; ++l) {
       for (i = 0; i < T; ++i) {
-        for (d = 0; d < HQ * D; ++d) q[i * HQ * D + d] = toy(token_of[i], (uint32_t)l, 0, (uint32_t)d);
+        for (d = 0; d < HQ * D; ++d)
+          q[i * HQ * D + d] = toy(token_of[i], (uint32_t)l, 0, (uint32_t)d);
         for (d = 0; d < HKV * D; ++d) {
           knew[i * HKV * D + d] = toy(token_of[i], (uint32_t)l, 1, (uint32_t)d);
           vnew[i * HKV * D + d] = toy(token_of[i], (uint32_t)l, 2, (uint32_t)d);
         }
       }
-      if (check(hwyattn_kv_cache_write(&cache[l], &tk, &tv, slot, NULL), "hwyattn_kv_cache_write") ||
-          check(hwyattn_kv_attention(&tq, &cache[l], &batch, &tout, &opts), "hwyattn_kv_attention")) {
+      if (check(hwyattn_kv_cache_write(&cache[l], &tk, &tv, slot, NULL),
+                "hwyattn_kv_cache_write") ||
+          check(hwyattn_kv_attention(&tq, &cache[l], &batch, &tout, &opts),
+                "hwyattn_kv_attention")) {
         return 1;
       }
     }
@@ -179,10 +196,10 @@ int main(void) {
         if (o[d] > o[best]) best = (uint32_t)d;
       }
       sq->cached = kv_len[i];
-      if (sq->cached >= sq->prompt_len) {  /* the prompt is done: this is a generated token */
+      if (sq->cached >= sq->prompt_len) { /* the prompt is done: this is a generated token */
         sq->last_token = (sq->last_token * 131u + best) % VOCAB;
         ++generated;
-        if (++sq->generated == NEW_TOKENS) {  /* finished: free its pages and its slot */
+        if (++sq->generated == NEW_TOKENS) { /* finished: free its pages and its slot */
           int p;
           for (p = 0; p < sq->num_pages; ++p) free_pages[num_free++] = sq->pages[p];
           active[member[i]] = 0;
@@ -196,10 +213,11 @@ int main(void) {
   }
   {
     const double seconds = now() - t0;
-    printf("%ld steps, %d layers: %ld prompt tokens, %ld generated tokens in %.3f s: "
-           "%.0f generated tokens/s (%s, %d threads)\n",
-           steps, LAYERS, prefill_tokens, generated, seconds, (double)generated / seconds,
-           hwyattn_simd_target(), hwyattn_get_num_threads());
+    printf(
+        "%ld steps, %d layers: %ld prompt tokens, %ld generated tokens in %.3f s: "
+        "%.0f generated tokens/s (%s, %d threads)\n",
+        steps, LAYERS, prefill_tokens, generated, seconds, (double)generated / seconds,
+        hwyattn_simd_target(), hwyattn_get_num_threads());
   }
   return 0;
 }

@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
      * rank, its key and value appended to the cache. */
     hwyattn_tensor tq, tk, tv, to;
     int64_t qs[3] = {HQ, 1, D}, ks[3] = {HKV, capacity, D};
-    for (i = 0; i < HQ * D; ++i) q[i] = (float)cos(0.01 * (double)(tokens + step) * (i % D + 1) + i / D);
+    for (i = 0; i < HQ * D; ++i)
+      q[i] = (float)cos(0.01 * (double)(tokens + step) * (i % D + 1) + i / D);
     if (rank == size - 1) {
       int h, j;
       for (h = 0; h < HKV; ++h)
@@ -113,7 +114,8 @@ int main(int argc, char** argv) {
       failed = 1;
     } else {
       for (i = 0; i < HQ * D; ++i) {
-        const double err = fabs((double)out[i] - ref[i]) / (fabs(ref[i]) > 1.0 ? fabs(ref[i]) : 1.0);
+        const double err =
+            fabs((double)out[i] - ref[i]) / (fabs(ref[i]) > 1.0 ? fabs(ref[i]) : 1.0);
         if (err > worst) worst = err;
       }
       printf("largest relative difference from one process: %.2g\n", worst);

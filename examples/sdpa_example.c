@@ -15,8 +15,9 @@
  * powers of two over their sum.
  *
  *   query x0: q.k = (1, 0, 1) -> weights (2, 1, 2)/5 -> (2*v0 + v1 + 2*v2)/5 = (15, 20)/5 = (3, 4)
- *   query x1: q.k = (0, 1, 1) -> weights (1, 2, 2)/5 -> (v0 + 2*v1 + 2*v2)/5 = (17, 22)/5 = (3.4, 4.4)
- *   query x2: q.k = (1, 1, 2) -> weights (2, 2, 4)/8 -> (2*v0 + 2*v1 + 4*v2)/8 = (28, 36)/8 = (3.5, 4.5)
+ *   query x1: q.k = (0, 1, 1) -> weights (1, 2, 2)/5 -> (v0 + 2*v1 + 2*v2)/5 = (17, 22)/5 =
+ * (3.4, 4.4) query x2: q.k = (1, 1, 2) -> weights (2, 2, 4)/8 -> (2*v0 + 2*v1 + 4*v2)/8 = (28,
+ * 36)/8 = (3.5, 4.5)
  *
  * Causal (query i sees keys j <= i):
  *   query x0: only k0 -> v0 = (1, 2)

@@ -209,18 +209,17 @@ int main(void) {
     bad |= failed(hwyattn_mha_forward(layer, &tx, NULL, NULL, &ty_pool, &opts),
                   "hwyattn_mha_forward on the pool");
     opts.parallel = NULL;
-    bad |= failed(hwyattn_mha_forward(layer, &tx, NULL, NULL, &ty_own, &opts),
-                  "hwyattn_mha_forward");
+    bad |=
+        failed(hwyattn_mha_forward(layer, &tx, NULL, NULL, &ty_own, &opts), "hwyattn_mha_forward");
   }
   hwyattn_mha_destroy(layer);
   pool_stop(&p);
   if (bad) return 1;
 
   printf("SIMD target: %s\n", hwyattn_simd_target());
-  printf("pool: %d workers, %ld parallel_for calls, %ld tasks\n", par.num_workers, p.jobs,
-         p.tasks);
-  printf("decode out[0][0][0][0..3]: %.6f %.6f %.6f %.6f\n", out_pool[0], out_pool[1],
-         out_pool[2], out_pool[3]);
+  printf("pool: %d workers, %ld parallel_for calls, %ld tasks\n", par.num_workers, p.jobs, p.tasks);
+  printf("decode out[0][0][0][0..3]: %.6f %.6f %.6f %.6f\n", out_pool[0], out_pool[1], out_pool[2],
+         out_pool[3]);
   if (memcmp(out_pool, out_own, sizeof(float) * B * HQ * LQ * D) != 0 ||
       memcmp(y_pool, y_own, sizeof(float) * 2 * L * E) != 0) {
     fprintf(stderr, "the pool's results differ from the library's own threads\n");

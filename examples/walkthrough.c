@@ -25,18 +25,18 @@
 /* Four words as 4-d embeddings: feature 0 = article, 1 = animal, 2 = action,
  * 3 = "about the cat". */
 static const char* const kWords[4] = {"the", "cat", "sat", "down"};
-static const float kEmbed[4][4] = {{1, 0, 0, 0}, /* the */
-                                   {0, 1, 0, 1}, /* cat */
-                                   {0, 0, 1, 1}, /* sat */
-                                   {0, 0, 1, 0}};/* down */
+static const float kEmbed[4][4] = {{1, 0, 0, 0},  /* the */
+                                   {0, 1, 0, 1},  /* cat */
+                                   {0, 0, 1, 1},  /* sat */
+                                   {0, 0, 1, 0}}; /* down */
 
 /* Projections in the nn.Linear layout [out, in]. Rows 0-1 are the single head
  * of step 2; rows 2-3 are the second head of step 3. */
 static const float kWq[4][4] = {{1, 0, 0, 1}, {0, 0, 1, 0}, {0, 2, 0, 0}, {1, 0, 0, 0}};
 static const float kWk[4][4] = {{0, 2, 0, 1}, {0, 0, 2, 0}, {0, 0, 2, 0}, {0, 1, 0, 0}};
 static const float kWv[4][4] = {{1, 0, 0, 0}, {0, 1, 1, 0}, {0, 0, 0, 1}, {0, 0, 1, 0}};
-static const float kWo[4][4] = {{0.5f, 0, 0.5f, 0}, {0, 0.5f, 0, 0}, {0, 0, 0, 0.5f},
-                                {0, 0.5f, 0, 0.5f}};
+static const float kWo[4][4] = {
+    {0.5f, 0, 0.5f, 0}, {0, 0.5f, 0, 0}, {0, 0, 0, 0.5f}, {0, 0.5f, 0, 0.5f}};
 
 static int Check(hwyattn_status s, const char* what) {
   if (s == HWYATTN_OK) return 0;
@@ -154,8 +154,8 @@ static int Step3(void) {
   }
   printf("  output after W_o:\n");
   for (i = 0; i < 3; ++i) {
-    printf("    %-7s%8.4f%8.4f%8.4f%8.4f\n", kWords[i], out[i * 4], out[i * 4 + 1],
-           out[i * 4 + 2], out[i * 4 + 3]);
+    printf("    %-7s%8.4f%8.4f%8.4f%8.4f\n", kWords[i], out[i * 4], out[i * 4 + 1], out[i * 4 + 2],
+           out[i * 4 + 3]);
   }
   return 0;
 }

@@ -189,7 +189,7 @@ typedef void (*hwyattn_task_fn)(void* task_ctx, int64_t index);
  *  pkg-config --variable=openmp hwyattn says OFF) runs calls without a pool
  *  on the calling thread and calls with one on the pool, as any build does. */
 typedef struct hwyattn_parallel {
-  uint32_t struct_size;  /* sizeof(hwyattn_parallel); hwyattn_parallel_init sets it */
+  uint32_t struct_size; /* sizeof(hwyattn_parallel); hwyattn_parallel_init sets it */
   /** >= 1: how many tasks the pool runs at once (usually its thread count,
    *  counting the caller's thread if the pool runs tasks on it). Every
    *  parallel_for gets n <= num_workers, and the library sizes its per-worker
@@ -232,9 +232,9 @@ typedef enum hwyattn_dtype {
 typedef struct hwyattn_tensor {
   void* data;
   hwyattn_dtype dtype;
-  int32_t rank;       /* 1..4; shape[rank..3] and stride[rank..3] are ignored */
-  int64_t shape[4];   /* sizes, >= 1 */
-  int64_t stride[4];  /* in elements, >= 0; 0 broadcasts that dimension */
+  int32_t rank;      /* 1..4; shape[rank..3] and stride[rank..3] are ignored */
+  int64_t shape[4];  /* sizes, >= 1 */
+  int64_t stride[4]; /* in elements, >= 0; 0 broadcasts that dimension */
 } hwyattn_tensor;
 
 /** Fills *t as a dense row-major tensor over `data` (the last dimension has
@@ -351,8 +351,7 @@ typedef struct hwyattn_sdpa_options {
  *  past `size` bytes. NULL is a no-op. Call it through the macro
  *  hwyattn_sdpa_options_init(opts), which passes sizeof(*opts). */
 HWYATTN_API void hwyattn_sdpa_options_init_sized(hwyattn_sdpa_options* opts, size_t size);
-#define hwyattn_sdpa_options_init(opts) \
-  hwyattn_sdpa_options_init_sized((opts), sizeof(*(opts)))
+#define hwyattn_sdpa_options_init(opts) hwyattn_sdpa_options_init_sized((opts), sizeof(*(opts)))
 /** The 0.1 entry point, kept for binaries built against the 0.1 header:
  *  zeroes exactly the 48 bytes (LP64) of the 0.1 struct and sets struct_size
  *  to that. New code uses the macro above (the parentheses around the name
@@ -475,7 +474,6 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
                                                 const float* sinks, hwyattn_tensor* out,
                                                 hwyattn_tensor* lse_out);
 
-
 /* ------------------------------------------------------------------------ */
 /* KV cache, varlen batches                                                  */
 /* ------------------------------------------------------------------------ */
@@ -524,17 +522,17 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
  *  Initialise with hwyattn_kv_cache_init (zeroes it and sets struct_size),
  *  then fill the fields. */
 typedef struct hwyattn_kv_cache {
-  uint32_t struct_size;  /* sizeof(hwyattn_kv_cache); hwyattn_kv_cache_init sets it */
-  int32_t reserved0;     /* must be 0 (HWYATTN_UNSUPPORTED otherwise): padding made explicit */
-  hwyattn_tensor k;      /* [num_pages, Hkv, page_size, D]  F32, F16, BF16 or I8 */
-  hwyattn_tensor v;      /* [num_pages, Hkv, page_size, Dv] same dtype as k */
-  const hwyattn_tensor* k_scale;  /* I8 only, F32: per token [num_pages, Hkv, page_size, 1]
-                                     or per channel [1, Hkv, 1, D]; NULL otherwise */
-  const hwyattn_tensor* v_scale;  /* I8 only, F32: per token or per channel [1, Hkv, 1, Dv] */
-  const int32_t* block_table;     /* optional [num_seqs, block_table_stride]; NULL = sequence
-                                     s is page s */
-  int64_t block_table_stride;     /* entries between rows of block_table (>= the pages the
-                                     longest sequence needs) */
+  uint32_t struct_size; /* sizeof(hwyattn_kv_cache); hwyattn_kv_cache_init sets it */
+  int32_t reserved0;    /* must be 0 (HWYATTN_UNSUPPORTED otherwise): padding made explicit */
+  hwyattn_tensor k;     /* [num_pages, Hkv, page_size, D]  F32, F16, BF16 or I8 */
+  hwyattn_tensor v;     /* [num_pages, Hkv, page_size, Dv] same dtype as k */
+  const hwyattn_tensor* k_scale; /* I8 only, F32: per token [num_pages, Hkv, page_size, 1]
+                                    or per channel [1, Hkv, 1, D]; NULL otherwise */
+  const hwyattn_tensor* v_scale; /* I8 only, F32: per token or per channel [1, Hkv, 1, Dv] */
+  const int32_t* block_table;    /* optional [num_seqs, block_table_stride]; NULL = sequence
+                                    s is page s */
+  int64_t block_table_stride;    /* entries between rows of block_table (>= the pages the
+                                    longest sequence needs) */
 } hwyattn_kv_cache;
 
 /** Zeroes the caller's `size` bytes of *c and sets struct_size = size. NULL
@@ -557,8 +555,8 @@ HWYATTN_API void hwyattn_kv_cache_init_sized(hwyattn_kv_cache* c, size_t size);
  *  speculative tokens, or keys written ahead). The causal rule, windows and
  *  ALiBi compare these positions. */
 typedef struct hwyattn_kv_batch {
-  uint32_t struct_size;  /* sizeof(hwyattn_kv_batch); hwyattn_kv_batch_init sets it */
-  int32_t num_seqs;      /* >= 1 */
+  uint32_t struct_size; /* sizeof(hwyattn_kv_batch); hwyattn_kv_batch_init sets it */
+  int32_t num_seqs;     /* >= 1 */
   /** [num_seqs + 1]: sequence s owns query tokens [q_start[s], q_start[s+1])
    *  (cu_seqlens_q): q_start[0] = 0, non-decreasing (q_len 0 is allowed: the
    *  sequence is skipped), q_start[num_seqs] = T. */
@@ -683,8 +681,7 @@ HWYATTN_API void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size);
  *  @returns HWYATTN_OK, or a status describing the error (see hwyattn_last_error()). */
 HWYATTN_API hwyattn_status hwyattn_kv_attention(const hwyattn_tensor* q,
                                                 const hwyattn_kv_cache* cache,
-                                                const hwyattn_kv_batch* batch,
-                                                hwyattn_tensor* out,
+                                                const hwyattn_kv_batch* batch, hwyattn_tensor* out,
                                                 const hwyattn_sdpa_options* opts);
 
 /** Writes new keys and values into cache slots (vLLM's slot_mapping, ggml's
@@ -722,10 +719,8 @@ HWYATTN_API hwyattn_status hwyattn_kv_attention(const hwyattn_tensor* q,
  *  @returns HWYATTN_OK, or a status describing the error (see hwyattn_last_error()). */
 HWYATTN_API hwyattn_status hwyattn_kv_cache_write(const hwyattn_kv_cache* cache,
                                                   const hwyattn_tensor* k_new,
-                                                  const hwyattn_tensor* v_new,
-                                                  const int64_t* slot,
+                                                  const hwyattn_tensor* v_new, const int64_t* slot,
                                                   const hwyattn_sdpa_options* opts);
-
 
 /* ------------------------------------------------------------------------ */
 /* Multi-head attention module                                               */
@@ -739,22 +734,22 @@ HWYATTN_API hwyattn_status hwyattn_kv_cache_write(const hwyattn_kv_cache* cache,
 typedef struct hwyattn_mha hwyattn_mha;
 
 typedef struct hwyattn_mha_config {
-  uint32_t struct_size;  /* sizeof(hwyattn_mha_config); hwyattn_mha_config_init sets it */
-  int64_t embed_dim;     /* width of the query input and of the output (d_model) */
-  int64_t num_heads;     /* query heads */
-  int64_t head_dim;      /* 0 = embed_dim / num_heads (must divide); may differ from it:
-                            the inner width is num_heads * head_dim */
-  int64_t num_kv_heads;  /* 0 = num_heads; fewer = GQA (must divide num_heads) */
-  int64_t kdim, vdim;    /* widths of the key and value inputs; 0 = embed_dim */
-  int32_t has_bias;      /* nonzero: the four projections have biases */
-  int32_t reserved0;     /* must be 0 (HWYATTN_UNSUPPORTED otherwise): the 0.1 tail padding,
-                            made explicit so that no field can hide in it */
+  uint32_t struct_size; /* sizeof(hwyattn_mha_config); hwyattn_mha_config_init sets it */
+  int64_t embed_dim;    /* width of the query input and of the output (d_model) */
+  int64_t num_heads;    /* query heads */
+  int64_t head_dim;     /* 0 = embed_dim / num_heads (must divide); may differ from it:
+                           the inner width is num_heads * head_dim */
+  int64_t num_kv_heads; /* 0 = num_heads; fewer = GQA (must divide num_heads) */
+  int64_t kdim, vdim;   /* widths of the key and value inputs; 0 = embed_dim */
+  int32_t has_bias;     /* nonzero: the four projections have biases */
+  int32_t reserved0;    /* must be 0 (HWYATTN_UNSUPPORTED otherwise): the 0.1 tail padding,
+                           made explicit so that no field can hide in it */
 } hwyattn_mha_config;
 
 /** Weights in the torch nn.Linear layout: row-major [out_features, in_features],
- *  F32, each pointer aligned to 4 bytes. A PyTorch nn.MultiheadAttention with in_proj_weight p ([3E, E]) loads
- *  as w_q = p, w_k = p + E*E, w_v = p + 2*E*E, and w_o = out_proj.weight
- *  (biases likewise from in_proj_bias and out_proj.bias). */
+ *  F32, each pointer aligned to 4 bytes. A PyTorch nn.MultiheadAttention with in_proj_weight p
+ * ([3E, E]) loads as w_q = p, w_k = p + E*E, w_v = p + 2*E*E, and w_o = out_proj.weight (biases
+ * likewise from in_proj_bias and out_proj.bias). */
 typedef struct hwyattn_mha_weights {
   const float* w_q; /* [num_heads*head_dim,    embed_dim] */
   const float* w_k; /* [num_kv_heads*head_dim, kdim]      */
@@ -805,7 +800,7 @@ HWYATTN_API hwyattn_status hwyattn_mha_forward(const hwyattn_mha* m, const hwyat
                                                const hwyattn_sdpa_options* opts);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* HWYATTN_H_ */

@@ -102,7 +102,7 @@ class Error : public std::runtime_error {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}      // NOLINT: implicit
   Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT: implicit
 
   bool ok() const noexcept { return v_.index() == 0; }
@@ -196,9 +196,7 @@ inline const char* simd_target() { return hwyattn_simd_target(); }
 
 // Threads later calls may use: 1 = the calling thread only, 0 = all cores
 // (hwyattn_set_num_threads). Process-wide; results never depend on it.
-inline Result<void> try_set_num_threads(int n) {
-  return detail::Check(hwyattn_set_num_threads(n));
-}
+inline Result<void> try_set_num_threads(int n) { return detail::Check(hwyattn_set_num_threads(n)); }
 inline void set_num_threads(int n) { try_set_num_threads(n).value(); }
 // The number of threads later calls may use (0 resolved to the core count).
 inline int num_threads() { return hwyattn_get_num_threads(); }
@@ -255,17 +253,18 @@ class ConstTensorView {
   // Dense row-major, any dtype (F16/BF16 data as uint16_t, BOOL as uint8_t).
   ConstTensorView(const void* data, DType dtype, Dims shape) {
     if (shape.size() > 4) throw detail::Invalid(RankMessage(shape.size()));
-    const hwyattn_status s = hwyattn_tensor_contiguous(
-        &t_, const_cast<void*>(data), static_cast<hwyattn_dtype>(dtype),
-        static_cast<int32_t>(shape.size()), shape.data());
+    const hwyattn_status s =
+        hwyattn_tensor_contiguous(&t_, const_cast<void*>(data), static_cast<hwyattn_dtype>(dtype),
+                                  static_cast<int32_t>(shape.size()), shape.data());
     if (s != HWYATTN_OK) throw Error::FromLastError(s);
   }
   // Any dtype, explicit strides in elements (one per dimension of shape).
   ConstTensorView(const void* data, DType dtype, Dims shape, Dims strides) {
     if (shape.size() < 1 || shape.size() > 4) throw detail::Invalid(RankMessage(shape.size()));
     if (strides.size() != shape.size()) {
-      throw detail::Invalid("strides: " + std::to_string(strides.size()) + " strides for a shape of " +
-                            std::to_string(shape.size()) + " dimensions");
+      throw detail::Invalid("strides: " + std::to_string(strides.size()) +
+                            " strides for a shape of " + std::to_string(shape.size()) +
+                            " dimensions");
     }
     t_.data = const_cast<void*>(data);
     t_.dtype = static_cast<hwyattn_dtype>(dtype);
@@ -411,7 +410,9 @@ class SdpaOptions {
     c_.alibi_slopes = slopes;
     return *this;
   }
-  SdpaOptions& alibi_slopes(const std::vector<float>& slopes) { return alibi_slopes(slopes.data()); }
+  SdpaOptions& alibi_slopes(const std::vector<float>& slopes) {
+    return alibi_slopes(slopes.data());
+  }
   SdpaOptions& alibi_slopes(const std::vector<float>&&) = delete;
   SdpaOptions& sinks(const float* logits) {
     c_.sinks = logits;
@@ -562,7 +563,9 @@ class MultiheadAttention {
  public:
   // Creates the module (hwyattn_mha_create); throws an Error if cfg or w is
   // invalid, try_create returns it instead.
-  MultiheadAttention(const MhaConfig& cfg, const MhaWeights& w) { *this = try_create(cfg, w).value(); }
+  MultiheadAttention(const MhaConfig& cfg, const MhaWeights& w) {
+    *this = try_create(cfg, w).value();
+  }
   static Result<MultiheadAttention> try_create(const MhaConfig& cfg, const MhaWeights& w) {
     hwyattn_mha_config c;
     hwyattn_mha_config_init(&c);
@@ -630,8 +633,7 @@ class MultiheadAttention {
                        const ConstTensorView* value, const TensorView& out,
                        const SdpaOptions& options) const {
     if (m_ == nullptr) {
-      return detail::Invalid(
-          "MultiheadAttention: the module is empty (moved from or released)");
+      return detail::Invalid("MultiheadAttention: the module is empty (moved from or released)");
     }
     hwyattn_sdpa_options c;
     SdpaOptions::CTensors tensors;

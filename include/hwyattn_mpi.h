@@ -225,8 +225,7 @@ HWYATTN_MPI_API hwyattn_status hwyattn_mpi_ring_slice(int32_t rank, int32_t size
  *  (see hwyattn_mpi_last_error()). */
 HWYATTN_MPI_API hwyattn_status hwyattn_mpi_ring_sdpa(MPI_Comm comm, const hwyattn_tensor* q,
                                                      const hwyattn_tensor* k,
-                                                     const hwyattn_tensor* v,
-                                                     hwyattn_tensor* out,
+                                                     const hwyattn_tensor* v, hwyattn_tensor* out,
                                                      const hwyattn_sdpa_options* opts);
 
 /** Where the time of the calling thread's last successful
@@ -240,7 +239,7 @@ typedef struct hwyattn_mpi_ring_stats {
   double compute_seconds;
   double wait_seconds;
   int64_t bytes_sent;
-  int32_t steps;  /* the communicator's size */
+  int32_t steps; /* the communicator's size */
 } hwyattn_mpi_ring_stats;
 
 /** Copies the calling thread's last ring statistics into *stats (a NULL
@@ -248,7 +247,7 @@ typedef struct hwyattn_mpi_ring_stats {
 HWYATTN_MPI_API void hwyattn_mpi_ring_last_stats(hwyattn_mpi_ring_stats* stats);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* HWYATTN_MPI_H_ */

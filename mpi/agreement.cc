@@ -60,10 +60,9 @@ hwyattn_status Agree(MPI_Comm comm, const CallShape& mine, std::vector<int64_t>*
     // part in the gather: the one failure the other ranks do not hear of.
     return Fail(HWYATTN_OUT_OF_MEMORY, "out of memory for the %d ranks' call shapes", size);
   }
-  HWYATTN_MPI_RETURN_IF_ERROR(CheckMpi(
-      MPI_Allgather(&mine, sizeof(CallShape), MPI_BYTE, all.data(), sizeof(CallShape), MPI_BYTE,
-                    comm),
-      "MPI_Allgather"));
+  HWYATTN_MPI_RETURN_IF_ERROR(CheckMpi(MPI_Allgather(&mine, sizeof(CallShape), MPI_BYTE, all.data(),
+                                                     sizeof(CallShape), MPI_BYTE, comm),
+                                       "MPI_Allgather"));
   for (int r = 0; r < size; ++r) {
     const CallShape& s = all[static_cast<size_t>(r)];
     if (s.status != HWYATTN_OK) {
@@ -84,7 +83,8 @@ hwyattn_status Agree(MPI_Comm comm, const CallShape& mine, std::vector<int64_t>*
       }
     }
   }
-  for (int r = 0; r < size; ++r) (*key_lens)[static_cast<size_t>(r)] = all[static_cast<size_t>(r)].key_len;
+  for (int r = 0; r < size; ++r)
+    (*key_lens)[static_cast<size_t>(r)] = all[static_cast<size_t>(r)].key_len;
   return HWYATTN_OK;
 }
 

@@ -52,7 +52,7 @@ struct CallShape {
   int32_t status = HWYATTN_OK;  // the local checks' verdict
   int32_t reserved = 0;
   int64_t agreed[kNumAgreedFields] = {};
-  int64_t key_len = 0;  // this rank's own keys (may differ between ranks)
+  int64_t key_len = 0;     // this rank's own keys (may differ between ranks)
   char message[384] = "";  // the local checks' message when status != OK
 };
 

@@ -37,8 +37,8 @@ void FillEmpty(const Block& b, float* out, float* lse) {
 // position rules for the block's keys [t0, t0 + n): [mB, mH, Lq, n], dense.
 // Rows broadcast over batch or heads where the user's mask does.
 template <typename T>
-void BuildMask(const Block& b, const PositionRules& rules, int64_t t0, int64_t n,
-               const Dims4* user, int64_t mb, int64_t mh, T blocked, std::vector<T>* mask) {
+void BuildMask(const Block& b, const PositionRules& rules, int64_t t0, int64_t n, const Dims4* user,
+               int64_t mb, int64_t mh, T blocked, std::vector<T>* mask) {
   const int64_t kp = b.k_pos + t0;
   for (int64_t bb = 0; bb < mb; ++bb) {
     for (int64_t h = 0; h < mh; ++h) {

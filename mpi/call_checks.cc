@@ -101,23 +101,25 @@ hwyattn_status CheckMask(CallShape* shape, const hwyattn_tensor* m, const int64_
 
 }  // namespace
 
-
-hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor* k, const hwyattn_tensor* v,
-                        const hwyattn_tensor* out, const hwyattn_sdpa_options* user,
-                        CallShape* shape, hwyattn_sdpa_options* opts, Sizes* sizes) {
+hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor* k,
+                        const hwyattn_tensor* v, const hwyattn_tensor* out,
+                        const hwyattn_sdpa_options* user, CallShape* shape,
+                        hwyattn_sdpa_options* opts, Sizes* sizes) {
   hwyattn_sdpa_options_init(opts);
   if (user != nullptr) {
     const size_t size = user->struct_size, known = sizeof(hwyattn_sdpa_options);
     if (size < offsetof(hwyattn_sdpa_options, window_left)) {
       HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT,
                          "opts->struct_size is %zu, smaller than any hwyattn_sdpa_options "
-                         "(call hwyattn_sdpa_options_init)", size);
+                         "(call hwyattn_sdpa_options_init)",
+                         size);
     }
     for (size_t i = known; i < size; ++i) {
       if (reinterpret_cast<const unsigned char*>(user)[i] != 0) {
         HWYATTN_MPI_REJECT(HWYATTN_UNSUPPORTED,
                            "opts->struct_size is %zu and byte %zu is set: a field this "
-                           "library does not know", size, i);
+                           "library does not know",
+                           size, i);
       }
     }
     memcpy(opts, user, size < known ? size : known);
@@ -131,8 +133,9 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
   const char* const kQNames[4] = {"batch", "query heads", "query length", "head_dim"};
   for (int i = 0; i < 4; ++i) {
     if (qd.shape[i] < 1) {
-      HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "q: logical dimension %d (%s) is %" PRId64
-                         "; must be >= 1", i, kQNames[i], qd.shape[i]);
+      HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT,
+                         "q: logical dimension %d (%s) is %" PRId64 "; must be >= 1", i, kQNames[i],
+                         qd.shape[i]);
     }
   }
   const int64_t kv_heads = kd.shape[1];
@@ -149,7 +152,8 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
   if (sizes->key_len < 0 || vd.shape[2] != sizes->key_len) {
     HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT,
                        "k and v: key lengths (logical dimension 2) are %" PRId64 " and %" PRId64
-                       "; must be equal and >= 0", sizes->key_len, vd.shape[2]);
+                       "; must be equal and >= 0",
+                       sizes->key_len, vd.shape[2]);
   }
   for (int i = 0; i < 4; ++i) {
     if (i != 2 && (kd.shape[i] < 1 || vd.shape[i] < 1)) {
@@ -187,7 +191,8 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
   if (opts->weights != nullptr) {
     HWYATTN_MPI_REJECT(HWYATTN_UNSUPPORTED,
                        "opts->weights: the whole problem's probabilities are spread over the "
-                       "ranks; not available from %s", function);
+                       "ranks; not available from %s",
+                       function);
   }
   if (opts->lse != nullptr) {
     const int64_t lse_shape[4] = {1, sizes->batch, sizes->q_heads, sizes->q_len};
@@ -217,8 +222,8 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
       const Dims4 d(*kv[i]);
       for (int j = 0; j < 4; ++j) {
         if (d.stride[j] < 0) {
-          HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: logical stride %d is %" PRId64, name,
-                             j, d.stride[j]);
+          HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: logical stride %d is %" PRId64, name, j,
+                             d.stride[j]);
         }
       }
     }
@@ -236,7 +241,8 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
   if (opts->window_left < 0 || opts->window_right < 0) {
     HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT,
                        "opts->window_left and window_right are %" PRId64 " and %" PRId64
-                       "; must be >= 0", opts->window_left, opts->window_right);
+                       "; must be >= 0",
+                       opts->window_left, opts->window_right);
   }
 
   int64_t* a = shape->agreed;

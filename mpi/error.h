@@ -25,9 +25,9 @@ hwyattn_status CheckMpi(int mpi_error, const char* function);
 
 }  // namespace hwyattn_mpi
 
-#define HWYATTN_MPI_RETURN_IF_ERROR(expr)          \
-  do {                                             \
-    const hwyattn_status _hwyattn_mpi_s = (expr);  \
+#define HWYATTN_MPI_RETURN_IF_ERROR(expr)                    \
+  do {                                                       \
+    const hwyattn_status _hwyattn_mpi_s = (expr);            \
     if (_hwyattn_mpi_s != HWYATTN_OK) return _hwyattn_mpi_s; \
   } while (0)
 

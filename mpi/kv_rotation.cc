@@ -22,8 +22,8 @@ hwyattn_status RowType(int64_t row_bytes, MPI_Datatype* type) {
 
 }  // namespace
 
-hwyattn_status SliceStream::Allocate(int64_t batch, int64_t heads, int64_t dim,
-                                     hwyattn_dtype dtype, int64_t max_len) {
+hwyattn_status SliceStream::Allocate(int64_t batch, int64_t heads, int64_t dim, hwyattn_dtype dtype,
+                                     int64_t max_len) {
   batch_ = batch;
   heads_ = heads;
   dim_ = dim;
@@ -94,10 +94,10 @@ hwyattn_status SliceStream::Post(MPI_Comm comm, int tag, int to, int64_t len, in
   MPI_Datatype row = MPI_DATATYPE_NULL;
   HWYATTN_MPI_RETURN_IF_ERROR(RowType(row_bytes_, &row));
   // MPI keeps what a pending request needs of a freed datatype.
-  hwyattn_status s = CheckMpi(MPI_Irecv(buffers_[receiving_].data(),
-                                        static_cast<int>(rows_per_token_ * next_len), row, from,
-                                        tag, comm, &requests_[0]),
-                              "MPI_Irecv");
+  hwyattn_status s =
+      CheckMpi(MPI_Irecv(buffers_[receiving_].data(), static_cast<int>(rows_per_token_ * next_len),
+                         row, from, tag, comm, &requests_[0]),
+               "MPI_Irecv");
   if (s == HWYATTN_OK) {
     s = CheckMpi(MPI_Isend(current_, static_cast<int>(rows_per_token_ * len), row, to, tag, comm,
                            &requests_[1]),

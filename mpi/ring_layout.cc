@@ -46,7 +46,8 @@ extern "C" HWYATTN_MPI_API hwyattn_status hwyattn_mpi_ring_slice(int32_t rank, i
   if (seq_len < 2 * static_cast<int64_t>(size)) {
     return Fail(HWYATTN_INVALID_ARGUMENT,
                 "seq_len is %" PRId64 "; the ring needs at least 2 * size = %" PRId64
-                " tokens (two chunks per rank)", seq_len, 2 * static_cast<int64_t>(size));
+                " tokens (two chunks per rank)",
+                seq_len, 2 * static_cast<int64_t>(size));
   }
   const hwyattn_mpi::RingChunks s = hwyattn_mpi::RingSlice(rank, size, seq_len);
   *first0 = s.first[0];

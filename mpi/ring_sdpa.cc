@@ -35,8 +35,7 @@ constexpr int kKeyTag = 18551, kValueTag = 18552;
 thread_local hwyattn_mpi_ring_stats g_stats = {};
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // One query chunk's running state: the merge of its partials so far.
@@ -61,17 +60,19 @@ struct Workspace {
     // The largest slice of the layout is at most 2 tokens longer than any
     // other (chunk lengths differ by at most one). One rank sends nothing.
     const int64_t max_len = ranks > 1 ? s.key_len + 2 : 0;
-    HWYATTN_MPI_RETURN_IF_ERROR(keys.Allocate(kd.shape[0], s.kv_heads, s.head_dim, k.dtype,
-                                              max_len));
-    HWYATTN_MPI_RETURN_IF_ERROR(values.Allocate(vd.shape[0], s.kv_heads, s.value_dim, v.dtype,
-                                                max_len));
+    HWYATTN_MPI_RETURN_IF_ERROR(
+        keys.Allocate(kd.shape[0], s.kv_heads, s.head_dim, k.dtype, max_len));
+    HWYATTN_MPI_RETURN_IF_ERROR(
+        values.Allocate(vd.shape[0], s.kv_heads, s.value_dim, v.dtype, max_len));
     const int64_t rows = s.batch * s.q_heads * s.q_len;  // checked against overflow
     try {
       state.resize(static_cast<size_t>(rows * (s.value_dim + 1)));
       partial.resize(static_cast<size_t>(rows * (s.value_dim + 1)));
     } catch (const std::bad_alloc&) {
-      return Fail(HWYATTN_OUT_OF_MEMORY, "out of memory for the partial states (2 x %" PRId64
-                  " rows of %" PRId64 " floats)", rows, s.value_dim + 1);
+      return Fail(HWYATTN_OUT_OF_MEMORY,
+                  "out of memory for the partial states (2 x %" PRId64 " rows of %" PRId64
+                  " floats)",
+                  rows, s.value_dim + 1);
     }
     return HWYATTN_OK;
   }
@@ -116,7 +117,8 @@ hwyattn_status CheckLayout(const std::vector<int64_t>& lens, const hwyattn_sdpa_
   }
   if (total < 2 * n) {
     return Fail(HWYATTN_INVALID_ARGUMENT,
-                "the sequence has %" PRId64 " tokens (the sum of every rank's q shape[2]); "
+                "the sequence has %" PRId64
+                " tokens (the sum of every rank's q shape[2]); "
                 "the ring over %" PRId64 " ranks needs at least %" PRId64 " (two chunks per rank)",
                 total, n, 2 * n);
   }
@@ -132,7 +134,8 @@ hwyattn_status CheckLayout(const std::vector<int64_t>& lens, const hwyattn_sdpa_
     if (!ws.keys.Fits(c.total()) || !ws.values.Fits(c.total())) {
       return Fail(HWYATTN_UNSUPPORTED,
                   "rank %" PRId64 ": its K/V slice of %" PRId64
-                  " tokens exceeds one MPI message (%d rows)", r, c.total(), INT_MAX);
+                  " tokens exceeds one MPI message (%d rows)",
+                  r, c.total(), INT_MAX);
     }
   }
   if (opts.kv_len != nullptr) {
@@ -140,7 +143,8 @@ hwyattn_status CheckLayout(const std::vector<int64_t>& lens, const hwyattn_sdpa_
       if (opts.kv_len[b] < 0 || opts.kv_len[b] > total) {
         return Fail(HWYATTN_INVALID_ARGUMENT,
                     "opts->kv_len[%" PRId64 "] is %" PRId32 "; must be in [0, %" PRId64
-                    "] (the whole sequence)", b, opts.kv_len[b], total);
+                    "] (the whole sequence)",
+                    b, opts.kv_len[b], total);
       }
     }
   }
@@ -154,8 +158,8 @@ hwyattn_status ShareVerdict(MPI_Comm comm, int rank, hwyattn_status mine) {
   const int64_t none = INT64_MAX;
   int64_t code = mine == HWYATTN_OK ? none : static_cast<int64_t>(rank) * 64 + mine;
   int64_t lowest = none;
-  HWYATTN_MPI_RETURN_IF_ERROR(CheckMpi(
-      MPI_Allreduce(&code, &lowest, 1, MPI_INT64_T, MPI_MIN, comm), "MPI_Allreduce"));
+  HWYATTN_MPI_RETURN_IF_ERROR(
+      CheckMpi(MPI_Allreduce(&code, &lowest, 1, MPI_INT64_T, MPI_MIN, comm), "MPI_Allreduce"));
   if (lowest == none) return HWYATTN_OK;
   const hwyattn_status status = static_cast<hwyattn_status>(lowest % 64);
   const int failed = static_cast<int>(lowest / 64);

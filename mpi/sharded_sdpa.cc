@@ -39,8 +39,8 @@ hwyattn_status ShardedSdpa(MPI_Comm comm, const hwyattn_tensor* q, const hwyattn
   Sizes sizes = {};
   StateBlock state;
   if (Describe(Mode::kSharded, q, k, v, out, user_opts, &shape, &opts, &sizes) == HWYATTN_OK) {
-    const hwyattn_status s = state.Allocate(sizes.batch * sizes.q_heads * sizes.q_len,
-                                            sizes.value_dim);
+    const hwyattn_status s =
+        state.Allocate(sizes.batch * sizes.q_heads * sizes.q_len, sizes.value_dim);
     if (s != HWYATTN_OK) {
       shape.status = s;
       snprintf(shape.message, sizeof(shape.message), "%s", LastError());
@@ -65,7 +65,8 @@ hwyattn_status ShardedSdpa(MPI_Comm comm, const hwyattn_tensor* q, const hwyattn
       if (opts.kv_len[b] < 0 || opts.kv_len[b] > total) {
         return Fail(HWYATTN_INVALID_ARGUMENT,
                     "opts->kv_len[%" PRId64 "] is %" PRId32 "; must be in [0, %" PRId64
-                    "] (the keys of all ranks)", b, opts.kv_len[b], total);
+                    "] (the keys of all ranks)",
+                    b, opts.kv_len[b], total);
       }
     }
   }

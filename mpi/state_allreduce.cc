@@ -101,9 +101,7 @@ hwyattn_status StateBlock::Allocate(int64_t rows, int64_t value_dim) {
   return HWYATTN_OK;
 }
 
-void StateBlock::SetFailed(hwyattn_status s, int rank) {
-  *failure() = FailureCode(s, rank);
-}
+void StateBlock::SetFailed(hwyattn_status s, int rank) { *failure() = FailureCode(s, rank); }
 
 hwyattn_status StateBlock::Allreduce(MPI_Comm comm, int my_rank) {
   const int count = static_cast<int>(rows_ * (value_dim_ + 1) + 1);
@@ -132,8 +130,8 @@ hwyattn_status StateBlock::Allreduce(MPI_Comm comm, int my_rank) {
   if (rank == kNoRank) {
     return Fail(code, "merging the partial states failed (hwyattn_merge_states rejected them)");
   }
-  return Fail(code, "rank %d failed with %s (its hwyattn_mpi_last_error() has the detail)",
-              rank, hwyattn_status_string(code));
+  return Fail(code, "rank %d failed with %s (its hwyattn_mpi_last_error() has the detail)", rank,
+              hwyattn_status_string(code));
 }
 
 }  // namespace hwyattn_mpi

@@ -30,7 +30,7 @@ class StateBlock {
 
   int64_t rows() const { return rows_; }
   int64_t value_dim() const { return value_dim_; }
-  float* out() { return data_.data(); }                      // [rows, value_dim]
+  float* out() { return data_.data(); }                       // [rows, value_dim]
   float* lse() { return data_.data() + rows_ * value_dim_; }  // [rows]
   // Marks this rank's partial as failed with `status` (the collective still
   // runs, and every rank learns of it).

@@ -95,8 +95,8 @@ void WorkerRange(int64_t items, double total_weight, const Weight& weight, int64
     const double w = weight(i);
     // Owner of item i: by the position of its midpoint in the total weight.
     const double position = (before + 0.5 * w) / total_weight;
-    const int64_t owner =
-        std::min<int64_t>(workers - 1, static_cast<int64_t>(position * static_cast<double>(workers)));
+    const int64_t owner = std::min<int64_t>(
+        workers - 1, static_cast<int64_t>(position * static_cast<double>(workers)));
     before += w;
     if (owner < me) *begin = i + 1;
     if (owner <= me) *end = i + 1;
@@ -134,13 +134,16 @@ hwyattn_status RunDecode(const SdpaProblem& p, double flops, bool reserve_only) 
   plan.run = heads * runs >= 4 * threads ? kDecodeRun : 1;
   const int64_t runs_per_head = (plan.chunks + plan.run - 1) / plan.run;
   const int64_t items = heads * runs_per_head;
-  float* memory = AttentionScratch(out_floats + stat_floats + counter_floats, plan.scratch_floats, threads);
+  float* memory =
+      AttentionScratch(out_floats + stat_floats + counter_floats, plan.scratch_floats, threads);
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
   if (reserve_only) return HWYATTN_OK;
   plan.partial_out = memory;
   plan.partial_stats = memory + out_floats;
-  std::atomic<int32_t>* remaining = reinterpret_cast<std::atomic<int32_t>*>(memory + out_floats + stat_floats);
-  for (int64_t h = 0; h < heads; ++h) new (&remaining[h]) std::atomic<int32_t>(static_cast<int32_t>(runs_per_head));
+  std::atomic<int32_t>* remaining =
+      reinterpret_cast<std::atomic<int32_t>*>(memory + out_floats + stat_floats);
+  for (int64_t h = 0; h < heads; ++h)
+    new (&remaining[h]) std::atomic<int32_t>(static_cast<int32_t>(runs_per_head));
   float* scratch = memory + out_floats + stat_floats + counter_floats;
 
   // Item i is run i % runs_per_head of kv head i / runs_per_head. The merge
@@ -240,7 +243,8 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops, bool reserve_only) {
   // The workers' shares follow the packed K/V (bounded by the thread count).
   const size_t share_floats = ShareFloats(threads);
   size_t shared_floats;
-  if (__builtin_add_overflow(packed_floats, share_floats, &shared_floats)) return HWYATTN_OUT_OF_MEMORY;
+  if (__builtin_add_overflow(packed_floats, share_floats, &shared_floats))
+    return HWYATTN_OUT_OF_MEMORY;
   float* memory = AttentionScratch(shared_floats, plan.scratch_floats, threads);
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
   if (reserve_only) return HWYATTN_OK;
@@ -249,8 +253,7 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops, bool reserve_only) {
       masked ? reinterpret_cast<uint8_t*>(memory + packed_floats - flag_floats) : nullptr;
   float* scratch = memory + packed_floats + share_floats;
 
-  const int64_t pack_items =
-      plan.keys_in_place && plan.values_in_place && !masked ? 0 : work.heads;
+  const int64_t pack_items = plan.keys_in_place && plan.values_in_place && !masked ? 0 : work.heads;
   if (threads == 1) {
     for (int64_t i = 0; i < pack_items; ++i) work.Pack(i);
     for (int64_t i = 0; i < items; ++i) work.Attend(i, i + 1 < items ? i + 1 : -1, scratch);

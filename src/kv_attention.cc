@@ -202,7 +202,8 @@ hwyattn_status RunKvAttention(const KvAttentionProblem& p) {
       if (!GatherBytes(p, s, size, &k_bytes, &total)) return HWYATTN_OUT_OF_MEMORY;
       most = std::max(most, total);
     }
-    const hwyattn_status reserved = ReserveSdpaScratch(SequenceProblem(p, s, gathered, nullptr, nullptr));
+    const hwyattn_status reserved =
+        ReserveSdpaScratch(SequenceProblem(p, s, gathered, nullptr, nullptr));
     if (reserved != HWYATTN_OK) return reserved;
   }
   unsigned char* memory = nullptr;
@@ -229,8 +230,9 @@ hwyattn_status RunKvAttention(const KvAttentionProblem& p) {
     const size_t head_k = static_cast<size_t>(len * D) * size;
     const size_t head_v = static_cast<size_t>(len * Dv) * size;
     const int64_t threads = std::max<int64_t>(
-        1, std::min({p.rules.executor.MaxWorkers(), Hkv,
-                     static_cast<int64_t>(static_cast<double>(total) / kMinGatherBytesPerThread) + 1}));
+        1, std::min(
+               {p.rules.executor.MaxWorkers(), Hkv,
+                static_cast<int64_t>(static_cast<double>(total) / kMinGatherBytesPerThread) + 1}));
     ParallelRegion(p.rules.executor, threads, [&](int64_t me) {
       for (int64_t h = me; h < Hkv; h += threads) {
         GatherHead(c, c.k, c.k_scales, c.k_scale, s, h, len, D, size, keys + h * head_k);

@@ -60,8 +60,8 @@ struct KvAttentionProblem {
 // hwyattn_kv_cache_write after validation.
 struct KvWriteProblem {
   KvCacheView cache;
-  TensorView k_new;  // [1, T, Hkv, D], F32/F16/BF16
-  TensorView v_new;  // [1, T, Hkv, Dv]
+  TensorView k_new;               // [1, T, Hkv, D], F32/F16/BF16
+  TensorView v_new;               // [1, T, Hkv, Dv]
   const int64_t* slot = nullptr;  // [T]: in [0, num_pages * page_size) or negative (skip)
   int64_t tokens = 0;
   Executor executor;

@@ -19,8 +19,8 @@ namespace hwyattn {
 
 AlignedFloats AllocateFloats(size_t n) {
   if (n > (SIZE_MAX - kScratchAlign) / sizeof(float)) return AlignedFloats(nullptr);
-  const size_t bytes = (std::max<size_t>(n, 1) * sizeof(float) + kScratchAlign - 1) /
-                       kScratchAlign * kScratchAlign;
+  const size_t bytes =
+      (std::max<size_t>(n, 1) * sizeof(float) + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
   float* p = static_cast<float*>(AlignedAlloc(bytes));  // src/scratch.h (test hook)
   if (p != nullptr) memset(p, 0, bytes);
   return AlignedFloats(p);
@@ -57,8 +57,9 @@ hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num
   const size_t item_floats =
       PadFloats(static_cast<size_t>(x.cols) * kernels.tile_rows) * kernels.row_panels;
   const size_t share_floats = ShareFloats(threads);
-  float* scratch = static_cast<float*>(ThreadScratch(
-      ScratchSlot::kMatmul, (share_floats + item_floats * static_cast<size_t>(threads)) * sizeof(float)));
+  float* scratch = static_cast<float*>(
+      ThreadScratch(ScratchSlot::kMatmul,
+                    (share_floats + item_floats * static_cast<size_t>(threads)) * sizeof(float)));
   if (scratch == nullptr) return HWYATTN_OUT_OF_MEMORY;
   float* panels = scratch + share_floats;
   if (threads == 1) {

@@ -16,14 +16,14 @@ namespace hwyattn {
 // arrays, opaque here, and `view(array, i)` builds element i's rank-4 view
 // (capi's rule, the one its validation checked every descriptor with).
 struct MergeProblem {
-  int64_t count = 0;                                  // n >= 1
-  const void* outs = nullptr;                         // [count]: F32 [B, H, L, Dv]
-  const void* lses = nullptr;                         // [count]: F32 [B, H, L] (view [1, B, H, L])
+  int64_t count = 0;           // n >= 1
+  const void* outs = nullptr;  // [count]: F32 [B, H, L, Dv]
+  const void* lses = nullptr;  // [count]: F32 [B, H, L] (view [1, B, H, L])
   TensorView (*view)(const void* array, int64_t i) = nullptr;
-  const float* sinks = nullptr;                       // [H], or nullptr
-  TensorView out;                                     // [B, H, L, Dv]
+  const float* sinks = nullptr;  // [H], or nullptr
+  TensorView out;                // [B, H, L, Dv]
   bool has_lse = false;
-  TensorView lse;                                     // [1, B, H, L]
+  TensorView lse;  // [1, B, H, L]
   int64_t batch = 0, heads = 0, length = 0, value_dim = 0;
 
   // What validation established (see SdpaProblem::Valid).

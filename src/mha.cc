@@ -29,10 +29,9 @@ TensorView HeadsView(const float* data, int64_t batch, int64_t heads, int64_t le
 hwyattn_status MhaLayer::Init(const MhaConfig& c, const hwyattn_mha_weights& w) {
   config_ = c;
   const int64_t q_width = c.num_heads * c.head_dim, kv_width = c.num_kv_heads * c.head_dim;
-  const bool ok = w_q_.Pack(w.w_q, w.b_q, q_width, c.embed_dim) &&
-                  w_k_.Pack(w.w_k, w.b_k, kv_width, c.kdim) &&
-                  w_v_.Pack(w.w_v, w.b_v, kv_width, c.vdim) &&
-                  w_o_.Pack(w.w_o, w.b_o, c.embed_dim, q_width);
+  const bool ok =
+      w_q_.Pack(w.w_q, w.b_q, q_width, c.embed_dim) && w_k_.Pack(w.w_k, w.b_k, kv_width, c.kdim) &&
+      w_v_.Pack(w.w_v, w.b_v, kv_width, c.vdim) && w_o_.Pack(w.w_o, w.b_o, c.embed_dim, q_width);
   return ok ? HWYATTN_OK : HWYATTN_OUT_OF_MEMORY;
 }
 
@@ -44,8 +43,10 @@ hwyattn_status MhaLayer::Forward(MhaCall& call) const {
   // Activations: Q, K, V projections and the attention output, each
   // [rows, width] row-major, in this thread's layer scratch.
   size_t q_floats, kv_floats, bytes;
-  if (__builtin_mul_overflow(static_cast<size_t>(q_rows), static_cast<size_t>(q_width), &q_floats) ||
-      __builtin_mul_overflow(static_cast<size_t>(kv_rows), static_cast<size_t>(kv_width), &kv_floats) ||
+  if (__builtin_mul_overflow(static_cast<size_t>(q_rows), static_cast<size_t>(q_width),
+                             &q_floats) ||
+      __builtin_mul_overflow(static_cast<size_t>(kv_rows), static_cast<size_t>(kv_width),
+                             &kv_floats) ||
       q_floats > SIZE_MAX / 64 || kv_floats > SIZE_MAX / 64) {
     return HWYATTN_OUT_OF_MEMORY;  // valid, but no machine holds it
   }

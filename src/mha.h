@@ -23,9 +23,9 @@ struct MhaConfig {
 
 // One validated forward call.
 struct MhaCall {
-  bool self_attention = true;   // key = value = query
-  RowsView query, key, value;   // [B * L, width] rows of the caller's activations
-  RowsView out;                 // [B * Lq, embed_dim]
+  bool self_attention = true;  // key = value = query
+  RowsView query, key, value;  // [B * L, width] rows of the caller's activations
+  RowsView out;                // [B * Lq, embed_dim]
   // Sizes and options; q/k/v/out are set by Forward. attention.executor (the
   // caller's pool from opts->parallel, or OpenMP) runs the projections too.
   SdpaProblem attention;

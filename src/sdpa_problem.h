@@ -38,7 +38,7 @@ struct SdpaProblem {
   float scale = 0.0f;  // resolved: never 0
   Causal causal = Causal::kNone;
   bool has_mask = false;
-  TensorView mask;  // broadcast to [B, Hq, Lq, Lk]; BOOL or F32
+  TensorView mask;                       // broadcast to [B, Hq, Lq, Lk]; BOOL or F32
   const int32_t* key_lengths = nullptr;  // [B] or null
   bool has_weights = false;
   TensorView weights;  // [B, Hq, Lq, Lk], F32
@@ -64,9 +64,9 @@ struct SdpaProblem {
   // >= 1, Hkv divides Hq, the views agree with the sizes, every tensor a
   // kernel reads or writes is there, out is F32, the scale is resolved.
   bool Valid() const {
-    return batch >= 1 && q_heads >= 1 && kv_heads >= 1 && q_heads % kv_heads == 0 &&
-           q_len >= 1 && kv_len >= 1 && head_dim >= 1 && value_dim >= 1 && scale != 0.0f &&
-           q.data != nullptr && k.data != nullptr && v.data != nullptr && out.data != nullptr &&
+    return batch >= 1 && q_heads >= 1 && kv_heads >= 1 && q_heads % kv_heads == 0 && q_len >= 1 &&
+           kv_len >= 1 && head_dim >= 1 && value_dim >= 1 && scale != 0.0f && q.data != nullptr &&
+           k.data != nullptr && v.data != nullptr && out.data != nullptr &&
            out.dtype == Dtype::kF32 && q.shape[1] == q_heads && q.shape[2] == q_len &&
            q.shape[3] == head_dim && k.shape[1] == kv_heads && (Paged() || k.shape[2] == kv_len) &&
            k.shape[3] == head_dim && v.shape[1] == kv_heads && (Paged() || v.shape[2] == kv_len) &&

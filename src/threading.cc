@@ -48,7 +48,7 @@ void RunWorkers(const Executor& executor, int64_t workers, WorkerFn fn, void* ct
     return;
   }
 #ifdef _OPENMP
-#pragma omp parallel num_threads(static_cast<int>(workers))
+#pragma omp parallel num_threads(static_cast <int>(workers))
   {
     // Normally one worker per thread; fewer threads than asked for (inside
     // another parallel region, a thread limit) each take several in turn.

@@ -23,14 +23,14 @@
 static int g_passed = 0;
 static int g_failed = 0;
 
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (cond) {                                                       \
-      ++g_passed;                                                     \
-    } else {                                                          \
-      ++g_failed;                                                     \
+#define CHECK(cond)                                                      \
+  do {                                                                   \
+    if (cond) {                                                          \
+      ++g_passed;                                                        \
+    } else {                                                             \
+      ++g_failed;                                                        \
       fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                 \
+    }                                                                    \
   } while (0)
 
 static int Near(double got, double want, double tol) {

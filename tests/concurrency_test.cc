@@ -66,7 +66,9 @@ struct Golden {
   std::vector<unsigned char> out, weights, lse;
 };
 
-Golden Snapshot(const Call& c) { return {c.out.Snapshot(), c.weights.Snapshot(), c.lse.Snapshot()}; }
+Golden Snapshot(const Call& c) {
+  return {c.out.Snapshot(), c.weights.Snapshot(), c.lse.Snapshot()};
+}
 
 // A shared MHA module and one forward call's buffers.
 struct MhaFixture {
@@ -88,9 +90,14 @@ struct MhaFixture {
     cfg.vdim = kKdim;
     cfg.has_bias = 1;
     const float* p = w.data();
-    hwyattn_mha_weights weights = {p, p + kE * kE, p + 2 * kE * kE, p + 3 * kE * kE,
-                                   p + 4 * kE * kE, p + 4 * kE * kE + kE,
-                                   p + 4 * kE * kE + 2 * kE, p + 4 * kE * kE + 3 * kE};
+    hwyattn_mha_weights weights = {p,
+                                   p + kE * kE,
+                                   p + 2 * kE * kE,
+                                   p + 3 * kE * kE,
+                                   p + 4 * kE * kE,
+                                   p + 4 * kE * kE + kE,
+                                   p + 4 * kE * kE + 2 * kE,
+                                   p + 4 * kE * kE + 3 * kE};
     EXPECT_EQ(hwyattn_mha_create(&cfg, &weights, &module), HWYATTN_OK) << hwyattn_last_error();
   }
   ~MhaFixture() { hwyattn_mha_destroy(module); }

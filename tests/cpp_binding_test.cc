@@ -74,7 +74,13 @@ struct Qkv {
   std::vector<float> q, k, v, out;
   Qkv(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d, int64_t dv,
       uint32_t seed)
-      : B(b), Hq(hq), Hkv(hkv), Lq(lq), Lk(lk), D(d), Dv(dv),
+      : B(b),
+        Hq(hq),
+        Hkv(hkv),
+        Lq(lq),
+        Lk(lk),
+        D(d),
+        Dv(dv),
         q(Random(static_cast<size_t>(b * hq * lq * d), seed)),
         k(Random(static_cast<size_t>(b * hkv * lk * d), seed + 1)),
         v(Random(static_cast<size_t>(b * hkv * lk * dv), seed + 2)),
@@ -265,9 +271,9 @@ TEST(CppErrors, ViewsRefuseShapesTheyCannotDescribe) {
 }
 
 TEST(CppErrors, Runtime) {
-  EXPECT_EQ(std::string(hwyattn::version()),
-            std::to_string(HWYATTN_VERSION_MAJOR) + "." + std::to_string(HWYATTN_VERSION_MINOR) +
-                "." + std::to_string(HWYATTN_VERSION_PATCH));
+  EXPECT_EQ(std::string(hwyattn::version()), std::to_string(HWYATTN_VERSION_MAJOR) + "." +
+                                                 std::to_string(HWYATTN_VERSION_MINOR) + "." +
+                                                 std::to_string(HWYATTN_VERSION_PATCH));
   EXPECT_TRUE(hwyattn::abi_compatible());
   EXPECT_EQ(hwyattn::abi_version(), static_cast<uint32_t>(HWYATTN_ABI_VERSION));
   EXPECT_STREQ(hwyattn::simd_target(), hwyattn_simd_target());
@@ -362,12 +368,11 @@ TEST(CppMerge, TwoKeyShardsGiveTheWhole) {
 
 TEST(CppMerge, Errors) {
   std::vector<float> o(8, 1.0f), l(2, 0.0f), out(8, kPattern);
-  const hwyattn::Result<void> r = hwyattn::try_merge_states(
-      {ConstTensorView(o, {2, 4}), ConstTensorView(o, {2, 4})}, {ConstTensorView(l, {2})},
-      TensorView(out, {2, 4}));
+  const hwyattn::Result<void> r =
+      hwyattn::try_merge_states({ConstTensorView(o, {2, 4}), ConstTensorView(o, {2, 4})},
+                                {ConstTensorView(l, {2})}, TensorView(out, {2, 4}));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(std::string(r.error().what()).find("lses: 1 entries but outs has 2"),
-            std::string::npos)
+  EXPECT_NE(std::string(r.error().what()).find("lses: 1 entries but outs has 2"), std::string::npos)
       << r.error().what();
   try {
     hwyattn::merge_states({}, {}, TensorView(out, {2, 4}));
@@ -526,8 +531,9 @@ TEST(CppMha, MoveSemantics) {
   std::fill(out.begin(), out.end(), kPattern);
   c.forward(x, TensorView(out, {MhaLayer::B, MhaLayer::L, MhaLayer::E}), causal);
   EXPECT_TRUE(SameBits(out, c_self));
-  hwyattn::MultiheadAttention* same = &c;  // (through a pointer: compilers warn on a visible self-move)
-  c = std::move(*same);                    // a self-move leaves it intact
+  hwyattn::MultiheadAttention* same =
+      &c;                // (through a pointer: compilers warn on a visible self-move)
+  c = std::move(*same);  // a self-move leaves it intact
   EXPECT_EQ(c.get(), handle);
 
   // release() gives up ownership; the caller destroys.

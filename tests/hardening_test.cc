@@ -187,8 +187,10 @@ struct Env {
     for (int i = 0; i < 9; ++i) mask.data[static_cast<size_t>(i * 5)] = -kInf;
     hwyattn_kv_cache_init(&kcache);
     const int64_t kshape[4] = {4, 2, 4, 8}, vshape[4] = {4, 2, 4, 6};
-    EXPECT_EQ(hwyattn_tensor_contiguous(&kcache.k, kpool.data(), HWYATTN_I8, 4, kshape), HWYATTN_OK);
-    EXPECT_EQ(hwyattn_tensor_contiguous(&kcache.v, vpool.data(), HWYATTN_I8, 4, vshape), HWYATTN_OK);
+    EXPECT_EQ(hwyattn_tensor_contiguous(&kcache.k, kpool.data(), HWYATTN_I8, 4, kshape),
+              HWYATTN_OK);
+    EXPECT_EQ(hwyattn_tensor_contiguous(&kcache.v, vpool.data(), HWYATTN_I8, 4, vshape),
+              HWYATTN_OK);
     kcache.k_scale = &kscale.t;
     kcache.v_scale = &vscale.t;
     kcache.block_table = ktable.data();
@@ -222,7 +224,7 @@ struct Env {
     cfg.kdim = 12;
     cfg.vdim = 10;
     cfg.has_bias = 1;
-    w = {w_q.data(), w_k.data(), w_v.data(), w_o.data(),
+    w = {w_q.data(),  w_k.data(),       w_v.data(),       w_o.data(),
          bias.data(), bias.data() + 16, bias.data() + 32, bias.data() + 48};
     std::memset(&created, 0xA5, sizeof(created));
     EXPECT_EQ(hwyattn_mha_create(&cfg, &w, &module), HWYATTN_OK) << hwyattn_last_error();
@@ -282,7 +284,14 @@ struct Env {
 };
 
 enum class Entry {
-  kSdpa, kMhaCreate, kMhaForward, kContiguous, kSetThreads, kMerge, kKvAttention, kKvWrite
+  kSdpa,
+  kMhaCreate,
+  kMhaForward,
+  kContiguous,
+  kSetThreads,
+  kMerge,
+  kKvAttention,
+  kKvWrite
 };
 
 const char* EntryName(Entry e) {
@@ -660,54 +669,102 @@ std::vector<BadCase> MhaCreateCases() {
       {"OutNull", e, [](Env& x) { x.created_arg = nullptr; }, kInvalid, {"out is NULL"}},
       {"WqNull", e, [](Env& x) { x.w.w_q = nullptr; }, kInvalid, {"w: w_q is NULL"}},
       {"WoNull", e, [](Env& x) { x.w.w_o = nullptr; }, kInvalid, {"w: w_o is NULL"}},
-      {"BiasNullWithHasBias", e, [](Env& x) { x.w.b_v = nullptr; }, kInvalid,
+      {"BiasNullWithHasBias",
+       e,
+       [](Env& x) { x.w.b_v = nullptr; },
+       kInvalid,
        {"w: b_v is NULL", "has_bias"}},
-      {"BiasWithoutHasBias", e, [](Env& x) { x.cfg.has_bias = 0; }, kInvalid,
+      {"BiasWithoutHasBias",
+       e,
+       [](Env& x) { x.cfg.has_bias = 0; },
+       kInvalid,
        {"w: b_q is given", "has_bias is 0"}},
-      {"WkMisaligned", e, [=](Env& x) { x.w.w_k = misaligned(x.w.w_k); }, kInvalid,
+      {"WkMisaligned",
+       e,
+       [=](Env& x) { x.w.w_k = misaligned(x.w.w_k); },
+       kInvalid,
        {"w: w_k", "not aligned"}},
-      {"BoMisaligned", e, [=](Env& x) { x.w.b_o = misaligned(x.w.b_o); }, kInvalid,
+      {"BoMisaligned",
+       e,
+       [=](Env& x) { x.w.b_o = misaligned(x.w.b_o); },
+       kInvalid,
        {"w: b_o", "not aligned"}},
-      {"StructSizeZero", e, [](Env& x) { x.cfg.struct_size = 0; }, kInvalid,
+      {"StructSizeZero",
+       e,
+       [](Env& x) { x.cfg.struct_size = 0; },
+       kInvalid,
        {"cfg: struct_size is 0", "hwyattn_mha_config_init"}},
-      {"StructSizeSmaller", e, [](Env& x) { x.cfg.struct_size = 8; }, kInvalid,
+      {"StructSizeSmaller",
+       e,
+       [](Env& x) { x.cfg.struct_size = 8; },
+       kInvalid,
        {"cfg: struct_size is 8"}},
-      {"StructSizeHuge", e, [](Env& x) { x.cfg.struct_size = 1u << 20; }, kInvalid,
+      {"StructSizeHuge",
+       e,
+       [](Env& x) { x.cfg.struct_size = 1u << 20; },
+       kInvalid,
        {"cfg: struct_size is 1048576"}},
-      {"Reserved0Set", e, [](Env& x) { x.cfg.reserved0 = 1; }, kUnsupported,
+      {"Reserved0Set",
+       e,
+       [](Env& x) { x.cfg.reserved0 = 1; },
+       kUnsupported,
        {"cfg: reserved0 is 1"}},
-      {"EmbedDimZero", e, [](Env& x) { x.cfg.embed_dim = 0; }, kInvalid,
-       {"cfg: embed_dim is 0"}},
-      {"EmbedDimNegative", e, [](Env& x) { x.cfg.embed_dim = -16; }, kInvalid,
+      {"EmbedDimZero", e, [](Env& x) { x.cfg.embed_dim = 0; }, kInvalid, {"cfg: embed_dim is 0"}},
+      {"EmbedDimNegative",
+       e,
+       [](Env& x) { x.cfg.embed_dim = -16; },
+       kInvalid,
        {"cfg: embed_dim is -16"}},
       {"NumHeadsZero", e, [](Env& x) { x.cfg.num_heads = 0; }, kInvalid, {"cfg: num_heads is 0"}},
-      {"NumHeadsNegative", e, [](Env& x) { x.cfg.num_heads = INT64_MIN; }, kInvalid,
+      {"NumHeadsNegative",
+       e,
+       [](Env& x) { x.cfg.num_heads = INT64_MIN; },
+       kInvalid,
        {"cfg: num_heads is -9223372036854775808"}},
-      {"HeadDimNegative", e, [](Env& x) { x.cfg.head_dim = -4; }, kInvalid,
+      {"HeadDimNegative",
+       e,
+       [](Env& x) { x.cfg.head_dim = -4; },
+       kInvalid,
        {"cfg: head_dim is -4"}},
-      {"EmbedDimNotDivisible", e, [](Env& x) { x.cfg.num_heads = 3; x.cfg.num_kv_heads = 0; },
-       kInvalid, {"embed_dim 16", "num_heads 3"}},
-      {"KvHeadsNegative", e, [](Env& x) { x.cfg.num_kv_heads = -2; }, kInvalid,
+      {"EmbedDimNotDivisible",
+       e,
+       [](Env& x) {
+         x.cfg.num_heads = 3;
+         x.cfg.num_kv_heads = 0;
+       },
+       kInvalid,
+       {"embed_dim 16", "num_heads 3"}},
+      {"KvHeadsNegative",
+       e,
+       [](Env& x) { x.cfg.num_kv_heads = -2; },
+       kInvalid,
        {"cfg: num_kv_heads is -2"}},
-      {"KvHeadsDoNotDivide", e, [](Env& x) { x.cfg.num_kv_heads = 3; }, kInvalid,
+      {"KvHeadsDoNotDivide",
+       e,
+       [](Env& x) { x.cfg.num_kv_heads = 3; },
+       kInvalid,
        {"num_kv_heads 3", "num_heads 4"}},
       {"KdimNegative", e, [](Env& x) { x.cfg.kdim = -12; }, kInvalid, {"cfg: kdim is -12"}},
       {"VdimNegative", e, [](Env& x) { x.cfg.vdim = -1; }, kInvalid, {"cfg: vdim is -1"}},
-      {"InnerWidthOverflows", e,
+      {"InnerWidthOverflows",
+       e,
        [](Env& x) {
          x.cfg.num_heads = k2e40;
          x.cfg.num_kv_heads = 1;
          x.cfg.head_dim = k2e40;
        },
-       kInvalid, {"num_heads * head_dim", "1099511627776", "overflows"}},
-      {"ProjectionTooLarge", e,
+       kInvalid,
+       {"num_heads * head_dim", "1099511627776", "overflows"}},
+      {"ProjectionTooLarge",
+       e,
        [](Env& x) {
          x.cfg.embed_dim = int64_t{1} << 31;
          x.cfg.num_heads = 1;
          x.cfg.num_kv_heads = 1;
          x.cfg.head_dim = int64_t{1} << 31;
        },
-       kInvalid, {"projection of 2147483648 x 2147483648", "too large"}},
+       kInvalid,
+       {"projection of 2147483648 x 2147483648", "too large"}},
   };
   return c;
 }
@@ -718,27 +775,48 @@ std::vector<BadCase> MhaForwardCases() {
       {"ModuleNull", e, [](Env& x) { x.m_arg = nullptr; }, kInvalid, {"m is NULL"}},
       {"QueryNull", e, [](Env& x) { x.query_arg = nullptr; }, kInvalid, {"query is NULL"}},
       {"OutNull", e, [](Env& x) { x.mha_out_arg = nullptr; }, kInvalid, {"out is NULL"}},
-      {"KeyNullValueNot", e, [](Env& x) { x.key_arg = nullptr; }, kInvalid,
+      {"KeyNullValueNot",
+       e,
+       [](Env& x) { x.key_arg = nullptr; },
+       kInvalid,
        {"key is NULL but value is not"}},
-      {"ValueNullKeyNot", e, [](Env& x) { x.value_arg = nullptr; }, kInvalid,
+      {"ValueNullKeyNot",
+       e,
+       [](Env& x) { x.value_arg = nullptr; },
+       kInvalid,
        {"value is NULL but key is not"}},
-      {"SelfAttentionWithKdim", e,
+      {"SelfAttentionWithKdim",
+       e,
        [](Env& x) {
          x.key_arg = nullptr;
          x.value_arg = nullptr;
        },
-       kInvalid, {"self-attention", "kdim 12", "vdim 10", "embed_dim 16"}},
-      {"QueryDataNull", e, [](Env& x) { x.query.t.data = nullptr; }, kInvalid,
+       kInvalid,
+       {"self-attention", "kdim 12", "vdim 10", "embed_dim 16"}},
+      {"QueryDataNull",
+       e,
+       [](Env& x) { x.query.t.data = nullptr; },
+       kInvalid,
        {"query: data is NULL"}},
-      {"ValueDataNull", e, [](Env& x) { x.value.t.data = nullptr; }, kInvalid,
+      {"ValueDataNull",
+       e,
+       [](Env& x) { x.value.t.data = nullptr; },
+       kInvalid,
        {"value: data is NULL"}},
-      {"MaskDataNull", e, [](Env& x) { x.tbool_mask.data = nullptr; }, kInvalid,
+      {"MaskDataNull",
+       e,
+       [](Env& x) { x.tbool_mask.data = nullptr; },
+       kInvalid,
        {"mask: data is NULL"}},
-      {"LseDataNull", e, [](Env& x) { x.mha_lse.t.data = nullptr; }, kInvalid,
+      {"LseDataNull",
+       e,
+       [](Env& x) { x.mha_lse.t.data = nullptr; },
+       kInvalid,
        {"lse: data is NULL"}},
       {"QueryRank0", e, [](Env& x) { x.query.t.rank = 0; }, kInvalid, {"query", "rank is 0"}},
       {"KeyRank5", e, [](Env& x) { x.key.t.rank = 5; }, kInvalid, {"key", "rank is 5"}},
-      {"QueryRank4", e,
+      {"QueryRank4",
+       e,
        [](Env& x) {
          x.query.t.rank = 4;
          x.query.t.shape[3] = 16, x.query.t.shape[2] = 5, x.query.t.shape[1] = 1,
@@ -746,102 +824,199 @@ std::vector<BadCase> MhaForwardCases() {
          x.query.t.stride[3] = 1, x.query.t.stride[2] = 16, x.query.t.stride[1] = 80,
          x.query.t.stride[0] = 80;
        },
-       kInvalid, {"query: leading (shape[0]) is 2", "needs 1"}},
-      {"QuerySizeZero", e, [](Env& x) { x.query.t.shape[1] = 0; }, kInvalid,
+       kInvalid,
+       {"query: leading (shape[0]) is 2", "needs 1"}},
+      {"QuerySizeZero",
+       e,
+       [](Env& x) { x.query.t.shape[1] = 0; },
+       kInvalid,
        {"query", "shape[1] is 0"}},
-      {"OutSizeNegative", e, [](Env& x) { x.mha_out.t.shape[0] = -5; }, kInvalid,
+      {"OutSizeNegative",
+       e,
+       [](Env& x) { x.mha_out.t.shape[0] = -5; },
+       kInvalid,
        {"out", "shape[0] is -5"}},
-      {"KeyStrideNegative", e, [](Env& x) { x.key.t.stride[1] = -12; }, kInvalid,
+      {"KeyStrideNegative",
+       e,
+       [](Env& x) { x.key.t.stride[1] = -12; },
+       kInvalid,
        {"key", "stride[1] is -12"}},
-      {"OutStrideZero", e, [](Env& x) { x.mha_out.t.stride[2] = 0; }, kInvalid,
+      {"OutStrideZero",
+       e,
+       [](Env& x) { x.mha_out.t.stride[2] = 0; },
+       kInvalid,
        {"out: width", "stride 0", "overlap"}},
-      {"OutRowsOverlap", e, [](Env& x) { x.mha_out.t.stride[1] = 8; }, kInvalid,
+      {"OutRowsOverlap",
+       e,
+       [](Env& x) { x.mha_out.t.stride[1] = 8; },
+       kInvalid,
        {"out: length", "stride 8", "overlap"}},
-      {"WeightsOverlap", e, [](Env& x) { x.mha_weights.t.stride[2] = 1; }, kInvalid,
+      {"WeightsOverlap",
+       e,
+       [](Env& x) { x.mha_weights.t.stride[2] = 1; },
+       kInvalid,
        {"weights", "overlap"}},
-      {"OutAliasesQuery", e, [](Env& x) { x.mha_out.t.data = x.query.data.data(); }, kInvalid,
+      {"OutAliasesQuery",
+       e,
+       [](Env& x) { x.mha_out.t.data = x.query.data.data(); },
+       kInvalid,
        {"out overlaps query"}},
-      {"OutAliasesValue", e, [](Env& x) { x.value.t.data = x.mha_out.data.data(); }, kInvalid,
+      {"OutAliasesValue",
+       e,
+       [](Env& x) { x.value.t.data = x.mha_out.data.data(); },
+       kInvalid,
        {"out overlaps value"}},
-      {"LseAliasesWeights", e, [](Env& x) { x.mha_lse.t.data = x.mha_weights.data.data(); },
-       kInvalid, {"overlaps", "weights", "lse"}},
-      {"QueryMisaligned", e, [](Env& x) { x.query.t.data = Misalign(x.query.data.data()); },
-       kInvalid, {"query: data", "not aligned"}},
-      {"QueryDtypeF16", e, [](Env& x) { x.query.t.dtype = HWYATTN_F16; }, kUnsupported,
+      {"LseAliasesWeights",
+       e,
+       [](Env& x) { x.mha_lse.t.data = x.mha_weights.data.data(); },
+       kInvalid,
+       {"overlaps", "weights", "lse"}},
+      {"QueryMisaligned",
+       e,
+       [](Env& x) { x.query.t.data = Misalign(x.query.data.data()); },
+       kInvalid,
+       {"query: data", "not aligned"}},
+      {"QueryDtypeF16",
+       e,
+       [](Env& x) { x.query.t.dtype = HWYATTN_F16; },
+       kUnsupported,
        {"query", "dtype F16", "not supported"}},
-      {"KeyDtypeBool", e, [](Env& x) { x.key.t.dtype = HWYATTN_BOOL; }, kInvalid,
+      {"KeyDtypeBool",
+       e,
+       [](Env& x) { x.key.t.dtype = HWYATTN_BOOL; },
+       kInvalid,
        {"key", "dtype BOOL"}},
-      {"OutDtype9", e, [](Env& x) { x.mha_out.t.dtype = EnumFromInt<hwyattn_dtype>(9); },
-       kInvalid, {"out", "dtype is 9"}},
-      {"MaskDtypeF16", e, [](Env& x) { x.tbool_mask.dtype = HWYATTN_F16; }, kUnsupported,
+      {"OutDtype9",
+       e,
+       [](Env& x) { x.mha_out.t.dtype = EnumFromInt<hwyattn_dtype>(9); },
+       kInvalid,
+       {"out", "dtype is 9"}},
+      {"MaskDtypeF16",
+       e,
+       [](Env& x) { x.tbool_mask.dtype = HWYATTN_F16; },
+       kUnsupported,
        {"mask", "dtype F16"}},
-      {"QueryWidthMismatch", e, [](Env& x) { x.query.t.shape[2] = 15; }, kInvalid,
+      {"QueryWidthMismatch",
+       e,
+       [](Env& x) { x.query.t.shape[2] = 15; },
+       kInvalid,
        {"query: width (shape[2]) is 15", "embed_dim is 16"}},
-      {"KeyWidthMismatch", e, [](Env& x) { x.key.t.shape[2] = 11; }, kInvalid,
+      {"KeyWidthMismatch",
+       e,
+       [](Env& x) { x.key.t.shape[2] = 11; },
+       kInvalid,
        {"key: width (shape[2]) is 11", "kdim is 12"}},
-      {"ValueWidthMismatch", e, [](Env& x) { x.value.t.shape[2] = 12; }, kInvalid,
+      {"ValueWidthMismatch",
+       e,
+       [](Env& x) { x.value.t.shape[2] = 12; },
+       kInvalid,
        {"value: width (shape[2]) is 12", "vdim is 10"}},
-      {"KeyBatchMismatch", e, [](Env& x) { x.key.t.shape[0] = 1; }, kInvalid,
+      {"KeyBatchMismatch",
+       e,
+       [](Env& x) { x.key.t.shape[0] = 1; },
+       kInvalid,
        {"key: batch (shape[0]) is 1", "2"}},
-      {"ValueLengthMismatch", e, [](Env& x) { x.value.t.shape[1] = 6; }, kInvalid,
+      {"ValueLengthMismatch",
+       e,
+       [](Env& x) { x.value.t.shape[1] = 6; },
+       kInvalid,
        {"value: length (shape[1]) is 6", "7"}},
-      {"OutLengthMismatch", e, [](Env& x) { x.mha_out.t.shape[1] = 4; }, kInvalid,
+      {"OutLengthMismatch",
+       e,
+       [](Env& x) { x.mha_out.t.shape[1] = 4; },
+       kInvalid,
        {"out: length (shape[1]) is 4", "5"}},
-      {"OutWidthMismatch", e, [](Env& x) { x.mha_out.t.shape[2] = 12; }, kInvalid,
+      {"OutWidthMismatch",
+       e,
+       [](Env& x) { x.mha_out.t.shape[2] = 12; },
+       kInvalid,
        {"out: width (shape[2]) is 12", "16"}},
-      {"OutBatchMismatch", e, [](Env& x) { x.mha_out.t.shape[0] = 3; }, kInvalid,
+      {"OutBatchMismatch",
+       e,
+       [](Env& x) { x.mha_out.t.shape[0] = 3; },
+       kInvalid,
        {"out: batch (shape[0]) is 3", "2"}},
-      {"MaskKeyLengthMismatch", e, [](Env& x) { x.tbool_mask.shape[1] = 6; }, kInvalid,
+      {"MaskKeyLengthMismatch",
+       e,
+       [](Env& x) { x.tbool_mask.shape[1] = 6; },
+       kInvalid,
        {"mask: key length (shape[1]) is 6", "1 or 7"}},
-      {"WeightsHeadsMismatch", e, [](Env& x) { x.mha_weights.t.shape[1] = 2; }, kInvalid,
+      {"WeightsHeadsMismatch",
+       e,
+       [](Env& x) { x.mha_weights.t.shape[1] = 2; },
+       kInvalid,
        {"weights: heads (shape[1]) is 2", "4"}},
-      {"LseLengthMismatch", e, [](Env& x) { x.mha_lse.t.shape[2] = 7; }, kInvalid,
+      {"LseLengthMismatch",
+       e,
+       [](Env& x) { x.mha_lse.t.shape[2] = 7; },
+       kInvalid,
        {"lse: length (shape[2]) is 7", "5"}},
-      {"KvLenAboveLk", e, [](Env& x) { x.mha_kv_len[1] = 8; }, kInvalid,
+      {"KvLenAboveLk",
+       e,
+       [](Env& x) { x.mha_kv_len[1] = 8; },
+       kInvalid,
        {"kv_len[1] is 8", "[0, 7]"}},
-      {"KvLenNegative", e, [](Env& x) { x.mha_kv_len[0] = -3; }, kInvalid,
-       {"kv_len[0] is -3"}},
-      {"StructSizeZero", e, [](Env& x) { x.mha_opts.struct_size = 0; }, kInvalid,
+      {"KvLenNegative", e, [](Env& x) { x.mha_kv_len[0] = -3; }, kInvalid, {"kv_len[0] is -3"}},
+      {"StructSizeZero",
+       e,
+       [](Env& x) { x.mha_opts.struct_size = 0; },
+       kInvalid,
        {"opts: struct_size is 0"}},
       {"ScaleNaN", e, [](Env& x) { x.mha_opts.scale = kNaN; }, kInvalid, {"opts: scale is nan"}},
-      {"Causal9", e, [](Env& x) { x.mha_opts.causal = EnumFromInt<hwyattn_causal>(9); },
-       kInvalid, {"opts: causal is 9"}},
-      {"WindowLeftNegative", e, [](Env& x) { x.mha_opts.window_left = -5; }, kInvalid,
+      {"Causal9",
+       e,
+       [](Env& x) { x.mha_opts.causal = EnumFromInt<hwyattn_causal>(9); },
+       kInvalid,
+       {"opts: causal is 9"}},
+      {"WindowLeftNegative",
+       e,
+       [](Env& x) { x.mha_opts.window_left = -5; },
+       kInvalid,
        {"opts: window_left is -5"}},
-      {"SinkNaN", e,
+      {"SinkNaN",
+       e,
        [](Env& x) {
          x.head_values[3] = kNaN;
          x.mha_opts.sinks = x.head_values.data();
        },
-       kInvalid, {"opts: sinks[3] is nan"}},
+       kInvalid,
+       {"opts: sinks[3] is nan"}},
       // The caller's pool runs the projections too: checked on this entry.
-      {"ParallelNoFunction", e,
+      {"ParallelNoFunction",
+       e,
        [](Env& x) {
          hwyattn_parallel_init(&x.pool);
          x.mha_opts.parallel = &x.pool;
        },
-       kInvalid, {"opts: parallel: parallel_for is NULL"}},
-      {"ParallelWorkersInt32Min", e,
+       kInvalid,
+       {"opts: parallel: parallel_for is NULL"}},
+      {"ParallelWorkersInt32Min",
+       e,
        [](Env& x) {
          hwyattn_parallel_init(&x.pool);
          x.pool.num_workers = INT32_MIN;
          x.mha_opts.parallel = &x.pool;
        },
-       kInvalid, {"opts: parallel: num_workers is -2147483648", ">= 1"}},
-      {"QueryCountOverflows", e,
+       kInvalid,
+       {"opts: parallel: num_workers is -2147483648", ">= 1"}},
+      {"QueryCountOverflows",
+       e,
        [](Env& x) {
          x.query.t.shape[0] = k2e40, x.query.t.shape[1] = k2e40;
          x.query.t.stride[0] = 0, x.query.t.stride[1] = 0;
        },
-       kInvalid, {"query", "element count", "overflows"}},
-      {"KeyLengthAbove2e31", e,
+       kInvalid,
+       {"query", "element count", "overflows"}},
+      {"KeyLengthAbove2e31",
+       e,
        [](Env& x) {
          const int64_t n = int64_t{1} << 31;
          x.key.t.shape[1] = n, x.key.t.stride[1] = 0;
          x.value.t.shape[1] = n, x.value.t.stride[1] = 0;
          x.mha_opts_arg = nullptr;
        },
-       kUnsupported, {"key: length is 2147483648"}},
+       kUnsupported,
+       {"key: length is 2147483648"}},
   };
   return c;
 }
@@ -855,20 +1030,27 @@ std::vector<BadCase> OtherCases() {
       {"Rank5", c, [](Env& x) { x.c_rank = 5; }, kInvalid, {"rank is 5"}},
       {"SizeZero", c, [](Env& x) { x.shape3[1] = 0; }, kInvalid, {"shape[1] is 0"}},
       {"SizeNegative", c, [](Env& x) { x.shape3[2] = -4; }, kInvalid, {"shape[2] is -4"}},
-      {"CountOverflows", c,
+      {"CountOverflows",
+       c,
        [](Env& x) {
          x.shape3[0] = k2e40;
          x.shape3[1] = k2e40;
        },
-       kInvalid, {"overflows", "shape[1] = 1099511627776"}},
-      {"Dtype5", c, [](Env& x) { x.c_dtype = EnumFromInt<hwyattn_dtype>(5); }, kInvalid,
+       kInvalid,
+       {"overflows", "shape[1] = 1099511627776"}},
+      {"Dtype5",
+       c,
+       [](Env& x) { x.c_dtype = EnumFromInt<hwyattn_dtype>(5); },
+       kInvalid,
        {"dtype is 5"}},
       {"Negative", t, [](Env& x) { x.n_threads = -1; }, kInvalid, {"n: -1 threads"}},
       {"IntMin", t, [](Env& x) { x.n_threads = INT_MIN; }, kInvalid, {"n: -2147483648 threads"}},
-      {"TooMany", t, [](Env& x) { x.n_threads = 4097; }, kUnsupported,
+      {"TooMany",
+       t,
+       [](Env& x) { x.n_threads = 4097; },
+       kUnsupported,
        {"n: 4097 threads", "at most 4096"}},
-      {"IntMax", t, [](Env& x) { x.n_threads = INT_MAX; }, kUnsupported,
-       {"n: 2147483647 threads"}},
+      {"IntMax", t, [](Env& x) { x.n_threads = INT_MAX; }, kUnsupported, {"n: 2147483647 threads"}},
   };
 }
 
@@ -882,130 +1064,234 @@ std::vector<BadCase> MergeCases() {
       {"NNegative", e, [](Env& x) { x.m_n = INT32_MIN; }, kInvalid, {"n is -2147483648"}},
       {"OutsNull", e, [](Env& x) { x.m_outs_arg = nullptr; }, kInvalid, {"outs is NULL"}},
       {"LsesNull", e, [](Env& x) { x.m_lses_arg = nullptr; }, kInvalid, {"lses is NULL"}},
-      {"OutsElementNull", e, [](Env& x) { x.m_out_ptrs[2] = nullptr; }, kInvalid,
+      {"OutsElementNull",
+       e,
+       [](Env& x) { x.m_out_ptrs[2] = nullptr; },
+       kInvalid,
        {"outs[2] is NULL"}},
-      {"LsesElementNull", e, [](Env& x) { x.m_lse_ptrs[1] = nullptr; }, kInvalid,
+      {"LsesElementNull",
+       e,
+       [](Env& x) { x.m_lse_ptrs[1] = nullptr; },
+       kInvalid,
        {"lses[1] is NULL"}},
       {"OutNull", e, [](Env& x) { x.m_out_arg = nullptr; }, kInvalid, {"out is NULL"}},
-      {"PartialDataNull", e, [](Env& x) { x.m_outs[1].t.data = nullptr; }, kInvalid,
+      {"PartialDataNull",
+       e,
+       [](Env& x) { x.m_outs[1].t.data = nullptr; },
+       kInvalid,
        {"outs[1]: data is NULL"}},
-      {"LseDataNull", e, [](Env& x) { x.m_lses[2].t.data = nullptr; }, kInvalid,
+      {"LseDataNull",
+       e,
+       [](Env& x) { x.m_lses[2].t.data = nullptr; },
+       kInvalid,
        {"lses[2]: data is NULL"}},
-      {"LseOutDataNull", e, [](Env& x) { x.m_lse.t.data = nullptr; }, kInvalid,
+      {"LseOutDataNull",
+       e,
+       [](Env& x) { x.m_lse.t.data = nullptr; },
+       kInvalid,
        {"lse_out: data is NULL"}},
-      {"PartialRank5", e, [](Env& x) { x.m_outs[2].t.rank = 5; }, kInvalid,
+      {"PartialRank5",
+       e,
+       [](Env& x) { x.m_outs[2].t.rank = 5; },
+       kInvalid,
        {"outs[2]", "rank is 5"}},
       {"LseRank0", e, [](Env& x) { x.m_lses[0].t.rank = 0; }, kInvalid, {"lses[0]", "rank is 0"}},
-      {"PartialSizeZero", e, [](Env& x) { x.m_outs[1].t.shape[3] = 0; }, kInvalid,
+      {"PartialSizeZero",
+       e,
+       [](Env& x) { x.m_outs[1].t.shape[3] = 0; },
+       kInvalid,
        {"outs[1]", "shape[3] is 0"}},
-      {"PartialStrideNegative", e, [](Env& x) { x.m_outs[2].t.stride[2] = -6; }, kInvalid,
+      {"PartialStrideNegative",
+       e,
+       [](Env& x) { x.m_outs[2].t.stride[2] = -6; },
+       kInvalid,
        {"outs[2]", "stride[2] is -6"}},
-      {"PartialMisaligned", e, [](Env& x) { x.m_outs[1].t.data = Misalign(x.m_outs[1].data.data()); },
-       kInvalid, {"outs[1]: data", "not aligned"}},
-      {"PartialCountOverflows", e,
+      {"PartialMisaligned",
+       e,
+       [](Env& x) { x.m_outs[1].t.data = Misalign(x.m_outs[1].data.data()); },
+       kInvalid,
+       {"outs[1]: data", "not aligned"}},
+      {"PartialCountOverflows",
+       e,
        [](Env& x) {
          x.m_outs[1].t.shape[0] = k2e40, x.m_outs[1].t.shape[1] = k2e40;
          x.m_outs[1].t.stride[0] = 0, x.m_outs[1].t.stride[1] = 0;
        },
-       kInvalid, {"outs[1]", "element count", "overflows"}},
+       kInvalid,
+       {"outs[1]", "element count", "overflows"}},
       // Dtypes: F32 only (F16/BF16 are valid dtypes this call does not take).
-      {"PartialDtypeF16", e, [](Env& x) { x.m_outs[1].t.dtype = HWYATTN_F16; }, kUnsupported,
+      {"PartialDtypeF16",
+       e,
+       [](Env& x) { x.m_outs[1].t.dtype = HWYATTN_F16; },
+       kUnsupported,
        {"outs[1]", "dtype F16", "not supported"}},
-      {"LseDtypeBool", e, [](Env& x) { x.m_lses[2].t.dtype = HWYATTN_BOOL; }, kInvalid,
+      {"LseDtypeBool",
+       e,
+       [](Env& x) { x.m_lses[2].t.dtype = HWYATTN_BOOL; },
+       kInvalid,
        {"lses[2]", "dtype BOOL", "not valid"}},
-      {"OutDtypeBf16", e, [](Env& x) { x.m_out.t.dtype = HWYATTN_BF16; }, kUnsupported,
+      {"OutDtypeBf16",
+       e,
+       [](Env& x) { x.m_out.t.dtype = HWYATTN_BF16; },
+       kUnsupported,
        {"out", "dtype BF16"}},
-      {"LseOutDtype77", e, [](Env& x) { x.m_lse.t.dtype = EnumFromInt<hwyattn_dtype>(77); },
-       kInvalid, {"lse_out", "dtype is 77"}},
+      {"LseOutDtype77",
+       e,
+       [](Env& x) { x.m_lse.t.dtype = EnumFromInt<hwyattn_dtype>(77); },
+       kInvalid,
+       {"lse_out", "dtype is 77"}},
       // Shapes: every partial and out as outs[0]; every lse as its [B, H, L].
-      {"PartialValueDimMismatch", e, [](Env& x) { x.m_outs[2].t.shape[3] = 5; }, kInvalid,
+      {"PartialValueDimMismatch",
+       e,
+       [](Env& x) { x.m_outs[2].t.shape[3] = 5; },
+       kInvalid,
        {"outs[2]: value_dim (shape[3]) is 5 but outs[0] has 6"}},
-      {"PartialHeadsMismatch", e, [](Env& x) { x.m_outs[1].t.shape[1] = 3; }, kInvalid,
+      {"PartialHeadsMismatch",
+       e,
+       [](Env& x) { x.m_outs[1].t.shape[1] = 3; },
+       kInvalid,
        {"outs[1]: heads (shape[1]) is 3 but outs[0] has 4"}},
-      {"PartialBatchBroadcastBySize", e,
-       [](Env& x) {
-         x.m_outs[1].t.shape[0] = 1;
-       },
-       kInvalid, {"outs[1]: batch (shape[0]) is 1 but outs[0] has 2"}},
-      {"LseLengthMismatch", e, [](Env& x) { x.m_lses[1].t.shape[2] = 4; }, kInvalid,
+      {"PartialBatchBroadcastBySize",
+       e,
+       [](Env& x) { x.m_outs[1].t.shape[0] = 1; },
+       kInvalid,
+       {"outs[1]: batch (shape[0]) is 1 but outs[0] has 2"}},
+      {"LseLengthMismatch",
+       e,
+       [](Env& x) { x.m_lses[1].t.shape[2] = 4; },
+       kInvalid,
        {"lses[1]: length (shape[2]) is 4 but outs[0] has 5"}},
-      {"LseBatchMismatch", e, [](Env& x) { x.m_lses[0].t.shape[0] = 1; }, kInvalid,
+      {"LseBatchMismatch",
+       e,
+       [](Env& x) { x.m_lses[0].t.shape[0] = 1; },
+       kInvalid,
        {"lses[0]: batch (shape[0]) is 1 but outs[0] has 2"}},
-      {"LseRank4", e,
+      {"LseRank4",
+       e,
        [](Env& x) {
          x.m_lses[2].t.rank = 4;
          x.m_lses[2].t.shape[3] = 1;
          x.m_lses[2].t.stride[3] = 1;
        },
-       kInvalid, {"lses[2]: leading (shape[0]) is 2 but [B, H, L] needs 1"}},
-      {"LseRank2", e,
+       kInvalid,
+       {"lses[2]: leading (shape[0]) is 2 but [B, H, L] needs 1"}},
+      {"LseRank2",
+       e,
        [](Env& x) {
          x.m_lses[2].t.rank = 2;
          x.m_lses[2].t.shape[0] = 4, x.m_lses[2].t.shape[1] = 5;
          x.m_lses[2].t.stride[0] = 5, x.m_lses[2].t.stride[1] = 1;
        },
-       kInvalid, {"lses[2]: batch (implicit, rank 2) is 1 but outs[0] has 2"}},
-      {"OutLengthMismatch", e, [](Env& x) { x.m_out.t.shape[2] = 4; }, kInvalid,
+       kInvalid,
+       {"lses[2]: batch (implicit, rank 2) is 1 but outs[0] has 2"}},
+      {"OutLengthMismatch",
+       e,
+       [](Env& x) { x.m_out.t.shape[2] = 4; },
+       kInvalid,
        {"out: length (shape[2]) is 4 but outs[0] has 5"}},
-      {"LseOutHeadsMismatch", e, [](Env& x) { x.m_lse.t.shape[1] = 2; }, kInvalid,
+      {"LseOutHeadsMismatch",
+       e,
+       [](Env& x) { x.m_lse.t.shape[1] = 2; },
+       kInvalid,
        {"lse_out: heads (shape[1]) is 2 but outs[0] has 4"}},
       // Outputs that write an element twice.
-      {"OutStrideZeroOverlaps", e, [](Env& x) { x.m_out.t.stride[3] = 0; }, kInvalid,
+      {"OutStrideZeroOverlaps",
+       e,
+       [](Env& x) { x.m_out.t.stride[3] = 0; },
+       kInvalid,
        {"out", "value_dim", "stride 0", "overlap"}},
-      {"LseOutRowsOverlap", e, [](Env& x) { x.m_lse.t.stride[1] = 2; }, kInvalid,
+      {"LseOutRowsOverlap",
+       e,
+       [](Env& x) { x.m_lse.t.stride[1] = 2; },
+       kInvalid,
        {"lse_out", "stride 2", "overlap"}},
       // Sinks.
-      {"SinkNaN", e, [](Env& x) { x.m_sinks[2] = kNaN; }, kInvalid,
+      {"SinkNaN",
+       e,
+       [](Env& x) { x.m_sinks[2] = kNaN; },
+       kInvalid,
        {"sinks[2] is nan", "finite or -INFINITY"}},
       {"SinkPlusInf", e, [](Env& x) { x.m_sinks[0] = kInf; }, kInvalid, {"sinks[0] is inf"}},
-      {"SinksMisaligned", e,
+      {"SinksMisaligned",
+       e,
        [](Env& x) {
-         x.m_sinks_arg = reinterpret_cast<const float*>(
-             reinterpret_cast<const char*>(x.m_sinks.data()) + 2);
+         x.m_sinks_arg =
+             reinterpret_cast<const float*>(reinterpret_cast<const char*>(x.m_sinks.data()) + 2);
        },
-       kInvalid, {"sinks", "not aligned"}},
+       kInvalid,
+       {"sinks", "not aligned"}},
       // Aliasing: only out == outs[0] and lse_out == lses[0], element for
       // element, are allowed.
-      {"OutPartlyOverOuts0", e, [](Env& x) { x.m_out.t.data = x.m_outs[0].data.data() + 1; },
-       kInvalid, {"out overlaps outs[0]", "same elements"}},
-      {"OutOverOuts0WithOtherStrides", e,
+      {"OutPartlyOverOuts0",
+       e,
+       [](Env& x) { x.m_out.t.data = x.m_outs[0].data.data() + 1; },
+       kInvalid,
+       {"out overlaps outs[0]", "same elements"}},
+      {"OutOverOuts0WithOtherStrides",
+       e,
        [](Env& x) {
          x.m_out.t = x.m_outs[0].t;  // same memory, [B, L, H, Dv] order
          x.m_out.t.stride[1] = 6, x.m_out.t.stride[2] = 24;
        },
-       kInvalid, {"out overlaps outs[0]", "same elements"}},
-      {"OutIsOuts1", e, [](Env& x) { x.m_out_arg = &x.m_outs[1].t; }, kInvalid,
+       kInvalid,
+       {"out overlaps outs[0]", "same elements"}},
+      {"OutIsOuts1",
+       e,
+       [](Env& x) { x.m_out_arg = &x.m_outs[1].t; },
+       kInvalid,
        {"out overlaps outs[1]"}},
-      {"OutOverLses0", e, [=](Env& x) { x.m_lses[0].t.data = in_out(x, 8); }, kInvalid,
+      {"OutOverLses0",
+       e,
+       [=](Env& x) { x.m_lses[0].t.data = in_out(x, 8); },
+       kInvalid,
        {"out overlaps lses[0]"}},
-      {"LseOutIsLses2", e, [](Env& x) { x.m_lse_arg = &x.m_lses[2].t; }, kInvalid,
+      {"LseOutIsLses2",
+       e,
+       [](Env& x) { x.m_lse_arg = &x.m_lses[2].t; },
+       kInvalid,
        {"lse_out overlaps lses[2]"}},
-      {"LseOutPartlyOverLses0", e, [](Env& x) { x.m_lse.t.data = x.m_lses[0].data.data() + 3; },
-       kInvalid, {"lse_out overlaps lses[0]", "same elements"}},
-      {"LseOutOverOuts1", e, [](Env& x) { x.m_lse.t.data = x.m_outs[1].data.data() + 10; },
-       kInvalid, {"lse_out overlaps outs[1]"}},
-      {"LseOutOverOut", e, [](Env& x) { x.m_lse.t.data = x.m_out.data.data() + 30; }, kInvalid,
+      {"LseOutPartlyOverLses0",
+       e,
+       [](Env& x) { x.m_lse.t.data = x.m_lses[0].data.data() + 3; },
+       kInvalid,
+       {"lse_out overlaps lses[0]", "same elements"}},
+      {"LseOutOverOuts1",
+       e,
+       [](Env& x) { x.m_lse.t.data = x.m_outs[1].data.data() + 10; },
+       kInvalid,
+       {"lse_out overlaps outs[1]"}},
+      {"LseOutOverOut",
+       e,
+       [](Env& x) { x.m_lse.t.data = x.m_out.data.data() + 30; },
+       kInvalid,
        {"out overlaps lse_out"}},
-      {"SinksInsideOut", e,
+      {"SinksInsideOut",
+       e,
        [=](Env& x) {
          std::fill(in_out(x, 4), in_out(x, 8), 0.5f);  // valid values
          x.m_sinks_arg = in_out(x, 4);
        },
-       kInvalid, {"out overlaps sinks"}},
-      {"DescriptorInsideOut", e,
+       kInvalid,
+       {"out overlaps sinks"}},
+      {"DescriptorInsideOut",
+       e,
        [=](Env& x) {
          hwyattn_tensor* d = reinterpret_cast<hwyattn_tensor*>(in_out(x, 8));  // 8-byte aligned
          std::memcpy(static_cast<void*>(d), &x.m_outs[1].t, sizeof(*d));
          x.m_out_ptrs[1] = d;
        },
-       kInvalid, {"out overlaps outs[1] (the descriptor)"}},
-      {"ArrayInsideLseOut", e,
+       kInvalid,
+       {"out overlaps outs[1] (the descriptor)"}},
+      {"ArrayInsideLseOut",
+       e,
        [](Env& x) {
-         const hwyattn_tensor** a = reinterpret_cast<const hwyattn_tensor**>(x.m_lse.data.data() + 2);
+         const hwyattn_tensor** a =
+             reinterpret_cast<const hwyattn_tensor**>(x.m_lse.data.data() + 2);
          std::memcpy(static_cast<void*>(a), x.m_lse_ptrs, sizeof(x.m_lse_ptrs));
          x.m_lses_arg = a;
        },
-       kInvalid, {"lse_out overlaps lses (the array)"}},
+       kInvalid,
+       {"lse_out overlaps lses (the array)"}},
   };
   return c;
 }
@@ -1016,13 +1302,25 @@ std::vector<BadCase> KvCases() {
   const Entry a = Entry::kKvAttention, w = Entry::kKvWrite;
   return {
       // I8 outside a cache.
-      {"SdpaQI8", Entry::kSdpa, [](Env& x) { x.q.t.dtype = HWYATTN_I8; }, kInvalid,
+      {"SdpaQI8",
+       Entry::kSdpa,
+       [](Env& x) { x.q.t.dtype = HWYATTN_I8; },
+       kInvalid,
        {"q: dtype I8", "hwyattn_kv_cache"}},
-      {"SdpaKI8", Entry::kSdpa, [](Env& x) { x.k.t.dtype = HWYATTN_I8; }, kInvalid,
+      {"SdpaKI8",
+       Entry::kSdpa,
+       [](Env& x) { x.k.t.dtype = HWYATTN_I8; },
+       kInvalid,
        {"k: dtype I8", "hwyattn_kv_cache"}},
-      {"MhaQueryI8", Entry::kMhaForward, [](Env& x) { x.query.t.dtype = HWYATTN_I8; }, kInvalid,
+      {"MhaQueryI8",
+       Entry::kMhaForward,
+       [](Env& x) { x.query.t.dtype = HWYATTN_I8; },
+       kInvalid,
        {"query: dtype I8"}},
-      {"MergeOutsI8", Entry::kMerge, [](Env& x) { x.m_outs[1].t.dtype = HWYATTN_I8; }, kInvalid,
+      {"MergeOutsI8",
+       Entry::kMerge,
+       [](Env& x) { x.m_outs[1].t.dtype = HWYATTN_I8; },
+       kInvalid,
        {"outs[1]: dtype I8"}},
       {"QI8", a, [](Env& x) { x.kq.t.dtype = HWYATTN_I8; }, kInvalid, {"q: dtype I8"}},
       {"KNewI8", w, [](Env& x) { x.knew.t.dtype = HWYATTN_I8; }, kInvalid, {"k_new: dtype I8"}},
@@ -1031,176 +1329,332 @@ std::vector<BadCase> KvCases() {
       {"CacheNull", a, [](Env& x) { x.kcache_arg = nullptr; }, kInvalid, {"cache is NULL"}},
       {"BatchNull", a, [](Env& x) { x.kbatch_arg = nullptr; }, kInvalid, {"batch is NULL"}},
       {"OutNull", a, [](Env& x) { x.kout_arg = nullptr; }, kInvalid, {"out is NULL"}},
-      {"QStartNull", a, [](Env& x) { x.kbatch.q_start = nullptr; }, kInvalid,
+      {"QStartNull",
+       a,
+       [](Env& x) { x.kbatch.q_start = nullptr; },
+       kInvalid,
        {"batch: q_start is NULL"}},
-      {"KvLenNull", a, [](Env& x) { x.kbatch.kv_len = nullptr; }, kInvalid,
+      {"KvLenNull",
+       a,
+       [](Env& x) { x.kbatch.kv_len = nullptr; },
+       kInvalid,
        {"batch: kv_len is NULL"}},
       {"WriteCacheNull", w, [](Env& x) { x.kcache_arg = nullptr; }, kInvalid, {"cache is NULL"}},
       {"KNewNull", w, [](Env& x) { x.knew_arg = nullptr; }, kInvalid, {"k_new is NULL"}},
       {"VNewNull", w, [](Env& x) { x.vnew_arg = nullptr; }, kInvalid, {"v_new is NULL"}},
       {"SlotNull", w, [](Env& x) { x.kslot_arg = nullptr; }, kInvalid, {"slot is NULL"}},
       // Structs.
-      {"CacheStructSize", a, [](Env& x) { x.kcache.struct_size = 3; }, kInvalid,
+      {"CacheStructSize",
+       a,
+       [](Env& x) { x.kcache.struct_size = 3; },
+       kInvalid,
        {"cache: struct_size is 3", "hwyattn_kv_cache_init"}},
-      {"CacheReserved", a, [](Env& x) { x.kcache.reserved0 = 1; }, kUnsupported,
+      {"CacheReserved",
+       a,
+       [](Env& x) { x.kcache.reserved0 = 1; },
+       kUnsupported,
        {"cache: reserved0 is 1"}},
-      {"BatchStructSize", a, [](Env& x) { x.kbatch.struct_size = 12; }, kInvalid,
+      {"BatchStructSize",
+       a,
+       [](Env& x) { x.kbatch.struct_size = 12; },
+       kInvalid,
        {"batch: struct_size is 12"}},
-      {"NumSeqsZero", a, [](Env& x) { x.kbatch.num_seqs = 0; }, kInvalid,
-       {"batch: num_seqs is 0"}},
+      {"NumSeqsZero", a, [](Env& x) { x.kbatch.num_seqs = 0; }, kInvalid, {"batch: num_seqs is 0"}},
       // The cache's tensors.
-      {"KDtypeBool", a, [](Env& x) { x.kcache.k.dtype = HWYATTN_BOOL; }, kInvalid,
+      {"KDtypeBool",
+       a,
+       [](Env& x) { x.kcache.k.dtype = HWYATTN_BOOL; },
+       kInvalid,
        {"cache: k: dtype BOOL"}},
-      {"VDtypeDiffers", a, [](Env& x) { x.kcache.v.dtype = HWYATTN_F16; }, kInvalid,
+      {"VDtypeDiffers",
+       a,
+       [](Env& x) { x.kcache.v.dtype = HWYATTN_F16; },
+       kInvalid,
        {"cache: v has dtype F16 but k has I8"}},
-      {"VPagesMismatch", a, [](Env& x) { x.kcache.v.shape[0] = 3; }, kInvalid,
+      {"VPagesMismatch",
+       a,
+       [](Env& x) { x.kcache.v.shape[0] = 3; },
+       kInvalid,
        {"cache: v: num_pages (shape[0]) is 3", "4"}},
-      {"VPageSizeMismatch", w, [](Env& x) { x.kcache.v.shape[2] = 2; }, kInvalid,
+      {"VPageSizeMismatch",
+       w,
+       [](Env& x) { x.kcache.v.shape[2] = 2; },
+       kInvalid,
        {"cache: v: page_size (shape[2]) is 2", "4"}},
-      {"I8WithoutKScale", a, [](Env& x) { x.kcache.k_scale = nullptr; }, kInvalid,
+      {"I8WithoutKScale",
+       a,
+       [](Env& x) { x.kcache.k_scale = nullptr; },
+       kInvalid,
        {"cache: k_scale is NULL", "I8"}},
-      {"I8WithoutVScale", w, [](Env& x) { x.kcache.v_scale = nullptr; }, kInvalid,
+      {"I8WithoutVScale",
+       w,
+       [](Env& x) { x.kcache.v_scale = nullptr; },
+       kInvalid,
        {"cache: v_scale is NULL"}},
-      {"F32WithScales", a,
-       [](Env& x) { x.kcache.k.dtype = x.kcache.v.dtype = HWYATTN_F32; }, kInvalid,
+      {"F32WithScales",
+       a,
+       [](Env& x) { x.kcache.k.dtype = x.kcache.v.dtype = HWYATTN_F32; },
+       kInvalid,
        {"k_scale is given but the cache is F32"}},
-      {"KScaleLayout", a, [](Env& x) { x.kscale.t.shape[3] = 2; }, kInvalid,
+      {"KScaleLayout",
+       a,
+       [](Env& x) { x.kscale.t.shape[3] = 2; },
+       kInvalid,
        {"cache: k_scale: shape [4, 2, 4, 2]", "neither per token [4, 2, 4, 1]",
         "per channel [1, 2, 1, 8]"}},
-      {"VScaleChannels", w, [](Env& x) { x.vscale.t.shape[3] = 8; }, kInvalid,
+      {"VScaleChannels",
+       w,
+       [](Env& x) { x.vscale.t.shape[3] = 8; },
+       kInvalid,
        {"cache: v_scale", "per channel [1, 2, 1, 6]"}},
-      {"KScaleDtype", a, [](Env& x) { x.kscale.t.dtype = HWYATTN_BF16; }, kInvalid,
+      {"KScaleDtype",
+       a,
+       [](Env& x) { x.kscale.t.dtype = HWYATTN_BF16; },
+       kInvalid,
        {"cache: k_scale: dtype BF16"}},
       // Block table and batch: every index before memory is touched.
-      {"PageIdTooLarge", a, [](Env& x) { x.ktable[3] = 4; }, kInvalid,
+      {"PageIdTooLarge",
+       a,
+       [](Env& x) { x.ktable[3] = 4; },
+       kInvalid,
        {"block_table[1][0] (sequence 1, keys from 0) is page 4", "[0, 4)"}},
-      {"PageIdNegative", a, [](Env& x) { x.ktable[1] = -1; }, kInvalid,
+      {"PageIdNegative",
+       a,
+       [](Env& x) { x.ktable[1] = -1; },
+       kInvalid,
        {"block_table[0][1] (sequence 0, keys from 4) is page -1"}},
-      {"TableTooShort", a, [](Env& x) { x.kcache.block_table_stride = 1; }, kInvalid,
+      {"TableTooShort",
+       a,
+       [](Env& x) { x.kcache.block_table_stride = 1; },
+       kInvalid,
        {"kv_len[0] (sequence 0) is 6", "needs 2 pages", "block_table_stride is 1"}},
-      {"TableStrideNegative", a, [](Env& x) { x.kcache.block_table_stride = -3; }, kInvalid,
+      {"TableStrideNegative",
+       a,
+       [](Env& x) { x.kcache.block_table_stride = -3; },
+       kInvalid,
        {"block_table_stride is -3"}},
-      {"TableStrideOverflows", a, [](Env& x) { x.kcache.block_table_stride = INT64_MAX / 2; },
-       kInvalid, {"block_table_stride", "overflows"}},
-      {"NoTableKvLenPastPage", a, [](Env& x) { x.kcache.block_table = nullptr; }, kInvalid,
+      {"TableStrideOverflows",
+       a,
+       [](Env& x) { x.kcache.block_table_stride = INT64_MAX / 2; },
+       kInvalid,
+       {"block_table_stride", "overflows"}},
+      {"NoTableKvLenPastPage",
+       a,
+       [](Env& x) { x.kcache.block_table = nullptr; },
+       kInvalid,
        {"kv_len[0] (sequence 0) is 6", "no block_table", "page_size 4"}},
-      {"QStartFirstNotZero", a, [](Env& x) { x.kq_start[0] = 1; }, kInvalid,
+      {"QStartFirstNotZero",
+       a,
+       [](Env& x) { x.kq_start[0] = 1; },
+       kInvalid,
        {"q_start[0] is 1; must be 0"}},
-      {"QStartDecreases", a, [](Env& x) { x.kq_start[1] = -1; }, kInvalid,
+      {"QStartDecreases",
+       a,
+       [](Env& x) { x.kq_start[1] = -1; },
+       kInvalid,
        {"q_start[1] is -1 but q_start[0] is 0", "must not decrease"}},
-      {"QStartPastT", a, [](Env& x) { x.kq_start[1] = 6; }, kInvalid,
+      {"QStartPastT",
+       a,
+       [](Env& x) { x.kq_start[1] = 6; },
+       kInvalid,
        {"q_start[1] is 6, past q's 5 tokens"}},
-      {"QStartEndsBeforeT", a, [](Env& x) { x.kq_start[2] = 4; }, kInvalid,
+      {"QStartEndsBeforeT",
+       a,
+       [](Env& x) { x.kq_start[2] = 4; },
+       kInvalid,
        {"q_start[2] is 4 but q has 5 tokens"}},
-      {"KvLenNegative", a, [](Env& x) { x.kkv_len[1] = -3; }, kInvalid,
+      {"KvLenNegative",
+       a,
+       [](Env& x) { x.kkv_len[1] = -3; },
+       kInvalid,
        {"kv_len[1] (sequence 1) is -3"}},
-      {"QPosNegative", a,
+      {"QPosNegative",
+       a,
        [](Env& x) {
          x.kq_pos[1] = -1;
          x.kbatch.q_pos = x.kq_pos.data();
        },
-       kInvalid, {"q_pos[1] (sequence 1) is -1"}},
-      {"QPosPastKvLenCausal", a,
+       kInvalid,
+       {"q_pos[1] (sequence 1) is -1"}},
+      {"QPosPastKvLenCausal",
+       a,
        [](Env& x) {
          x.kq_pos[1] = 4;
          x.kbatch.q_pos = x.kq_pos.data();
        },
-       kInvalid, {"sequence 1 has queries at positions [4, 8) but kv_len 7"}},
-      {"DecodeWithoutItsKey", a, [](Env& x) { x.kkv_len[0] = 0; }, kInvalid,
+       kInvalid,
+       {"sequence 1 has queries at positions [4, 8) but kv_len 7"}},
+      {"DecodeWithoutItsKey",
+       a,
+       [](Env& x) { x.kkv_len[0] = 0; },
+       kInvalid,
        {"sequence 0 has queries at positions [-1, 0) but kv_len 0"}},
-      {"KvLenMisaligned", a,
+      {"KvLenMisaligned",
+       a,
        [](Env& x) {
-         x.kbatch.kv_len = reinterpret_cast<const int32_t*>(
-             reinterpret_cast<const char*>(x.kkv_len.data()) + 1);
+         x.kbatch.kv_len =
+             reinterpret_cast<const int32_t*>(reinterpret_cast<const char*>(x.kkv_len.data()) + 1);
        },
-       kInvalid, {"batch: kv_len", "not aligned"}},
+       kInvalid,
+       {"batch: kv_len", "not aligned"}},
       // Shapes and options.
-      {"HqNotMultipleOfHkv", a,
+      {"HqNotMultipleOfHkv",
+       a,
        [](Env& x) {
          x.kq.t.shape[1] = 3;
          x.kout.t.shape[1] = 3;
        },
-       kInvalid, {"2 kv heads", "does not divide q's 3 heads"}},
-      {"QHeadDimMismatch", a, [](Env& x) { x.kq.t.shape[2] = 7; }, kInvalid,
+       kInvalid,
+       {"2 kv heads", "does not divide q's 3 heads"}},
+      {"QHeadDimMismatch",
+       a,
+       [](Env& x) { x.kq.t.shape[2] = 7; },
+       kInvalid,
        {"cache: k: head_dim (shape[3]) is 8 but q's head_dim is 7"}},
-      {"OutValueDimMismatch", a, [](Env& x) { x.kout.t.shape[2] = 5; }, kInvalid,
+      {"OutValueDimMismatch",
+       a,
+       [](Env& x) { x.kout.t.shape[2] = 5; },
+       kInvalid,
        {"out: value_dim (shape[2]) is 5", "6"}},
-      {"OutTokensMismatch", a, [](Env& x) { x.kout.t.shape[0] = 4; }, kInvalid,
+      {"OutTokensMismatch",
+       a,
+       [](Env& x) { x.kout.t.shape[0] = 4; },
+       kInvalid,
        {"out: tokens (shape[0]) is 4", "5"}},
-      {"OutF16", a, [](Env& x) { x.kout.t.dtype = HWYATTN_F16; }, kUnsupported,
-       {"out: dtype F16"}},
-      {"LseHeadsMismatch", a, [](Env& x) { x.klse.t.shape[1] = 2; }, kInvalid,
+      {"OutF16", a, [](Env& x) { x.kout.t.dtype = HWYATTN_F16; }, kUnsupported, {"out: dtype F16"}},
+      {"LseHeadsMismatch",
+       a,
+       [](Env& x) { x.klse.t.shape[1] = 2; },
+       kInvalid,
        {"lse: heads (shape[1]) is 2", "4"}},
       {"MaskGiven", a, [](Env& x) { x.kopts.mask = &x.mask.t; }, kInvalid, {"opts: mask is given"}},
-      {"KvLenGiven", a, [](Env& x) { x.kopts.kv_len = x.kkv_len.data(); }, kInvalid,
+      {"KvLenGiven",
+       a,
+       [](Env& x) { x.kopts.kv_len = x.kkv_len.data(); },
+       kInvalid,
        {"opts: kv_len is given", "batch->kv_len"}},
-      {"WeightsGiven", a, [](Env& x) { x.kopts.weights = &x.weights.t; }, kInvalid,
+      {"WeightsGiven",
+       a,
+       [](Env& x) { x.kopts.weights = &x.weights.t; },
+       kInvalid,
        {"opts: weights is given"}},
-      {"SinkNaN", a,
+      {"SinkNaN",
+       a,
        [](Env& x) {
          x.head_values[1] = kNaN;
          x.kopts.sinks = x.head_values.data();
        },
-       kInvalid, {"opts: sinks[1] is nan"}},
-      {"CausalOutOfRange", a, [](Env& x) { x.kopts.causal = EnumFromInt<hwyattn_causal>(3); },
-       kInvalid, {"opts: causal is 3"}},
+       kInvalid,
+       {"opts: sinks[1] is nan"}},
+      {"CausalOutOfRange",
+       a,
+       [](Env& x) { x.kopts.causal = EnumFromInt<hwyattn_causal>(3); },
+       kInvalid,
+       {"opts: causal is 3"}},
       // Aliasing.
-      {"OutAliasesQ", a, [](Env& x) { x.kout.t.data = x.kq.data.data(); }, kInvalid,
+      {"OutAliasesQ",
+       a,
+       [](Env& x) { x.kout.t.data = x.kq.data.data(); },
+       kInvalid,
        {"out overlaps q"}},
-      {"LseOverKScale", a, [](Env& x) { x.klse.t.data = x.kscale.data.data(); }, kInvalid,
+      {"LseOverKScale",
+       a,
+       [](Env& x) { x.klse.t.data = x.kscale.data.data(); },
+       kInvalid,
        {"lse overlaps cache: k_scale"}},
-      {"OutOverBlockTable", a,
+      {"OutOverBlockTable",
+       a,
        [](Env& x) {
          std::memcpy(x.kout.data.data() + 4, x.ktable.data(), 6 * sizeof(int32_t));
          x.kcache.block_table = reinterpret_cast<const int32_t*>(x.kout.data.data() + 4);
        },
-       kInvalid, {"out overlaps cache: block_table"}},
-      {"OutOverLse", a, [](Env& x) { x.klse.t.data = x.kout.data.data() + 8; }, kInvalid,
+       kInvalid,
+       {"out overlaps cache: block_table"}},
+      {"OutOverLse",
+       a,
+       [](Env& x) { x.klse.t.data = x.kout.data.data() + 8; },
+       kInvalid,
        {"out overlaps lse"}},
       // hwyattn_kv_cache_write.
-      {"SlotPastPool", w, [](Env& x) { x.kslot[2] = 16; }, kInvalid,
+      {"SlotPastPool",
+       w,
+       [](Env& x) { x.kslot[2] = 16; },
+       kInvalid,
        {"slot[2] is 16", "num_pages * page_size = 16"}},
-      {"SlotDuplicate", w, [](Env& x) { x.kslot[2] = 5; }, kInvalid,
+      {"SlotDuplicate",
+       w,
+       [](Env& x) { x.kslot[2] = 5; },
+       kInvalid,
        {"slot[0] and slot[2] are both 5"}},
-      {"SlotMisaligned", w,
+      {"SlotMisaligned",
+       w,
        [](Env& x) {
-         x.kslot_arg = reinterpret_cast<const int64_t*>(
-             reinterpret_cast<const char*>(x.kslot.data()) + 4);
+         x.kslot_arg =
+             reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(x.kslot.data()) + 4);
        },
-       kInvalid, {"slot", "not aligned"}},
-      {"KNewHeadsMismatch", w, [](Env& x) { x.knew.t.shape[1] = 1; }, kInvalid,
+       kInvalid,
+       {"slot", "not aligned"}},
+      {"KNewHeadsMismatch",
+       w,
+       [](Env& x) { x.knew.t.shape[1] = 1; },
+       kInvalid,
        {"k_new: heads (shape[1]) is 1", "2"}},
-      {"KNewDimMismatch", w, [](Env& x) { x.knew.t.shape[2] = 6; }, kInvalid,
+      {"KNewDimMismatch",
+       w,
+       [](Env& x) { x.knew.t.shape[2] = 6; },
+       kInvalid,
        {"k_new: head_dim (shape[2]) is 6", "8"}},
-      {"VNewTokensMismatch", w, [](Env& x) { x.vnew.t.shape[0] = 2; }, kInvalid,
+      {"VNewTokensMismatch",
+       w,
+       [](Env& x) { x.vnew.t.shape[0] = 2; },
+       kInvalid,
        {"v_new: tokens (shape[0]) is 2", "3"}},
-      {"VNewDimMismatch", w, [](Env& x) { x.vnew.t.shape[2] = 8; }, kInvalid,
+      {"VNewDimMismatch",
+       w,
+       [](Env& x) { x.vnew.t.shape[2] = 8; },
+       kInvalid,
        {"v_new: value_dim (shape[2]) is 8", "6"}},
-      {"ChannelScaleZero", w, [](Env& x) { x.vscale.data[3] = 0.0f; }, kInvalid,
+      {"ChannelScaleZero",
+       w,
+       [](Env& x) { x.vscale.data[3] = 0.0f; },
+       kInvalid,
        {"cache: v_scale[0, 0, 0, 3] is 0", "finite and > 0"}},
-      {"ChannelScaleInf", w, [](Env& x) { x.vscale.data[7] = kInf; }, kInvalid,
+      {"ChannelScaleInf",
+       w,
+       [](Env& x) { x.vscale.data[7] = kInf; },
+       kInvalid,
        {"cache: v_scale[0, 1, 0, 1] is inf"}},
-      {"KNewInsideCache", w,
-       [](Env& x) { x.knew.t.data = reinterpret_cast<float*>(x.kscale.data.data()); }, kInvalid,
+      {"KNewInsideCache",
+       w,
+       [](Env& x) { x.knew.t.data = reinterpret_cast<float*>(x.kscale.data.data()); },
+       kInvalid,
        {"cache: k_scale overlaps k_new"}},
-      {"TokenScalesOverlap", w, [](Env& x) { x.kscale.t.stride[2] = 0; }, kInvalid,
+      {"TokenScalesOverlap",
+       w,
+       [](Env& x) { x.kscale.t.stride[2] = 0; },
+       kInvalid,
        {"cache: k_scale", "overlap"}},
-      {"PoolSlotsOverlap", w, [](Env& x) { x.kcache.k.stride[2] = 1; }, kInvalid,
+      {"PoolSlotsOverlap",
+       w,
+       [](Env& x) { x.kcache.k.stride[2] = 1; },
+       kInvalid,
        {"cache: k", "overlap"}},
-      {"PoolNumWorkersZero", w,
+      {"PoolNumWorkersZero",
+       w,
        [](Env& x) {
          hwyattn_parallel_init(&x.pool);
          x.pool.num_workers = 0;
          x.wopts.parallel = &x.pool;
        },
-       kInvalid, {"parallel: num_workers is 0"}},
+       kInvalid,
+       {"parallel: num_workers is 0"}},
   };
 }
 
 std::vector<BadCase> AllBadCases() {
   std::vector<BadCase> all;
-  for (auto* f : {&SdpaCases, &MhaCreateCases, &MhaForwardCases, &OtherCases, &MergeCases,
-                  &KvCases}) {
+  for (auto* f :
+       {&SdpaCases, &MhaCreateCases, &MhaForwardCases, &OtherCases, &MergeCases, &KvCases}) {
     for (BadCase& c : f()) all.push_back(std::move(c));
   }
   return all;
@@ -1252,8 +1706,7 @@ TEST_P(BadInputTest, RejectedWithMessageAndNothingWritten) {
 
 INSTANTIATE_TEST_SUITE_P(Hardening, BadInputTest, ::testing::ValuesIn(AllBadCases()),
                          [](const ::testing::TestParamInfo<BadCase>& info) {
-                           return std::string(EntryName(info.param.entry)) + "_" +
-                                  info.param.name;
+                           return std::string(EntryName(info.param.entry)) + "_" + info.param.name;
                          });
 
 // A struct from a newer header: accepted when the fields this library does
@@ -1342,7 +1795,7 @@ TEST(OutOfMemory, MhaForwardWithHugeActivations) {
   cfg.embed_dim = 16;
   cfg.num_heads = 2;
   hwyattn_mha_weights w = {env.w_q.data(), env.w_q.data(), env.w_q.data(), env.w_o.data(),
-                           nullptr, nullptr, nullptr, nullptr};
+                           nullptr,        nullptr,        nullptr,        nullptr};
   hwyattn_mha* m = nullptr;
   ASSERT_EQ(hwyattn_mha_create(&cfg, &w, &m), HWYATTN_OK) << hwyattn_last_error();
   const int64_t b = int64_t{1} << 20, l = INT32_MAX;
@@ -1358,8 +1811,7 @@ TEST(OutOfMemory, MhaForwardWithHugeActivations) {
   ASSERT_EQ(hwyattn_tensor_contiguous(&query, buffer.data(), HWYATTN_F32, 3, s), HWYATTN_OK);
   query.stride[0] = query.stride[1] = 0;
   ASSERT_EQ(hwyattn_tensor_contiguous(&out, buffer.data() + 16, HWYATTN_F32, 3, s), HWYATTN_OK);
-  EXPECT_EQ(hwyattn_mha_forward(m, &query, nullptr, nullptr, &out, nullptr),
-            HWYATTN_OUT_OF_MEMORY)
+  EXPECT_EQ(hwyattn_mha_forward(m, &query, nullptr, nullptr, &out, nullptr), HWYATTN_OUT_OF_MEMORY)
       << hwyattn_last_error();
   for (size_t i = 16; i < buffer.size(); ++i) EXPECT_EQ(buffer[i], 3.0f);
   hwyattn_mha_destroy(m);
@@ -1389,7 +1841,10 @@ struct PoisonCase {
 
 std::string PoisonName(const PoisonCase& c) {
   std::string s = PathName(c.path);
-  s += c.where == Poison::kQ ? "Q" : c.where == Poison::kK ? "K" : c.where == Poison::kV ? "V" : "Mask";
+  s += c.where == Poison::kQ   ? "Q"
+       : c.where == Poison::kK ? "K"
+       : c.where == Poison::kV ? "V"
+                               : "Mask";
   s += std::isnan(c.value) ? "NaN" : c.value > 0 ? "PlusInf" : "MinusInf";
   const char* b[] = {"", "Causal", "BoolMask", "KvLen"};
   return s + b[static_cast<int>(c.blocking)];
@@ -1406,7 +1861,7 @@ Problem PoisonProblem(const PoisonCase& c) {
   p.v_dim = 13;
   p.seed = 7;
   if (c.path == Path::kDecode) {
-    p.q_len = 3;  // 6 rows per kv head
+    p.q_len = 3;     // 6 rows per kv head
     p.k_len = 1100;  // three decode chunks
   } else if (c.path == Path::kSmall) {
     p.dim = 6;  // 16 * Lq * Lk * (D + Dv) = 1920 FLOPs
@@ -1415,7 +1870,7 @@ Problem PoisonProblem(const PoisonCase& c) {
     p.k_len = 4;
     p.want_weights = true;
   } else {
-    p.q_len = 70;  // several query tiles
+    p.q_len = 70;   // several query tiles
     p.k_len = 150;  // several key tiles
     p.want_weights = true;
   }
@@ -1464,8 +1919,8 @@ bool RowSeesKey(const Call& call, const Problem& p, int64_t b, int64_t i, int64_
     if (!check[static_cast<size_t>(linear / row_len)]) return;
     const float g = got.GetF32(idx);
     const double w = want[static_cast<size_t>(linear)];
-    bool ok = std::isfinite(w) ? std::isfinite(g) && std::fabs(g - w) <= 1e-5 * scale
-                               : !std::isfinite(g);
+    bool ok =
+        std::isfinite(w) ? std::isfinite(g) && std::fabs(g - w) <= 1e-5 * scale : !std::isfinite(g);
     if (blocked_may_be_nan && w == 0.0 && std::isnan(g)) ok = true;
     if (!ok && bad++ == 0) {
       first = std::string(what) + "[" + std::to_string(idx[0]) + "," + std::to_string(idx[1]) +
@@ -1491,7 +1946,8 @@ void CheckPoisonConfinement(const PoisonCase& c) {
   // The poisoned key: in the last decode chunk, near the causal diagonal (so
   // that causal blocks it for some rows only); kv_len blocks it for batch 1.
   const int64_t key = c.path == Path::kPrefill ? 100 : p.k_len - 2;
-  if (c.blocking == Blocking::kKvLen) p.kv_len = {static_cast<int32_t>(p.k_len), static_cast<int32_t>(key)};
+  if (c.blocking == Blocking::kKvLen)
+    p.kv_len = {static_cast<int32_t>(p.k_len), static_cast<int32_t>(key)};
   Call clean(p), dirty(p);
   ASSERT_EQ(clean.Run(), HWYATTN_OK) << hwyattn_last_error();
   CheckAgainstReference(clean);
@@ -1514,7 +1970,8 @@ void CheckPoisonConfinement(const PoisonCase& c) {
       const int64_t idx[4] = {b, kvh, key, 3};
       (c.where == Poison::kK ? dirty.k : dirty.v).SetF32(idx, c.value);
       for (int64_t h = kvh * 2; h < kvh * 2 + 2; ++h) {
-        for (int64_t i = 0; i < p.q_len; ++i) touched[row_index(b, h, i)] = RowSeesKey(dirty, p, b, i, key);
+        for (int64_t i = 0; i < p.q_len; ++i)
+          touched[row_index(b, h, i)] = RowSeesKey(dirty, p, b, i, key);
       }
       break;
     }
@@ -1522,7 +1979,8 @@ void CheckPoisonConfinement(const PoisonCase& c) {
       const int64_t idx[4] = {0, 0, row, key};
       dirty.mask.SetF32(idx, c.value);
       for (int64_t bb = 0; bb < p.batch; ++bb) {
-        for (int64_t h = 0; h < p.q_heads; ++h) touched[row_index(bb, h, row)] = RowSeesKey(dirty, p, bb, row, key);
+        for (int64_t h = 0; h < p.q_heads; ++h)
+          touched[row_index(bb, h, row)] = RowSeesKey(dirty, p, bb, row, key);
       }
       break;
     }
@@ -1530,8 +1988,8 @@ void CheckPoisonConfinement(const PoisonCase& c) {
   ASSERT_EQ(dirty.Run(), HWYATTN_OK) << hwyattn_last_error();
   RefResult ref;
   std::string error;
-  ASSERT_TRUE(ReferenceSdpa(dirty.q.tensor(), dirty.k.tensor(), dirty.v.tensor(), &dirty.opts,
-                            &ref, &error))
+  ASSERT_TRUE(ReferenceSdpa(dirty.q.tensor(), dirty.k.tensor(), dirty.v.tensor(), &dirty.opts, &ref,
+                            &error))
       << error;
 
   int64_t touched_rows = 0, leaked = 0;
@@ -1562,7 +2020,8 @@ void CheckPoisonConfinement(const PoisonCase& c) {
       }
     }
     if (!identical && leaked++ == 0) {
-      first_leak = "[" + std::to_string(bb) + "," + std::to_string(h) + "," + std::to_string(i) + "]";
+      first_leak =
+          "[" + std::to_string(bb) + "," + std::to_string(h) + "," + std::to_string(i) + "]";
     }
   }
   // Under kv_len the poison sits past a batch's key end, and a poisoned mask
@@ -1591,7 +2050,8 @@ std::vector<PoisonCase> PoisonCases() {
   for (Path path : {Path::kPrefill, Path::kDecode, Path::kSmall}) {
     for (Poison where : {Poison::kQ, Poison::kK, Poison::kV, Poison::kMask}) {
       for (float value : {kNaN, kInf, -kInf}) {
-        for (Blocking bl : {Blocking::kNone, Blocking::kCausal, Blocking::kBoolMask, Blocking::kKvLen}) {
+        for (Blocking bl :
+             {Blocking::kNone, Blocking::kCausal, Blocking::kBoolMask, Blocking::kKvLen}) {
           // The F32 mask is the poisoned tensor itself: no second mask, and
           // only NaN (-inf in a mask blocks; +inf is clamped to FLT_MAX).
           if (where == Poison::kMask && (bl == Blocking::kBoolMask || !std::isnan(value))) continue;
@@ -1664,8 +2124,8 @@ TEST(Edges, InfiniteAndMaxMasks) {
     ASSERT_EQ(call.Run(), HWYATTN_OK) << hwyattn_last_error();
     RefResult ref;
     std::string error;
-    ASSERT_TRUE(ReferenceSdpa(call.q.tensor(), call.k.tensor(), call.v.tensor(), &call.opts, &ref,
-                              &error))
+    ASSERT_TRUE(
+        ReferenceSdpa(call.q.tensor(), call.k.tensor(), call.v.tensor(), &call.opts, &ref, &error))
         << error;
     for (int64_t h = 0; h < p.q_heads; ++h) {
       for (int64_t i = 0; i < p.q_len; ++i) {
@@ -1746,8 +2206,8 @@ TEST_P(EdgeShapeTest, MatchesReference) {
   p.causal = s.q_len <= s.k_len ? HWYATTN_CAUSAL_BOTTOM_RIGHT : HWYATTN_CAUSAL_NONE;
   p.seed = static_cast<uint32_t>(s.dim * 131 + s.q_len);
   if (s.misaligned) {
-    for (Layout* l : {&p.q_layout, &p.k_layout, &p.v_layout, &p.out_layout, &p.weights_layout,
-                      &p.lse_layout}) {
+    for (Layout* l :
+         {&p.q_layout, &p.k_layout, &p.v_layout, &p.out_layout, &p.weights_layout, &p.lse_layout}) {
       l->offset = 1;
     }
     p.has_mask = true;
@@ -1761,12 +2221,12 @@ TEST_P(EdgeShapeTest, MatchesReference) {
 std::vector<ShapeCase> EdgeShapes() {
   std::vector<ShapeCase> v;
   for (bool mis : {false, true}) {
-    v.push_back({1, 1, 1, 1, mis, true});      // L = 1, D = 1
-    v.push_back({1, 1, 1, 1, mis, false});     // decode, L = 1
-    v.push_back({1, 37, 1, 1, mis, false});    // D = 1 decode
-    v.push_back({50, 50, 1, 1, mis, false});   // D = 1 prefill
+    v.push_back({1, 1, 1, 1, mis, true});     // L = 1, D = 1
+    v.push_back({1, 1, 1, 1, mis, false});    // decode, L = 1
+    v.push_back({1, 37, 1, 1, mis, false});   // D = 1 decode
+    v.push_back({50, 50, 1, 1, mis, false});  // D = 1 prefill
     for (int64_t d : {3, 5, 7, 9, 15, 17, 31, 33, 63, 65, 129}) {
-      v.push_back({2, 70, d, d + 2, mis, false});  // decode
+      v.push_back({2, 70, d, d + 2, mis, false});               // decode
       v.push_back({20, 70, d, d == 3 ? 1 : d - 2, mis, true});  // prefill
     }
   }

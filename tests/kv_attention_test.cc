@@ -43,10 +43,10 @@ struct Seq {
 
 struct KvSpec {
   int64_t Hq = 4, Hkv = 2, D = 16, Dv = 16, page_size = 16;
-  hwyattn_dtype dtype = HWYATTN_F32;  // the cache's
+  hwyattn_dtype dtype = HWYATTN_F32;            // the cache's
   bool k_per_token = true, v_per_token = true;  // I8 scale layouts
-  bool table = true;    // false: no block table (sequence s is page s)
-  bool nhd = false;     // pages [P, S, Hkv, D] (FlashAttention) instead of [P, Hkv, S, D]
+  bool table = true;                            // false: no block table (sequence s is page s)
+  bool nhd = false;  // pages [P, S, Hkv, D] (FlashAttention) instead of [P, Hkv, S, D]
   hwyattn_dtype q_dtype = HWYATTN_F32;
   bool causal = true;
   int64_t window_left = 0, window_right = 0;
@@ -262,7 +262,8 @@ struct KvSetup {
   // The output rows [T, Hq, Dv] and lse [T, Hq] of sequence i, as bytes.
   std::vector<unsigned char> RowsOf(size_t i) const {
     const int64_t q0 = q_start[i], q1 = q_start[i + 1];
-    const size_t row = static_cast<size_t>(spec.Hq * spec.Dv) * 4, lrow = static_cast<size_t>(spec.Hq) * 4;
+    const size_t row = static_cast<size_t>(spec.Hq * spec.Dv) * 4,
+                 lrow = static_cast<size_t>(spec.Hq) * 4;
     std::vector<unsigned char> b(static_cast<size_t>(q1 - q0) * (row + lrow));
     std::memcpy(b.data(), out.data() + q0 * spec.Hq * spec.Dv, static_cast<size_t>(q1 - q0) * row);
     std::memcpy(b.data() + static_cast<size_t>(q1 - q0) * row, lse.data() + q0 * spec.Hq,
@@ -311,11 +312,12 @@ void CheckAgainstOracle(KvSetup& s) {
     KvSetup raw(raw_spec, s.seqs);
     KvRefResult exact;
     ASSERT_TRUE(ReferenceKvAttention(raw.tq, raw.cache, raw.batch, &raw.opts, &exact, &error));
-    std::printf("  I8 (K %s, V %s): error vs the unquantized values %.3g (max|out| relative); "
-                "vs the dequantized cache %.3g\n",
-                s.spec.k_per_token ? "per token" : "per channel",
-                s.spec.v_per_token ? "per token" : "per channel",
-                RelativeError(s.out, exact.out, n_out), RelativeError(s.out, ref.out, n_out));
+    std::printf(
+        "  I8 (K %s, V %s): error vs the unquantized values %.3g (max|out| relative); "
+        "vs the dequantized cache %.3g\n",
+        s.spec.k_per_token ? "per token" : "per channel",
+        s.spec.v_per_token ? "per token" : "per channel", RelativeError(s.out, exact.out, n_out),
+        RelativeError(s.out, ref.out, n_out));
   }
 }
 
@@ -364,7 +366,8 @@ std::vector<CaseSpec> OracleCases() {
     s.k_per_token = (k & 1) == 0;
     s.v_per_token = (k & 2) == 0;
     add(std::string("I8K") + (s.k_per_token ? "Token" : "Channel") + "V" +
-            (s.v_per_token ? "Token" : "Channel"), s);
+            (s.v_per_token ? "Token" : "Channel"),
+        s);
   }
   {
     KvSpec s = base;
@@ -588,8 +591,9 @@ TEST(KvInvariance, SameBitsAsSdpaOnTheSequence) {
     ASSERT_EQ(hwyattn_sdpa(&tq, &tk, &tv, &to, &opts), HWYATTN_OK) << hwyattn_last_error();
     for (int64_t i = 0; i < target.q_len; ++i) {
       for (int64_t h = 0; h < spec.Hq; ++h) {
-        EXPECT_EQ(0, std::memcmp(&kv.out[static_cast<size_t>(((kv.q_start[1] + i) * spec.Hq + h) * D)],
-                                 &o[static_cast<size_t>((h * target.q_len + i) * D)], D * 4))
+        EXPECT_EQ(0,
+                  std::memcmp(&kv.out[static_cast<size_t>(((kv.q_start[1] + i) * spec.Hq + h) * D)],
+                              &o[static_cast<size_t>((h * target.q_len + i) * D)], D * 4))
             << "row " << i << " head " << h;
       }
     }
@@ -651,12 +655,14 @@ TEST(KvCacheWrite, ConversionsAndSlots) {
           for (int64_t d = 0; d < D; ++d) {
             const int64_t in[4] = {0, t, h, d};
             const float x = static_cast<float>(ReadElement(tkn, in));
-            StoreAs(dtype, x, kw.data() + static_cast<size_t>(((page * Hkv + h) * S + off) * D + d) * es);
+            StoreAs(dtype, x,
+                    kw.data() + static_cast<size_t>(((page * Hkv + h) * S + off) * D + d) * es);
           }
           for (int64_t d = 0; d < Dv; ++d) {
             const int64_t in[4] = {0, t, h, d};
             const float x = static_cast<float>(ReadElement(tvn, in));
-            StoreAs(dtype, x, vw.data() + static_cast<size_t>(((page * Hkv + h) * S + off) * Dv + d) * es);
+            StoreAs(dtype, x,
+                    vw.data() + static_cast<size_t>(((page * Hkv + h) * S + off) * Dv + d) * es);
           }
         }
       }
@@ -676,7 +682,8 @@ TEST(KvCacheWrite, Int8BothLayoutsAnyThreads) {
   // A zero row, a row with a NaN, ties at .5 after division.
   for (int64_t d = 0; d < D; ++d) kn[static_cast<size_t>(3 * Hkv * D + d)] = 0.0f;
   kn[static_cast<size_t>(5 * Hkv * D + 2)] = kNaN;
-  for (int64_t d = 0; d < D; ++d) kn[static_cast<size_t>(7 * Hkv * D + d)] = 0.5f * static_cast<float>(d % 5);
+  for (int64_t d = 0; d < D; ++d)
+    kn[static_cast<size_t>(7 * Hkv * D + d)] = 0.5f * static_cast<float>(d % 5);
   kn[static_cast<size_t>(7 * Hkv * D)] = 127.0f;  // scale exactly 1: x.5 ties
   for (int k_token = 0; k_token < 2; ++k_token) {
     std::vector<float> vch(static_cast<size_t>(Hkv * Dv));
@@ -686,7 +693,8 @@ TEST(KvCacheWrite, Int8BothLayoutsAnyThreads) {
     std::vector<std::vector<unsigned char>> results;
     for (int threads : {1, 2, 3}) {
       ASSERT_EQ(hwyattn_set_num_threads(threads), HWYATTN_OK);
-      std::vector<int8_t> kp(static_cast<size_t>(P * Hkv * S * D), 99), vp(static_cast<size_t>(P * Hkv * S * Dv), 99);
+      std::vector<int8_t> kp(static_cast<size_t>(P * Hkv * S * D), 99),
+          vp(static_cast<size_t>(P * Hkv * S * Dv), 99);
       std::vector<float> kst(static_cast<size_t>(P * Hkv * S), -1.0f);
       hwyattn_kv_cache c;
       hwyattn_kv_cache_init(&c);
@@ -718,7 +726,8 @@ TEST(KvCacheWrite, Int8BothLayoutsAnyThreads) {
           float scale = 0.0f;
           if (k_token) {
             float m = 0.0f;
-            for (int64_t d = 0; d < D; ++d) if (!std::isnan(x[d])) m = std::max(m, std::fabs(x[d]));
+            for (int64_t d = 0; d < D; ++d)
+              if (!std::isnan(x[d])) m = std::max(m, std::fabs(x[d]));
             scale = m / 127.0f;
             ASSERT_EQ(kst[static_cast<size_t>((page * Hkv + h) * S + off)], scale) << "token " << t;
           }

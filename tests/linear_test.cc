@@ -104,7 +104,8 @@ TEST_P(LinearTest, MatchesDoubleProduct) {
           double dot = c.bias ? b[o][static_cast<size_t>(j)] : 0.0;
           double mag = fabs(dot);
           for (int64_t kk = 0; kk < c.k; ++kk) {
-            const double term = static_cast<double>(xi[kk]) * w[o][static_cast<size_t>(j * c.k + kk)];
+            const double term =
+                static_cast<double>(xi[kk]) * w[o][static_cast<size_t>(j * c.k + kk)];
             dot += term;
             mag += fabs(term);
           }

@@ -11,11 +11,10 @@
 //    copy) that reproduces the whole problem's mask: causal and kv_len
 //    and windows become a BOOL (or additive) mask slice, or kv_len a
 //    per-shard kv_len, or, for the last shard of a bottom-right problem, its
-//    own causal rule and windows (its positions are the whole problem's). The merge must give the unsplit
-//    call within 2e-6 relative (or 4 fp32 ulps of the largest |lse|), and
-//    the oracle within 1e-5. With random sinks it must give the definition
-//    computed in double from the partials, the oracle's unsplit problem
-//    with those sinks, and the library's unsplit call with them (2e-6).
+//    own causal rule and windows (its positions are the whole problem's). The merge must give the
+//    unsplit call within 2e-6 relative (or 4 fp32 ulps of the largest |lse|), and the oracle within
+//    1e-5. With random sinks it must give the definition computed in double from the partials, the
+//    oracle's unsplit problem with those sinks, and the library's unsplit call with them (2e-6).
 //  - Edges: a hand-computed merge, in place, n = 1, all partials -inf (with
 //    and without sinks), -inf partials holding garbage, huge lses, NaN and
 //    +inf confinement, sinks along the head axis of a [T, H, Dv] view, and
@@ -59,7 +58,8 @@ double SplitTolerance(double max_abs_lse) { return std::max(2e-6, 4.0 * Ulp(max_
 
 std::vector<double> Dense(const TensorBuf& t) {
   std::vector<double> d(static_cast<size_t>(t.NumElements()));
-  t.ForEach([&](const int64_t* idx, int64_t linear) { d[static_cast<size_t>(linear)] = t.GetF32(idx); });
+  t.ForEach(
+      [&](const int64_t* idx, int64_t linear) { d[static_cast<size_t>(linear)] = t.GetF32(idx); });
   return d;
 }
 
@@ -70,9 +70,10 @@ Layout RandomLayout(std::mt19937& rng, bool lse) {
   l.rank = lse ? 3 : 4;
   switch (rng() % 4) {
     case 0: break;
-    case 1: l.order = {0, 2, 1, 3}; break;                  // [B, L, H, Dv] / [H, B, L]
-    case 2: l.order = lse ? std::array<int, 4>{0, 1, 3, 2}   // [B, L, H]: kv_attention's [T, Hq]
-                          : std::array<int, 4>{2, 0, 1, 3};  // [L, B, H, Dv]
+    case 1: l.order = {0, 2, 1, 3}; break;  // [B, L, H, Dv] / [H, B, L]
+    case 2:
+      l.order = lse ? std::array<int, 4>{0, 1, 3, 2}   // [B, L, H]: kv_attention's [T, Hq]
+                    : std::array<int, 4>{2, 0, 1, 3};  // [L, B, H, Dv]
       break;
     default: l.order = {1, 0, 2, 3}; break;
   }
@@ -140,7 +141,8 @@ Merged MergeInDouble(const Partials& p, const Shape4& shape, const float* sinks)
           const double w = std::exp(terms[i] - total);
           for (int64_t d = 0; d < Dv; ++d) {
             const int64_t idx[4] = {b, h, l, d};
-            m.out[row * static_cast<size_t>(Dv) + static_cast<size_t>(d)] += w * p.outs[i].GetF32(idx);
+            m.out[row * static_cast<size_t>(Dv) + static_cast<size_t>(d)] +=
+                w * p.outs[i].GetF32(idx);
           }
         }
       }
@@ -150,18 +152,19 @@ Merged MergeInDouble(const Partials& p, const Shape4& shape, const float* sinks)
 // lse element by element: -inf exactly where `want` is -inf, else within
 // max(rel * max(1, |want|), abs_tol).
 ::testing::AssertionResult CompareLse(const char* what, const TensorBuf& got,
-                                      const std::vector<double>& want, double rel,
-                                      double abs_tol) {
+                                      const std::vector<double>& want, double rel, double abs_tol) {
   std::string bad;
   got.ForEach([&](const int64_t* idx, int64_t linear) {
     if (!bad.empty()) return;
     const double g = got.GetF32(idx), w = want[static_cast<size_t>(linear)];
     const bool ok = std::isinf(w) ? g == w
-                                  : std::isfinite(g) && std::fabs(g - w) <=
-                                                            std::max(rel * std::max(1.0, std::fabs(w)), abs_tol);
+                                  : std::isfinite(g) &&
+                                        std::fabs(g - w) <=
+                                            std::max(rel * std::max(1.0, std::fabs(w)), abs_tol);
     if (!ok) {
       std::ostringstream os;
-      os << what << "[" << idx[1] << "," << idx[2] << "," << idx[3] << "]: got " << g << ", want " << w;
+      os << what << "[" << idx[1] << "," << idx[2] << "," << idx[3] << "]: got " << g << ", want "
+         << w;
       bad = os.str();
     }
   });
@@ -170,7 +173,8 @@ Merged MergeInDouble(const Partials& p, const Shape4& shape, const float* sinks)
 }
 
 // Rows whose lse is -inf in `lse` have an exactly zero output row.
-::testing::AssertionResult BlockedRowsAreZero(const TensorBuf& out, const std::vector<double>& lse) {
+::testing::AssertionResult BlockedRowsAreZero(const TensorBuf& out,
+                                              const std::vector<double>& lse) {
   int64_t bad = 0;
   const int64_t Dv = out.shape()[3];
   out.ForEach([&](const int64_t* idx, int64_t linear) {
@@ -221,7 +225,8 @@ Problem RandomProblem(std::mt19937& rng) {
     p.mask.block_rows = rng() % 4 == 0;
   }
   if (rng() % 2 == 0) {
-    for (int64_t b = 0; b < p.batch; ++b) p.kv_len.push_back(static_cast<int32_t>(pick(0, p.k_len)));
+    for (int64_t b = 0; b < p.batch; ++b)
+      p.kv_len.push_back(static_cast<int32_t>(pick(0, p.k_len)));
   }
   p.want_lse = true;
   p.lse_layout = RandomLayout(rng, true);
@@ -253,7 +258,10 @@ struct DenseMask {
     lk = p.k_len;
     dtype = p.has_mask ? p.mask.dtype : HWYATTN_BOOL;
     const size_t n = static_cast<size_t>(p.batch * p.q_heads * p.q_len * p.k_len);
-    if (dtype == HWYATTN_BOOL) allowed.resize(n); else additive.resize(n);
+    if (dtype == HWYATTN_BOOL)
+      allowed.resize(n);
+    else
+      additive.resize(n);
     size_t at = 0;
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t h = 0; h < p.q_heads; ++h)
@@ -264,7 +272,8 @@ struct DenseMask {
             double m = dtype == HWYATTN_BOOL ? 1.0 : 0.0;
             if (p.has_mask) {
               const Shape4& ms = p.mask.shape;
-              const int64_t idx[4] = {ms[0] == 1 ? 0 : b, ms[1] == 1 ? 0 : h, ms[2] == 1 ? 0 : i, j};
+              const int64_t idx[4] = {ms[0] == 1 ? 0 : b, ms[1] == 1 ? 0 : h, ms[2] == 1 ? 0 : i,
+                                      j};
               m = ReadElement(call.mask.tensor(), idx);
             }
             if (dtype == HWYATTN_BOOL) {
@@ -328,7 +337,8 @@ TEST_P(SplitAndMergeTest, MatchesUnsplitCallAndOracle) {
   Partials parts;
   int64_t empty_rows = 0;
   for (int64_t s = 0; s < shards; ++s) {
-    const int64_t first = cuts[static_cast<size_t>(s)], len = cuts[static_cast<size_t>(s) + 1] - first;
+    const int64_t first = cuts[static_cast<size_t>(s)],
+                  len = cuts[static_cast<size_t>(s) + 1] - first;
     const bool last = s + 1 == shards;
     hwyattn_sdpa_options opts;
     hwyattn_sdpa_options_init(&opts);
@@ -372,7 +382,8 @@ TEST_P(SplitAndMergeTest, MatchesUnsplitCallAndOracle) {
   TensorBuf merged_lse(HWYATTN_F32, {1, p.batch, p.q_heads, p.q_len}, RandomLayout(rng, true));
   merged.FillPattern(kOutputSentinel);
   merged_lse.FillPattern(kOutputSentinel);
-  const std::vector<unsigned char> out_before = merged.Snapshot(), lse_before = merged_lse.Snapshot();
+  const std::vector<unsigned char> out_before = merged.Snapshot(),
+                                   lse_before = merged_lse.Snapshot();
   ASSERT_EQ(Merge(parts, nullptr, &merged, &merged_lse), HWYATTN_OK) << hwyattn_last_error();
 
   // Against the unsplit call.
@@ -393,7 +404,8 @@ TEST_P(SplitAndMergeTest, MatchesUnsplitCallAndOracle) {
   RefResult ref;
   std::string error;
   ASSERT_TRUE(ReferenceSdpa(whole.q.tensor(), whole.k.tensor(), whole.v.tensor(), &whole.opts, &ref,
-                            &error)) << error;
+                            &error))
+      << error;
   EXPECT_TRUE(CompareRelative("merged out vs oracle", merged, ref.out, 1e-5));
 
   // With sinks (some off): the definition from the partials, and the
@@ -411,7 +423,8 @@ TEST_P(SplitAndMergeTest, MatchesUnsplitCallAndOracle) {
   with_sinks.sinks = sinks.data();
   RefResult ref_sinks;
   ASSERT_TRUE(ReferenceSdpa(whole.q.tensor(), whole.k.tensor(), whole.v.tensor(), &with_sinks,
-                            &ref_sinks, &error)) << error;
+                            &ref_sinks, &error))
+      << error;
   EXPECT_TRUE(CompareRelative("merged out with sinks vs oracle", sunk, ref_sinks.out, 1e-5));
   EXPECT_TRUE(CompareLse("merged lse with sinks vs oracle", sunk_lse, ref_sinks.lse, 1e-5, 0.0));
   // And the library's own unsplit call with the sinks (hwyattn.h: shards
@@ -448,12 +461,16 @@ INSTANTIATE_TEST_SUITE_P(Merge, SplitAndMergeTest, ::testing::ValuesIn(SplitCase
 
 TensorBuf Dense4(const Shape4& shape, const std::vector<float>& values) {
   TensorBuf t(HWYATTN_F32, shape, Layout{});
-  t.ForEach([&](const int64_t* idx, int64_t linear) { t.SetF32(idx, values[static_cast<size_t>(linear)]); });
+  t.ForEach([&](const int64_t* idx, int64_t linear) {
+    t.SetF32(idx, values[static_cast<size_t>(linear)]);
+  });
   return t;
 }
 TensorBuf DenseLse(const Shape4& shape, const std::vector<float>& values) {
   TensorBuf t(HWYATTN_F32, {1, shape[0], shape[1], shape[2]}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
-  t.ForEach([&](const int64_t* idx, int64_t linear) { t.SetF32(idx, values[static_cast<size_t>(linear)]); });
+  t.ForEach([&](const int64_t* idx, int64_t linear) {
+    t.SetF32(idx, values[static_cast<size_t>(linear)]);
+  });
   return t;
 }
 
@@ -468,7 +485,8 @@ Partials RandomPartials(std::mt19937& rng, const Shape4& shape, int n, float lo,
     TensorBuf l(HWYATTN_F32, {1, shape[0], shape[1], shape[2]},
                 random_layouts ? RandomLayout(rng, true) : Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
     o.FillRandom(&rng, -1.0f, 1.0f);
-    l.ForEach([&](const int64_t* idx, int64_t) { l.SetF32(idx, rng() % 5 == 0 ? -kInf : lse(rng)); });
+    l.ForEach(
+        [&](const int64_t* idx, int64_t) { l.SetF32(idx, rng() % 5 == 0 ? -kInf : lse(rng)); });
     parts.Add(std::move(o), std::move(l));
   }
   return parts;
@@ -523,7 +541,6 @@ TEST(MergeEdges, HandComputed) {
   EXPECT_NEAR(s_lse[1], std::log(e2 + 4.0), 1e-6);
   EXPECT_EQ(s_lse[2], sink);
 }
-
 
 // Copies the values (all logical elements) of `from` into `to`.
 void CopyValues(const TensorBuf& from, TensorBuf* to) {
@@ -607,7 +624,8 @@ TEST(MergeEdges, AllMinusInfinityGivesZeros) {
     l.ForEach([&](const int64_t* idx, int64_t) { l.SetF32(idx, -kInf); });
     parts.Add(std::move(o), std::move(l));
   }
-  TensorBuf out(HWYATTN_F32, shape, Layout{}), lse(HWYATTN_F32, {1, 2, 3, 4}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
+  TensorBuf out(HWYATTN_F32, shape, Layout{}),
+      lse(HWYATTN_F32, {1, 2, 3, 4}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
   out.FillPattern(kOutputSentinel);
   ASSERT_EQ(Merge(parts, nullptr, &out, &lse), HWYATTN_OK) << hwyattn_last_error();
   out.ForEach([&](const int64_t* idx, int64_t) { ASSERT_EQ(out.GetF32(idx), 0.0f); });
@@ -624,7 +642,8 @@ TEST(MergeEdges, MinusInfinityPartialsContributeNothingWhateverTheyHold) {
   std::mt19937 rng(13);
   const Shape4 shape = {2, 2, 5, 19};
   const Partials parts = RandomPartials(rng, shape, 3, -4.0f, 4.0f, false);
-  TensorBuf want(HWYATTN_F32, shape, Layout{}), want_lse(HWYATTN_F32, {1, 2, 2, 5}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
+  TensorBuf want(HWYATTN_F32, shape, Layout{}),
+      want_lse(HWYATTN_F32, {1, 2, 2, 5}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
   ASSERT_EQ(Merge(parts, nullptr, &want, &want_lse), HWYATTN_OK) << hwyattn_last_error();
   // The same partials with empty ones (lse -inf, outputs NaN, +inf, -inf)
   // inserted first, between and last.
@@ -648,7 +667,8 @@ TEST(MergeEdges, MinusInfinityPartialsContributeNothingWhateverTheyHold) {
         with.Add(std::move(o), std::move(l));
       }
     }
-    TensorBuf got(HWYATTN_F32, shape, Layout{}), got_lse(HWYATTN_F32, {1, 2, 2, 5}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
+    TensorBuf got(HWYATTN_F32, shape, Layout{}),
+        got_lse(HWYATTN_F32, {1, 2, 2, 5}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
     ASSERT_EQ(Merge(with, nullptr, &got, &got_lse), HWYATTN_OK) << hwyattn_last_error();
     EXPECT_EQ(Bits(got), Bits(want)) << "empty partial at " << where;
     EXPECT_EQ(Bits(got_lse), Bits(want_lse)) << "empty partial at " << where;
@@ -658,8 +678,11 @@ TEST(MergeEdges, MinusInfinityPartialsContributeNothingWhateverTheyHold) {
 TEST(MergeEdges, HugeAndTinyLses) {
   std::mt19937 rng(17);
   const Shape4 shape = {1, 2, 6, 33};
-  const std::pair<float, float> ranges[] = {
-      {1e4f, 1e4f + 3.0f}, {-1e4f - 3.0f, -1e4f}, {-1e30f, 1e30f}, {-1.5e38f, 1.5e38f}, {80.0f, 120.0f}};
+  const std::pair<float, float> ranges[] = {{1e4f, 1e4f + 3.0f},
+                                            {-1e4f - 3.0f, -1e4f},
+                                            {-1e30f, 1e30f},
+                                            {-1.5e38f, 1.5e38f},
+                                            {80.0f, 120.0f}};
   for (const auto& r : ranges) {
     Partials parts = RandomPartials(rng, shape, 4, r.first, r.second, false);
     if (r.first < -1e38f) {  // and the extremes
@@ -674,8 +697,10 @@ TEST(MergeEdges, HugeAndTinyLses) {
       TensorBuf lse(HWYATTN_F32, {1, 1, 2, 6}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
       ASSERT_EQ(Merge(parts, s, &out, &lse), HWYATTN_OK) << hwyattn_last_error();
       const Merged want = MergeInDouble(parts, shape, s);
-      EXPECT_TRUE(CompareRelative("out", out, want.out, 1e-6)) << "lses in [" << r.first << ", " << r.second << "]";
-      EXPECT_TRUE(CompareLse("lse", lse, want.lse, 2e-7, 0.0)) << "lses in [" << r.first << ", " << r.second << "]";
+      EXPECT_TRUE(CompareRelative("out", out, want.out, 1e-6))
+          << "lses in [" << r.first << ", " << r.second << "]";
+      EXPECT_TRUE(CompareLse("lse", lse, want.lse, 2e-7, 0.0))
+          << "lses in [" << r.first << ", " << r.second << "]";
     }
   }
 }
@@ -687,9 +712,12 @@ TEST(MergeEdges, NaNAndInfinityStayInTheirRow) {
   Partials parts = RandomPartials(rng, shape, 3, -3.0f, 3.0f, false);
   // Every lse finite, so that each poisoned value below is seen.
   for (TensorBuf& l : parts.lses) {
-    l.ForEach([&](const int64_t* idx, int64_t linear) { l.SetF32(idx, 0.1f * static_cast<float>(linear % 7)); });
+    l.ForEach([&](const int64_t* idx, int64_t linear) {
+      l.SetF32(idx, 0.1f * static_cast<float>(linear % 7));
+    });
   }
-  TensorBuf clean(HWYATTN_F32, shape, Layout{}), clean_lse(HWYATTN_F32, {1, 2, 2, 4}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
+  TensorBuf clean(HWYATTN_F32, shape, Layout{}),
+      clean_lse(HWYATTN_F32, {1, 2, 2, 4}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
   ASSERT_EQ(Merge(parts, nullptr, &clean, &clean_lse), HWYATTN_OK);
   const std::vector<double> base = Dense(clean), base_lse = Dense(clean_lse);
 
@@ -698,18 +726,23 @@ TEST(MergeEdges, NaNAndInfinityStayInTheirRow) {
   // partial 2's output.
   const int64_t r_nan = 1, r_inf = 6, r_val = 11, r_big = 12;
   auto at = [&](int64_t row, int64_t d) {
-    return std::array<int64_t, 4>{row / (shape[1] * shape[2]), row / shape[2] % shape[1], row % shape[2], d};
+    return std::array<int64_t, 4>{row / (shape[1] * shape[2]), row / shape[2] % shape[1],
+                                  row % shape[2], d};
   };
-  parts.lses[1].SetF32(std::array<int64_t, 4>{0, at(r_nan, 0)[0], at(r_nan, 0)[1], at(r_nan, 0)[2]}.data(), kNaN);
-  parts.lses[2].SetF32(std::array<int64_t, 4>{0, at(r_inf, 0)[0], at(r_inf, 0)[1], at(r_inf, 0)[2]}.data(), kInf);
+  parts.lses[1].SetF32(
+      std::array<int64_t, 4>{0, at(r_nan, 0)[0], at(r_nan, 0)[1], at(r_nan, 0)[2]}.data(), kNaN);
+  parts.lses[2].SetF32(
+      std::array<int64_t, 4>{0, at(r_inf, 0)[0], at(r_inf, 0)[1], at(r_inf, 0)[2]}.data(), kInf);
   parts.outs[0].SetF32(at(r_val, 5).data(), kNaN);
   parts.outs[2].SetF32(at(r_big, 0).data(), kInf);
-  TensorBuf out(HWYATTN_F32, shape, Layout{}), lse(HWYATTN_F32, {1, 2, 2, 4}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
+  TensorBuf out(HWYATTN_F32, shape, Layout{}),
+      lse(HWYATTN_F32, {1, 2, 2, 4}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
   ASSERT_EQ(Merge(parts, nullptr, &out, &lse), HWYATTN_OK) << hwyattn_last_error();
   const std::vector<double> got = Dense(out), got_lse = Dense(lse);
   for (int64_t row = 0; row < 16; ++row) {
     for (int64_t d = 0; d < Dv; ++d) {
-      const double g = got[static_cast<size_t>(row * Dv + d)], w = base[static_cast<size_t>(row * Dv + d)];
+      const double g = got[static_cast<size_t>(row * Dv + d)],
+                   w = base[static_cast<size_t>(row * Dv + d)];
       if (row == r_nan || row == r_inf) {
         EXPECT_TRUE(std::isnan(g)) << "row " << row << " element " << d;
       } else if (row == r_val && d == 5) {
@@ -723,7 +756,8 @@ TEST(MergeEdges, NaNAndInfinityStayInTheirRow) {
     if (row == r_nan || row == r_inf) {
       EXPECT_TRUE(std::isnan(got_lse[static_cast<size_t>(row)])) << "row " << row;
     } else {
-      EXPECT_EQ(got_lse[static_cast<size_t>(row)], base_lse[static_cast<size_t>(row)]) << "row " << row;
+      EXPECT_EQ(got_lse[static_cast<size_t>(row)], base_lse[static_cast<size_t>(row)])
+          << "row " << row;
     }
   }
 }
@@ -765,13 +799,15 @@ TEST(MergeEdges, SinksFollowTheHeadAxisOfATokenMajorView) {
   hwyattn_tensor tout = view(out.data(), false), tlse = view(lse.data(), true);
   const hwyattn_tensor* outs[2] = {&to[0], &to[1]};
   const hwyattn_tensor* lses[2] = {&tl[0], &tl[1]};
-  ASSERT_EQ(hwyattn_merge_states(2, outs, lses, sinks, &tout, &tlse), HWYATTN_OK) << hwyattn_last_error();
+  ASSERT_EQ(hwyattn_merge_states(2, outs, lses, sinks, &tout, &tlse), HWYATTN_OK)
+      << hwyattn_last_error();
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h) {
       const size_t row = static_cast<size_t>(t * H + h);
       const double a = l[0][row], b = l[1][row], z = sinks[h];
       const double total = std::log(std::exp(a) + std::exp(b) + std::exp(z));
-      EXPECT_NEAR(lse[row], total, 1e-6 * std::max(1.0, std::fabs(total))) << "t " << t << " h " << h;
+      EXPECT_NEAR(lse[row], total, 1e-6 * std::max(1.0, std::fabs(total)))
+          << "t " << t << " h " << h;
       for (int64_t d = 0; d < Dv; ++d) {
         const size_t e = row * static_cast<size_t>(Dv) + static_cast<size_t>(d);
         const double want = std::exp(a - total) * o[0][e] + std::exp(b - total) * o[1][e];
@@ -787,7 +823,8 @@ TEST(MergeEdges, BitIdenticalForCallsThreadsAndLayouts) {
   const Shape4 shape = {2, 3, 17, 67};
   const Partials parts = RandomPartials(rng, shape, 5, -6.0f, 6.0f, false);
   const float sinks[3] = {0.25f, -kInf, 3.0f};
-  TensorBuf ref(HWYATTN_F32, shape, Layout{}), ref_lse(HWYATTN_F32, {1, 2, 3, 17}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
+  TensorBuf ref(HWYATTN_F32, shape, Layout{}),
+      ref_lse(HWYATTN_F32, {1, 2, 3, 17}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
   ASSERT_EQ(Merge(parts, sinks, &ref, &ref_lse), HWYATTN_OK);
   const int saved = hwyattn_get_num_threads();
   for (int threads : {1, 2, 3, 0}) {
@@ -839,17 +876,21 @@ TEST(MergeEdges, EmptyShardsContributeNothing) {
     mask.shape[mask.rank - 1] = len;
     opts.mask = &mask;
     std::vector<int32_t> kv_len;
-    for (int32_t n : p.kv_len) kv_len.push_back(static_cast<int32_t>(std::clamp<int64_t>(n - first, 0, len)));
+    for (int32_t n : p.kv_len)
+      kv_len.push_back(static_cast<int32_t>(std::clamp<int64_t>(n - first, 0, len)));
     opts.kv_len = kv_len.data();
     TensorBuf out(HWYATTN_F32, {2, 4, 3, 8}, Layout{});
     TensorBuf lse(HWYATTN_F32, {1, 2, 4, 3}, Layout{3, {0, 1, 2, 3}, {}, 1, 0, 0});
     opts.lse = lse.desc();
-    const hwyattn_tensor k = KeySlice(whole.k.tensor(), first, len), v = KeySlice(whole.v.tensor(), first, len);
-    ASSERT_EQ(hwyattn_sdpa(whole.q.desc(), &k, &v, out.desc(), &opts), HWYATTN_OK) << hwyattn_last_error();
+    const hwyattn_tensor k = KeySlice(whole.k.tensor(), first, len),
+                         v = KeySlice(whole.v.tensor(), first, len);
+    ASSERT_EQ(hwyattn_sdpa(whole.q.desc(), &k, &v, out.desc(), &opts), HWYATTN_OK)
+        << hwyattn_last_error();
     parts.Add(std::move(out), std::move(lse));
   }
   // The premise: shard 1 is empty for every row, shard 2 for batch 0.
-  parts.lses[1].ForEach([&](const int64_t* idx, int64_t) { ASSERT_EQ(parts.lses[1].GetF32(idx), -kInf); });
+  parts.lses[1].ForEach(
+      [&](const int64_t* idx, int64_t) { ASSERT_EQ(parts.lses[1].GetF32(idx), -kInf); });
   parts.lses[2].ForEach([&](const int64_t* idx, int64_t) {
     if (idx[1] == 0) {
       ASSERT_EQ(parts.lses[2].GetF32(idx), -kInf);

@@ -26,9 +26,9 @@ struct MhaCase {
   int64_t batch, q_len, kv_len, embed, heads, head_dim, kv_heads, kdim, vdim;
   bool bias, self;
   hwyattn_causal causal;
-  bool bool_mask;      // a [Lq, Lk] BOOL attn_mask
-  bool key_lengths;    // kv_len per batch (key_padding_mask)
-  bool weights;        // per-head weights output
+  bool bool_mask;          // a [Lq, Lk] BOOL attn_mask
+  bool key_lengths;        // kv_len per batch (key_padding_mask)
+  bool weights;            // per-head weights output
   bool modifiers = false;  // a sliding window, softcap, ALiBi and sinks
 };
 
@@ -97,7 +97,8 @@ struct Layer {
       mask[0] = 0;  // with the mask below, row 0 keeps other keys
     }
     if (c.key_lengths) {
-      for (int64_t b = 0; b < c.batch; ++b) lengths.push_back(static_cast<int32_t>((lk * (b + 1) + 1) / (c.batch + 1) + 1));
+      for (int64_t b = 0; b < c.batch; ++b)
+        lengths.push_back(static_cast<int32_t>((lk * (b + 1) + 1) / (c.batch + 1) + 1));
     }
     if (c.modifiers) {
       for (int64_t h = 0; h < c.heads; ++h) {
@@ -114,9 +115,14 @@ struct Layer {
     cfg.kdim = c.self ? 0 : c.kdim;
     cfg.vdim = c.self ? 0 : c.vdim;
     cfg.has_bias = c.bias;
-    hwyattn_mha_weights w = {wq.data(), wk.data(), wv.data(), wo.data(),
-                             c.bias ? bq.data() : nullptr, c.bias ? bk.data() : nullptr,
-                             c.bias ? bv.data() : nullptr, c.bias ? bo.data() : nullptr};
+    hwyattn_mha_weights w = {wq.data(),
+                             wk.data(),
+                             wv.data(),
+                             wo.data(),
+                             c.bias ? bq.data() : nullptr,
+                             c.bias ? bk.data() : nullptr,
+                             c.bias ? bv.data() : nullptr,
+                             c.bias ? bo.data() : nullptr};
     EXPECT_EQ(hwyattn_mha_create(&cfg, &w, &m), HWYATTN_OK) << hwyattn_last_error();
   }
   ~Layer() { hwyattn_mha_destroy(m); }
@@ -159,12 +165,12 @@ struct Layer {
   // The reference output [B, Lq, E] and weights [B, H, Lq, Lk].
   void Reference(std::vector<double>* out, std::vector<double>* weights) {
     const int64_t qw = c.heads * hd, kw = hkv * hd;
-    const std::vector<double> q = Linear(ToDouble(xq), c.batch * c.q_len, c.embed, wq, qw,
-                                         c.bias ? bq.data() : nullptr);
-    const std::vector<double> k = Linear(ToDouble(xk), c.batch * lk, kdim, wk, kw,
-                                         c.bias ? bk.data() : nullptr);
-    const std::vector<double> v = Linear(ToDouble(xv), c.batch * lk, vdim, wv, kw,
-                                         c.bias ? bv.data() : nullptr);
+    const std::vector<double> q =
+        Linear(ToDouble(xq), c.batch * c.q_len, c.embed, wq, qw, c.bias ? bq.data() : nullptr);
+    const std::vector<double> k =
+        Linear(ToDouble(xk), c.batch * lk, kdim, wk, kw, c.bias ? bk.data() : nullptr);
+    const std::vector<double> v =
+        Linear(ToDouble(xv), c.batch * lk, vdim, wv, kw, c.bias ? bv.data() : nullptr);
     std::vector<float> qf(q.begin(), q.end()), kf(k.begin(), k.end()), vf(v.begin(), v.end());
     // [B, L, H, hd] memory as the logical [B, H, L, hd].
     auto heads_view = [&](float* data, int64_t heads, int64_t len) {
@@ -295,24 +301,37 @@ TEST_P(MhaTest, SameBitsForAnyThreadCount) {
 const MhaCase kCases[] = {
     // name, B, Lq, Lk, E, H, hd, Hkv, kdim, vdim, bias, self, causal, mask, kv_len, weights
     {"self_bias", 2, 7, 0, 16, 4, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, false, true},
-    {"self_no_bias", 2, 33, 0, 32, 4, 0, 0, 0, 0, false, true, HWYATTN_CAUSAL_NONE, false, false, false},
-    {"self_causal", 1, 50, 0, 24, 3, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false, false, true},
-    {"self_key_padding", 3, 19, 0, 16, 2, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, true, true},
-    {"self_bool_mask", 2, 9, 0, 16, 4, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE, true, false, true},
-    {"head_dim_not_embed_over_heads", 2, 11, 0, 20, 3, 7, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, false, false},
+    {"self_no_bias", 2, 33, 0, 32, 4, 0, 0, 0, 0, false, true, HWYATTN_CAUSAL_NONE, false, false,
+     false},
+    {"self_causal", 1, 50, 0, 24, 3, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false, false,
+     true},
+    {"self_key_padding", 3, 19, 0, 16, 2, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, true,
+     true},
+    {"self_bool_mask", 2, 9, 0, 16, 4, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE, true, false,
+     true},
+    {"head_dim_not_embed_over_heads", 2, 11, 0, 20, 3, 7, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE,
+     false, false, false},
     {"gqa", 2, 13, 0, 64, 8, 0, 2, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false, false, true},
-    {"mqa_decode_rows", 2, 1, 0, 64, 8, 0, 1, 0, 0, false, true, HWYATTN_CAUSAL_NONE, false, false, false},
-    {"cross_kdim_vdim", 2, 5, 70, 32, 4, 0, 0, 12, 20, true, false, HWYATTN_CAUSAL_NONE, false, true, true},
-    {"cross_decode", 3, 2, 600, 32, 4, 8, 2, 24, 40, false, false, HWYATTN_CAUSAL_BOTTOM_RIGHT, false, true, false},
-    {"cross_everything", 2, 17, 29, 48, 6, 10, 3, 20, 36, true, false, HWYATTN_CAUSAL_BOTTOM_RIGHT, true, true, true},
-    {"larger", 1, 200, 0, 128, 4, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false, false, false},
+    {"mqa_decode_rows", 2, 1, 0, 64, 8, 0, 1, 0, 0, false, true, HWYATTN_CAUSAL_NONE, false, false,
+     false},
+    {"cross_kdim_vdim", 2, 5, 70, 32, 4, 0, 0, 12, 20, true, false, HWYATTN_CAUSAL_NONE, false,
+     true, true},
+    {"cross_decode", 3, 2, 600, 32, 4, 8, 2, 24, 40, false, false, HWYATTN_CAUSAL_BOTTOM_RIGHT,
+     false, true, false},
+    {"cross_everything", 2, 17, 29, 48, 6, 10, 3, 20, 36, true, false, HWYATTN_CAUSAL_BOTTOM_RIGHT,
+     true, true, true},
+    {"larger", 1, 200, 0, 128, 4, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false, false,
+     false},
     // Projections of 19-39 MFLOP and 576 attention rows: every stage runs on
     // several threads.
-    {"threaded", 3, 192, 0, 128, 4, 0, 2, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, false, false},
+    {"threaded", 3, 192, 0, 128, 4, 0, 2, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, false,
+     false},
     // Every score modifier, through the module (self-attention, GQA, causal,
     // weights; cross-attention with padding and a mask).
-    {"modifiers_self", 2, 40, 0, 32, 4, 0, 2, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false, false, true, true},
-    {"modifiers_cross", 2, 9, 60, 32, 4, 8, 2, 24, 40, false, false, HWYATTN_CAUSAL_BOTTOM_RIGHT, true, true, true, true},
+    {"modifiers_self", 2, 40, 0, 32, 4, 0, 2, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false,
+     false, true, true},
+    {"modifiers_cross", 2, 9, 60, 32, 4, 8, 2, 24, 40, false, false, HWYATTN_CAUSAL_BOTTOM_RIGHT,
+     true, true, true, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, MhaTest, testing::ValuesIn(kCases),

@@ -81,8 +81,8 @@ void SetMods(Mods m, Problem* p) {
   }
 }
 
-class ModifiersTest
-    : public ::testing::TestWithParam<std::tuple<Mods, hwyattn_causal, int, bool>> {};
+class ModifiersTest : public ::testing::TestWithParam<std::tuple<Mods, hwyattn_causal, int, bool>> {
+};
 
 // Every modifier set x causal x kernel shape, with and without the other
 // options (a mask with fully blocked rows, kv_len, strided weights and lse).
@@ -132,7 +132,9 @@ INSTANTIATE_TEST_SUITE_P(
       std::ostringstream os;
       const hwyattn_causal c = std::get<1>(info.param);
       os << ModsName(std::get<0>(info.param)) << "_"
-         << (c == HWYATTN_CAUSAL_NONE ? "NoCausal" : c == HWYATTN_CAUSAL_TOP_LEFT ? "TopLeft" : "BottomRight")
+         << (c == HWYATTN_CAUSAL_NONE       ? "NoCausal"
+             : c == HWYATTN_CAUSAL_TOP_LEFT ? "TopLeft"
+                                            : "BottomRight")
          << "_" << kShapes[std::get<2>(info.param)].name
          << (std::get<3>(info.param) ? "_MaskKvLen" : "");
       return os.str();

@@ -77,8 +77,12 @@ constexpr size_t kDefaultAlign = alignof(std::max_align_t);
 // and comes back through this free() (sanitizers check the pairing).
 void* operator new(size_t n) { return CountedAllocate(n, kDefaultAlign); }
 void* operator new[](size_t n) { return CountedAllocate(n, kDefaultAlign); }
-void* operator new(size_t n, std::align_val_t a) { return CountedAllocate(n, static_cast<size_t>(a)); }
-void* operator new[](size_t n, std::align_val_t a) { return CountedAllocate(n, static_cast<size_t>(a)); }
+void* operator new(size_t n, std::align_val_t a) {
+  return CountedAllocate(n, static_cast<size_t>(a));
+}
+void* operator new[](size_t n, std::align_val_t a) {
+  return CountedAllocate(n, static_cast<size_t>(a));
+}
 void* operator new(size_t n, const std::nothrow_t&) noexcept {
   return CountedAllocateOrNull(n, kDefaultAlign);
 }
@@ -143,7 +147,8 @@ void ExpectCleanOutOfMemory(const std::function<hwyattn_status()>& call,
 
 hwyattn_tensor Dense(float* data, std::vector<int64_t> shape) {
   hwyattn_tensor t;
-  hwyattn_tensor_contiguous(&t, data, HWYATTN_F32, static_cast<int32_t>(shape.size()), shape.data());
+  hwyattn_tensor_contiguous(&t, data, HWYATTN_F32, static_cast<int32_t>(shape.size()),
+                            shape.data());
   return t;
 }
 
@@ -157,8 +162,9 @@ struct TestModule {
     hwyattn_mha_config_init(&cfg);
     cfg.embed_dim = E;
     cfg.num_heads = 4;
-    weights = {w.data(), w.data() + E * E, w.data() + 2 * E * E, w.data() + 3 * E * E,
-               nullptr, nullptr, nullptr, nullptr};
+    weights = {
+        w.data(), w.data() + E * E, w.data() + 2 * E * E, w.data() + 3 * E * E, nullptr, nullptr,
+        nullptr,  nullptr};
   }
 };
 
@@ -177,7 +183,8 @@ TEST(OutOfMemory, SdpaPrefillAndDecode) {
       std::vector<float> q(2 * 4 * q_len * 32, 0.25f), k(2 * 2 * 300 * 32, 0.5f),
           v(2 * 2 * 300 * 32, 0.75f), out(q.size(), -7.0f);
       hwyattn_tensor tq = Dense(q.data(), {2, 4, q_len, 32}), tk = Dense(k.data(), {2, 2, 300, 32}),
-                     tv = Dense(v.data(), {2, 2, 300, 32}), to = Dense(out.data(), {2, 4, q_len, 32});
+                     tv = Dense(v.data(), {2, 2, 300, 32}),
+                     to = Dense(out.data(), {2, 4, q_len, 32});
       hwyattn_sdpa_options opts;
       hwyattn_sdpa_options_init(&opts);
       opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;  // also allocates the non-finite flags
@@ -216,15 +223,15 @@ TEST(OutOfMemory, MhaCreateAndForward) {
       none);
   ASSERT_NE(m, nullptr);
   hwyattn_tensor tx = Dense(x.data(), {2, 9, E}), to = Dense(out.data(), {2, 9, E});
-  ExpectCleanOutOfMemory([&] { return hwyattn_mha_forward(m, &tx, nullptr, nullptr, &to, nullptr); },
-                         out);
+  ExpectCleanOutOfMemory(
+      [&] { return hwyattn_mha_forward(m, &tx, nullptr, nullptr, &to, nullptr); }, out);
   Pools pools;
   for (const hwyattn_parallel* pool : pools.all) {
     hwyattn_sdpa_options opts;
     hwyattn_sdpa_options_init(&opts);
     opts.parallel = pool;
-    ExpectCleanOutOfMemory([&] { return hwyattn_mha_forward(m, &tx, nullptr, nullptr, &to, &opts); },
-                           out);
+    ExpectCleanOutOfMemory(
+        [&] { return hwyattn_mha_forward(m, &tx, nullptr, nullptr, &to, &opts); }, out);
   }
   EXPECT_EQ(pools.threads.violation(), "");
   EXPECT_EQ(pools.inline_pool.violation(), "");
@@ -245,11 +252,15 @@ TEST(OutOfMemory, KvAttentionAndWrite) {
   hwyattn_kv_cache cache;
   hwyattn_kv_cache_init(&cache);
   const int64_t pool_shape[4] = {P, Hkv, S, D}, scale_shape[4] = {P, Hkv, S, 1};
-  ASSERT_EQ(hwyattn_tensor_contiguous(&cache.k, kpool.data(), HWYATTN_I8, 4, pool_shape), HWYATTN_OK);
-  ASSERT_EQ(hwyattn_tensor_contiguous(&cache.v, vpool.data(), HWYATTN_I8, 4, pool_shape), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&cache.k, kpool.data(), HWYATTN_I8, 4, pool_shape),
+            HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&cache.v, vpool.data(), HWYATTN_I8, 4, pool_shape),
+            HWYATTN_OK);
   hwyattn_tensor tks, tvs;
-  ASSERT_EQ(hwyattn_tensor_contiguous(&tks, kscale.data(), HWYATTN_F32, 4, scale_shape), HWYATTN_OK);
-  ASSERT_EQ(hwyattn_tensor_contiguous(&tvs, vscale.data(), HWYATTN_F32, 4, scale_shape), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&tks, kscale.data(), HWYATTN_F32, 4, scale_shape),
+            HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&tvs, vscale.data(), HWYATTN_F32, 4, scale_shape),
+            HWYATTN_OK);
   cache.k_scale = &tks;
   cache.v_scale = &tvs;
   // Sequences: 700 keys (pages 0..43), 300 keys (44..62), 5 keys (63).
@@ -264,7 +275,8 @@ TEST(OutOfMemory, KvAttentionAndWrite) {
   // Write every key: 1005 tokens.
   std::vector<int64_t> slot;
   for (int s = 0; s < 3; ++s) {
-    for (int32_t t = 0; t < lens[s]; ++t) slot.push_back(int64_t{table[s * 48 + t / S]} * S + t % S);
+    for (int32_t t = 0; t < lens[s]; ++t)
+      slot.push_back(int64_t{table[s * 48 + t / S]} * S + t % S);
   }
   const int64_t N = static_cast<int64_t>(slot.size());
   std::vector<float> knew(N * Hkv * D), vnew(knew.size());
@@ -273,8 +285,8 @@ TEST(OutOfMemory, KvAttentionAndWrite) {
     vnew[i] = static_cast<float>(i % 7) * 0.2f - 0.5f;
   }
   hwyattn_tensor tkn = Dense(knew.data(), {N, Hkv, D}), tvn = Dense(vnew.data(), {N, Hkv, D});
-  ExpectCleanOutOfMemory([&] { return hwyattn_kv_cache_write(&cache, &tkn, &tvn, slot.data(), nullptr); },
-                         kpool);
+  ExpectCleanOutOfMemory(
+      [&] { return hwyattn_kv_cache_write(&cache, &tkn, &tvn, slot.data(), nullptr); }, kpool);
   const int32_t q_start[4] = {0, 1, 101, 103};
   hwyattn_kv_batch batch;
   hwyattn_kv_batch_init(&batch);
@@ -317,10 +329,13 @@ TEST(SteadyState, WarmCallsAllocateNothing) {
       dout(dq.size());
   std::vector<float> tq(1 * 2 * 3 * 2, 0.25f), tout(tq.size());
   hwyattn_tensor p_q = Dense(pq.data(), {1, 4, 100, 32}), p_k = Dense(pk.data(), {1, 2, 100, 32}),
-                 p_v = Dense(pv.data(), {1, 2, 100, 32}), p_out = Dense(pout.data(), {1, 4, 100, 32}),
-                 p_w = Dense(pweights.data(), {1, 4, 100, 100}), p_lse = Dense(plse.data(), {1, 4, 100});
+                 p_v = Dense(pv.data(), {1, 2, 100, 32}),
+                 p_out = Dense(pout.data(), {1, 4, 100, 32}),
+                 p_w = Dense(pweights.data(), {1, 4, 100, 100}),
+                 p_lse = Dense(plse.data(), {1, 4, 100});
   hwyattn_tensor d_q = Dense(dq.data(), {2, 8, 1, 64}), d_k = Dense(dk.data(), {2, 2, 4096, 64}),
-                 d_v = Dense(dv.data(), {2, 2, 4096, 64}), d_out = Dense(dout.data(), {2, 8, 1, 64});
+                 d_v = Dense(dv.data(), {2, 2, 4096, 64}),
+                 d_out = Dense(dout.data(), {2, 8, 1, 64});
   hwyattn_tensor t_q = Dense(tq.data(), {1, 2, 3, 2}), t_out = Dense(tout.data(), {1, 2, 3, 2});
   hwyattn_sdpa_options causal, plain;
   hwyattn_sdpa_options_init(&causal);
@@ -375,7 +390,6 @@ TEST(SteadyState, WarmCallsAllocateNothing) {
   hwyattn_mha_destroy(m);
 }
 
-
 // hwyattn_merge_states allocates nothing at all, not even on its first call
 // on a fresh thread (its kernel keeps a block's row state on the stack and
 // views the caller's descriptors in place): with every library allocation
@@ -386,7 +400,8 @@ TEST(SteadyState, MergeStatesAllocatesNothingEvenCold) {
   std::vector<std::vector<float>> o(3, std::vector<float>(B * H * L * Dv)),
       l(3, std::vector<float>(B * H * L));
   for (int i = 0; i < 3; ++i) {
-    for (size_t j = 0; j < o[i].size(); ++j) o[i][j] = static_cast<float>((j * (i + 3)) % 17) * 0.1f;
+    for (size_t j = 0; j < o[i].size(); ++j)
+      o[i][j] = static_cast<float>((j * (i + 3)) % 17) * 0.1f;
     for (size_t j = 0; j < l[i].size(); ++j) l[i][j] = static_cast<float>((j + i) % 5) - 2.0f;
   }
   std::vector<float> out(o[0].size()), lse(l[0].size()), sinks(H, 0.5f);
@@ -415,7 +430,8 @@ TEST(SteadyState, MergeStatesAllocatesNothingEvenCold) {
     EXPECT_EQ(status[0], HWYATTN_OK) << "out of place, " << threads << " threads";
     EXPECT_EQ(status[1], HWYATTN_OK) << "in place, " << threads << " threads";
     if (HWYATTN_COUNT_NEW) {
-      EXPECT_EQ(g_allocations.load(), 0) << "operator new in merge_states on " << threads << " threads";
+      EXPECT_EQ(g_allocations.load(), 0)
+          << "operator new in merge_states on " << threads << " threads";
     }
   }
   hwyattn_set_num_threads(0);

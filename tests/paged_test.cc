@@ -195,7 +195,8 @@ TEST_P(PagedTest, MatchesContiguous) {
       for (int64_t e = 0; e < dv; ++e) {
         double o = 0.0;
         for (int64_t j = 0; j < end; ++j) {
-          o += exp(s[static_cast<size_t>(j)] - m) / l * v.values[static_cast<size_t>((hk * c.lk + j) * dv + e)];
+          o += exp(s[static_cast<size_t>(j)] - m) / l *
+               v.values[static_cast<size_t>((hk * c.lk + j) * dv + e)];
         }
         const size_t at = static_cast<size_t>((h * c.lq + i) * dv + e);
         max_err = std::max({max_err, fabs(out_flat[at] - o), fabs(out_paged[at] - o)});
@@ -215,19 +216,23 @@ const PagedCase kCases[] = {
     {"decode_gqa8_bf16_p16", 8, 1, 1, 600, 128, HWYATTN_BF16, HWYATTN_CAUSAL_NONE, 16, true},
     {"decode_gqa2_f16_p16", 4, 2, 1, 531, 64, HWYATTN_F16, HWYATTN_CAUSAL_NONE, 16, true},
     {"decode_dimtail_f32_p16", 4, 2, 1, 300, 40, HWYATTN_F32, HWYATTN_CAUSAL_NONE, 16, true},
-    {"decode_chunked_causal_p16", 4, 2, 3, 1100, 64, HWYATTN_F32, HWYATTN_CAUSAL_BOTTOM_RIGHT, 16, true},
+    {"decode_chunked_causal_p16", 4, 2, 3, 1100, 64, HWYATTN_F32, HWYATTN_CAUSAL_BOTTOM_RIGHT, 16,
+     true},
     // Page ends that cut the key groups: fp32-close, not the same bits.
     {"decode_gqa4_f32_p5", 8, 2, 1, 1500, 128, HWYATTN_F32, HWYATTN_CAUSAL_NONE, 5, false},
     {"decode_mha_bf16_p1", 4, 4, 1, 300, 64, HWYATTN_BF16, HWYATTN_CAUSAL_NONE, 1, false},
     {"decode_single_key_p7", 4, 2, 1, 1, 64, HWYATTN_F32, HWYATTN_CAUSAL_NONE, 7, false},
     // Prefill: paged rows are gathered into the same packed panels.
-    {"prefill_causal_f32_p16", 4, 2, 70, 300, 64, HWYATTN_F32, HWYATTN_CAUSAL_BOTTOM_RIGHT, 16, true},
+    {"prefill_causal_f32_p16", 4, 2, 70, 300, 64, HWYATTN_F32, HWYATTN_CAUSAL_BOTTOM_RIGHT, 16,
+     true},
     {"prefill_causal_f16_p7", 4, 4, 100, 100, 64, HWYATTN_F16, HWYATTN_CAUSAL_TOP_LEFT, 7, true},
     {"prefill_bf16_p1", 2, 1, 33, 65, 48, HWYATTN_BF16, HWYATTN_CAUSAL_NONE, 1, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, PagedTest, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<PagedCase>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<PagedCase>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace
 }  // namespace hwyattn

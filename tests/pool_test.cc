@@ -252,7 +252,8 @@ hwyattn_tensor Dense(float* data, std::vector<int64_t> shape) {
 
 // y = x w^T + b in double (nn.Linear), x [rows, in], w [out, in].
 std::vector<double> LinearRef(const std::vector<double>& x, int64_t rows, int64_t in,
-                              const std::vector<float>& w, int64_t out, const std::vector<float>& b) {
+                              const std::vector<float>& w, int64_t out,
+                              const std::vector<float>& b) {
   std::vector<double> y(static_cast<size_t>(rows * out));
   for (int64_t m = 0; m < rows; ++m) {
     for (int64_t n = 0; n < out; ++n) {
@@ -323,9 +324,12 @@ struct MhaLayer {
   // sdpa oracle on their head views, the output projection in double.
   void Reference(std::vector<double>* out) const {
     const int64_t qw = c.heads * c.head_dim, kw = c.kv_heads * c.head_dim, hd = c.head_dim;
-    const std::vector<double> q = LinearRef({xq.begin(), xq.end()}, c.batch * c.q_len, c.embed, wq, qw, bq);
-    const std::vector<double> k = LinearRef({xk.begin(), xk.end()}, c.batch * c.kv_len, c.kdim, wk, kw, bk);
-    const std::vector<double> v = LinearRef({xv.begin(), xv.end()}, c.batch * c.kv_len, c.vdim, wv, kw, bv);
+    const std::vector<double> q =
+        LinearRef({xq.begin(), xq.end()}, c.batch * c.q_len, c.embed, wq, qw, bq);
+    const std::vector<double> k =
+        LinearRef({xk.begin(), xk.end()}, c.batch * c.kv_len, c.kdim, wk, kw, bk);
+    const std::vector<double> v =
+        LinearRef({xv.begin(), xv.end()}, c.batch * c.kv_len, c.vdim, wv, kw, bv);
     std::vector<float> qf(q.begin(), q.end()), kf(k.begin(), k.end()), vf(v.begin(), v.end());
     auto heads_view = [&](float* data, int64_t heads, int64_t len) {
       hwyattn_tensor t;
@@ -422,18 +426,23 @@ TEST(TestPool, DetectsNestingAndBadCounts) {
       [](void* c, int64_t) {
         Ctx* x = static_cast<Ctx*>(c);
         ++x->runs;
-        if (x->runs == 1) x->p->parallel_for(x->p->pool, 1, [](void*, int64_t) {}, nullptr);
+        if (x->runs == 1)
+          x->p->parallel_for(
+              x->p->pool, 1, [](void*, int64_t) {}, nullptr);
       },
       &ctx);
   EXPECT_NE(pool.violation().find("inside a task"), std::string::npos) << pool.violation();
   pool.Reset();
-  p->parallel_for(p->pool, 3, [](void*, int64_t) {}, nullptr);  // more than num_workers
+  p->parallel_for(
+      p->pool, 3, [](void*, int64_t) {}, nullptr);  // more than num_workers
   EXPECT_NE(pool.violation().find("n = 3"), std::string::npos) << pool.violation();
   pool.Reset();
-  p->parallel_for(p->pool, 0, [](void*, int64_t) {}, nullptr);
+  p->parallel_for(
+      p->pool, 0, [](void*, int64_t) {}, nullptr);
   EXPECT_NE(pool.violation().find("n = 0"), std::string::npos) << pool.violation();
   pool.Reset();
-  p->parallel_for(p->pool, 2, [](void*, int64_t) {}, nullptr);
+  p->parallel_for(
+      p->pool, 2, [](void*, int64_t) {}, nullptr);
   EXPECT_EQ(pool.violation(), "");
   ASSERT_EQ(pool.calls().size(), 1u);
   EXPECT_EQ(pool.calls()[0], 2);

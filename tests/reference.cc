@@ -83,14 +83,11 @@ double Bf16ToDouble(uint16_t b) {
 
 size_t DtypeSize(hwyattn_dtype dtype) {
   switch (dtype) {
-    case HWYATTN_F32:
-      return 4;
+    case HWYATTN_F32: return 4;
     case HWYATTN_F16:
-    case HWYATTN_BF16:
-      return 2;
+    case HWYATTN_BF16: return 2;
     case HWYATTN_BOOL:
-    case HWYATTN_I8:
-      return 1;
+    case HWYATTN_I8: return 1;
   }
   return 0;
 }
@@ -133,10 +130,8 @@ double ReadElement(const hwyattn_tensor& t, const int64_t idx[4]) {
       std::memcpy(&b, p, sizeof(b));
       return Bf16ToDouble(b);
     }
-    case HWYATTN_BOOL:
-      return *p != 0 ? 1.0 : 0.0;
-    case HWYATTN_I8:
-      return static_cast<double>(static_cast<int8_t>(*p));
+    case HWYATTN_BOOL: return *p != 0 ? 1.0 : 0.0;
+    case HWYATTN_I8: return static_cast<double>(static_cast<int8_t>(*p));
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
@@ -177,12 +172,10 @@ bool HasField(const hwyattn_sdpa_options& opts, size_t offset, size_t size) {
 
 }  // namespace
 
-bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k,
-                   const hwyattn_tensor& v, const hwyattn_sdpa_options* opts,
-                   RefResult* result, std::string* error) {
+bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k, const hwyattn_tensor& v,
+                   const hwyattn_sdpa_options* opts, RefResult* result, std::string* error) {
   int64_t qs[4], ks[4], vs[4], unused[4];
-  if (!LogicalDims(q, qs, unused) || !LogicalDims(k, ks, unused) ||
-      !LogicalDims(v, vs, unused)) {
+  if (!LogicalDims(q, qs, unused) || !LogicalDims(k, ks, unused) || !LogicalDims(v, vs, unused)) {
     return Fail(error, "rank outside 1..4");
   }
   for (const hwyattn_tensor* t : {&q, &k, &v}) {
@@ -230,8 +223,8 @@ bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k,
     if (alibi_slopes != nullptr && !std::isfinite(alibi_slopes[h])) {
       return Fail(error, "an ALiBi slope is not finite");
     }
-    if (sinks != nullptr && (std::isnan(sinks[h]) ||
-                            sinks[h] == std::numeric_limits<float>::infinity())) {
+    if (sinks != nullptr &&
+        (std::isnan(sinks[h]) || sinks[h] == std::numeric_limits<float>::infinity())) {
       return Fail(error, "a sink is NaN or +INFINITY");
     }
   }
@@ -376,8 +369,7 @@ double ReadCacheValue(const hwyattn_kv_cache& cache, bool values, int64_t page, 
   LogicalDims(scale, ss, unused);
   // Per token [P, Hkv, S, 1]; otherwise per channel [1, Hkv, 1, D].
   const bool per_token = ss[0] == ts[0] && ss[2] == ts[2] && ss[3] == 1;
-  const int64_t sidx[4] = {per_token ? page : 0, head, per_token ? offset : 0,
-                           per_token ? 0 : d};
+  const int64_t sidx[4] = {per_token ? page : 0, head, per_token ? offset : 0, per_token ? 0 : d};
   return x * ReadElement(scale, sidx);
 }
 
@@ -421,9 +413,8 @@ bool ReferenceKvAttention(const hwyattn_tensor& q, const hwyattn_kv_cache& cache
     if (q_len < 0 || len < 0) return Fail(error, "negative q_len or kv_len");
     const int64_t first_pos = batch.q_pos != nullptr ? batch.q_pos[s] : len - q_len;
     auto page_of = [&](int64_t t) -> int64_t {
-      return cache.block_table != nullptr
-                 ? cache.block_table[s * cache.block_table_stride + t / S]
-                 : s;
+      return cache.block_table != nullptr ? cache.block_table[s * cache.block_table_stride + t / S]
+                                          : s;
     };
     for (int64_t t = 0; t < len; ++t) {
       if (page_of(t) < 0 || page_of(t) >= P || (cache.block_table == nullptr && len > S)) {

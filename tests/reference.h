@@ -42,7 +42,7 @@ double ReadElement(const hwyattn_tensor& t, const int64_t idx[4]);
 // The oracle's results, dense and row-major in double.
 struct RefResult {
   int64_t batch = 0, q_heads = 0, q_len = 0, k_len = 0, v_dim = 0;
-  std::vector<double> out;      // [B, Hq, Lq, Dv]
+  std::vector<double> out;  // [B, Hq, Lq, Dv]
   // [B, Hq, Lq, Lk]: exp(s_j - lse) for an allowed key, exactly 0 for a
   // blocked one. With sinks a row sums to less than 1 (1 - exp(sink - lse)).
   std::vector<double> weights;
@@ -58,9 +58,7 @@ struct RefResult {
   // A blocked key's weight must be exactly 0, not merely small.
   std::vector<bool> key_allowed;
 
-  int64_t RowIndex(int64_t b, int64_t h, int64_t i) const {
-    return (b * q_heads + h) * q_len + i;
-  }
+  int64_t RowIndex(int64_t b, int64_t h, int64_t i) const { return (b * q_heads + h) * q_len + i; }
 };
 
 // Computes scaled dot-product attention exactly as the header defines it.
@@ -112,9 +110,8 @@ struct RefResult {
 // says. opts->parallel is ignored (results never depend on it), and so is
 // opts->precision: the oracle always computes in double from the inputs as
 // they are stored.
-bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k,
-                   const hwyattn_tensor& v, const hwyattn_sdpa_options* opts,
-                   RefResult* result, std::string* error);
+bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k, const hwyattn_tensor& v,
+                   const hwyattn_sdpa_options* opts, RefResult* result, std::string* error);
 
 // hwyattn_kv_attention's results, dense and row-major in double.
 struct KvRefResult {

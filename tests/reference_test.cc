@@ -114,8 +114,7 @@ void ExpectRow(const RefResult& r, int64_t b, int64_t h, int64_t i,
     if (want == 0.0) {
       EXPECT_EQ(got, 0.0) << "weight of key " << j;
     } else {
-      EXPECT_TRUE(Near(got, want)) << "weight of key " << j << ": got " << got << ", want "
-                                   << want;
+      EXPECT_TRUE(Near(got, want)) << "weight of key " << j << ": got " << got << ", want " << want;
     }
   }
   EXPECT_TRUE(Near(r.out[row], out)) << "out: got " << r.out[row] << ", want " << out;
@@ -145,7 +144,7 @@ TEST(ReferenceWindowTest, LeftWithCausalTopLeft) {
   t.opts.window_left = 2;
   // p = i; keys with j <= i (causal) and j > i - 2 (window): {i - 1, i}.
   const RefResult r = t.Run();
-  ExpectRow(r, 0, 0, 0, {1, 0, 0, 0}, 1.0, 0.0);                // {0}: out 1, lse ln 1
+  ExpectRow(r, 0, 0, 0, {1, 0, 0, 0}, 1.0, 0.0);                 // {0}: out 1, lse ln 1
   ExpectRow(r, 0, 0, 1, {0.5, 0.5, 0, 0}, (1 + 2) / 2.0, kLn2);  // {0, 1}
   ExpectRow(r, 0, 0, 2, {0, 0.5, 0.5, 0}, (2 + 4) / 2.0, kLn2);  // {1, 2}
   ExpectRow(r, 0, 0, 3, {0, 0, 0.5, 0.5}, (4 + 8) / 2.0, kLn2);  // {2, 3}
@@ -181,8 +180,8 @@ TEST(ReferenceWindowTest, LeftWithCausalBottomRight) {
   // The same window under top-left puts the queries at p = i instead.
   t.opts.causal = HWYATTN_CAUSAL_TOP_LEFT;
   const RefResult tl = t.Run();
-  ExpectRow(tl, 0, 0, 0, {1, 0, 0, 0}, 1.0, 0.0);            // p = 0: {0}
-  ExpectRow(tl, 0, 0, 1, {0.5, 0.5, 0, 0}, 1.5, kLn2);        // p = 1: {0, 1}
+  ExpectRow(tl, 0, 0, 0, {1, 0, 0, 0}, 1.0, 0.0);       // p = 0: {0}
+  ExpectRow(tl, 0, 0, 1, {0.5, 0.5, 0, 0}, 1.5, kLn2);  // p = 1: {0, 1}
 }
 
 // Lq = 4 > Lk = 2 under bottom-right: p = i - 2, so the first two rows see no
@@ -193,8 +192,8 @@ TEST(ReferenceWindowTest, BottomRightMoreQueriesThanKeys) {
   t.opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
   t.opts.window_left = 1;
   const RefResult r = t.Run();
-  ExpectBlockedRow(r, 0, 0, 0, -kInf);  // p = -2: j <= -2: none
-  ExpectBlockedRow(r, 0, 0, 1, -kInf);  // p = -1: none
+  ExpectBlockedRow(r, 0, 0, 0, -kInf);      // p = -2: j <= -2: none
+  ExpectBlockedRow(r, 0, 0, 1, -kInf);      // p = -1: none
   ExpectRow(r, 0, 0, 2, {1, 0}, 1.0, 0.0);  // p = 0: j <= 0 and j > -1: {0}
   ExpectRow(r, 0, 0, 3, {0, 1}, 2.0, 0.0);  // p = 1: j <= 1 and j > 0: {1} (not {0, 1})
 }
@@ -206,16 +205,16 @@ TEST(ReferenceWindowTest, RightWithoutCausal) {
   t.opts.window_right = 2;
   // Keys j < i + 2.
   const RefResult r = t.Run();
-  ExpectRow(r, 0, 0, 0, {0.5, 0.5, 0, 0}, 3 / 2.0, kLn2);                   // {0, 1}
-  ExpectRow(r, 0, 0, 1, {1 / 3.0, 1 / 3.0, 1 / 3.0, 0}, 7 / 3.0, kLn3);     // {0, 1, 2}
-  ExpectRow(r, 0, 0, 2, {0.25, 0.25, 0.25, 0.25}, 15 / 4.0, kLn4);         // all four
+  ExpectRow(r, 0, 0, 0, {0.5, 0.5, 0, 0}, 3 / 2.0, kLn2);                // {0, 1}
+  ExpectRow(r, 0, 0, 1, {1 / 3.0, 1 / 3.0, 1 / 3.0, 0}, 7 / 3.0, kLn3);  // {0, 1, 2}
+  ExpectRow(r, 0, 0, 2, {0.25, 0.25, 0.25, 0.25}, 15 / 4.0, kLn4);       // all four
 
   // Both sides: i - 2 < j < i + 2, a local band {i - 1, i, i + 1}.
   t.opts.window_left = 2;
   const RefResult band = t.Run();
-  ExpectRow(band, 0, 0, 0, {0.5, 0.5, 0, 0}, 3 / 2.0, kLn2);               // {0, 1}
-  ExpectRow(band, 0, 0, 1, {1 / 3.0, 1 / 3.0, 1 / 3.0, 0}, 7 / 3.0, kLn3); // {0, 1, 2}
-  ExpectRow(band, 0, 0, 2, {0, 1 / 3.0, 1 / 3.0, 1 / 3.0}, 14 / 3.0, kLn3);// {1, 2, 3}
+  ExpectRow(band, 0, 0, 0, {0.5, 0.5, 0, 0}, 3 / 2.0, kLn2);                 // {0, 1}
+  ExpectRow(band, 0, 0, 1, {1 / 3.0, 1 / 3.0, 1 / 3.0, 0}, 7 / 3.0, kLn3);   // {0, 1, 2}
+  ExpectRow(band, 0, 0, 2, {0, 1 / 3.0, 1 / 3.0, 1 / 3.0}, 14 / 3.0, kLn3);  // {1, 2, 3}
 
   // window_right = 1 alone is a causal mask on positions: j < i + 1.
   t.opts.window_left = 0;
@@ -431,7 +430,7 @@ TEST(ReferenceSinkTest, PerHeadAndMinusInfinityIsOff) {
   const double den = std::exp(static_cast<double>(sinks[0])) + 2.0;
   const RefResult r = t.Run();
   ExpectRow(r, 0, 0, 0, {1 / den, 1 / den}, 4 / den, std::log(den));  // as above
-  ExpectRow(r, 0, 1, 0, {0.5, 0.5}, 2.0, kLn2);  // no sink: den = 2
+  ExpectRow(r, 0, 1, 0, {0.5, 0.5}, 2.0, kLn2);                       // no sink: den = 2
 
   // Sinks of -inf everywhere give exactly the result without sinks.
   const float off[2] = {-kInfF, -kInfF};

@@ -56,28 +56,20 @@ std::string ScaleName(float scale) {
 
 const char* CausalName(hwyattn_causal c) {
   switch (c) {
-    case HWYATTN_CAUSAL_NONE:
-      return "NoCausal";
-    case HWYATTN_CAUSAL_TOP_LEFT:
-      return "TopLeft";
-    case HWYATTN_CAUSAL_BOTTOM_RIGHT:
-      return "BottomRight";
+    case HWYATTN_CAUSAL_NONE: return "NoCausal";
+    case HWYATTN_CAUSAL_TOP_LEFT: return "TopLeft";
+    case HWYATTN_CAUSAL_BOTTOM_RIGHT: return "BottomRight";
   }
   return "BadCausal";
 }
 
 const char* DtypeName(hwyattn_dtype d) {
   switch (d) {
-    case HWYATTN_F32:
-      return "F32";
-    case HWYATTN_F16:
-      return "F16";
-    case HWYATTN_BF16:
-      return "BF16";
-    case HWYATTN_BOOL:
-      return "Bool";
-    case HWYATTN_I8:
-      return "I8";
+    case HWYATTN_F32: return "F32";
+    case HWYATTN_F16: return "F16";
+    case HWYATTN_BF16: return "BF16";
+    case HWYATTN_BOOL: return "Bool";
+    case HWYATTN_I8: return "I8";
   }
   return "BadDtype";
 }
@@ -286,8 +278,8 @@ std::vector<Problem> SmallKernelProblems() {
                                       {HWYATTN_F32, HWYATTN_F16, HWYATTN_BF16},
                                       {HWYATTN_BF16, HWYATTN_BF16, HWYATTN_F16}};
   int n = 0;
-  for (hwyattn_causal causal : {HWYATTN_CAUSAL_NONE, HWYATTN_CAUSAL_TOP_LEFT,
-                                HWYATTN_CAUSAL_BOTTOM_RIGHT}) {
+  for (hwyattn_causal causal :
+       {HWYATTN_CAUSAL_NONE, HWYATTN_CAUSAL_TOP_LEFT, HWYATTN_CAUSAL_BOTTOM_RIGHT}) {
     for (int mask = 0; mask < 3; ++mask) {  // none, bool [B, Hq, Lq, Lk], F32 [Lq, Lk]
       for (bool lengths : {false, true}) {
         for (const auto& dt : dtypes) {
@@ -406,31 +398,24 @@ INSTANTIATE_TEST_SUITE_P(
 // ---------------------------------------------------------------------------
 
 enum class MaskForm {
-  kRank2,          // [Lq, Lk], rank 2: leading dims of size 1.
-  kRank3,          // [Hq, Lq, Lk], rank 3.
-  kBatchNoHead,    // [B, 1, Lq, Lk].
-  kHeadKeyOnly,    // [1, Hq, 1, Lk], broadcast by size 1.
-  kStrideZero,     // [B, Hq, Lq, Lk] with stride 0 on B and Lq.
-  kFull,           // [B, Hq, Lq, Lk], dense.
-  kFullPermuted,   // [B, Hq, Lq, Lk] stored as [Lq, B, Lk, Hq] with gaps.
+  kRank2,         // [Lq, Lk], rank 2: leading dims of size 1.
+  kRank3,         // [Hq, Lq, Lk], rank 3.
+  kBatchNoHead,   // [B, 1, Lq, Lk].
+  kHeadKeyOnly,   // [1, Hq, 1, Lk], broadcast by size 1.
+  kStrideZero,    // [B, Hq, Lq, Lk] with stride 0 on B and Lq.
+  kFull,          // [B, Hq, Lq, Lk], dense.
+  kFullPermuted,  // [B, Hq, Lq, Lk] stored as [Lq, B, Lk, Hq] with gaps.
 };
 
 const char* MaskFormName(MaskForm f) {
   switch (f) {
-    case MaskForm::kRank2:
-      return "Rank2LqLk";
-    case MaskForm::kRank3:
-      return "Rank3HqLqLk";
-    case MaskForm::kBatchNoHead:
-      return "B1LqLk";
-    case MaskForm::kHeadKeyOnly:
-      return "OneHqOneLk";
-    case MaskForm::kStrideZero:
-      return "FullStride0BLq";
-    case MaskForm::kFull:
-      return "Full";
-    case MaskForm::kFullPermuted:
-      return "FullPermuted";
+    case MaskForm::kRank2: return "Rank2LqLk";
+    case MaskForm::kRank3: return "Rank3HqLqLk";
+    case MaskForm::kBatchNoHead: return "B1LqLk";
+    case MaskForm::kHeadKeyOnly: return "OneHqOneLk";
+    case MaskForm::kStrideZero: return "FullStride0BLq";
+    case MaskForm::kFull: return "Full";
+    case MaskForm::kFullPermuted: return "FullPermuted";
   }
   return "Bad";
 }
@@ -449,17 +434,10 @@ MaskSpec MakeMask(MaskForm form, hwyattn_dtype dtype, const Problem& p) {
       m.shape = {1, p.q_heads, p.q_len, p.k_len};
       m.layout.rank = 3;
       break;
-    case MaskForm::kBatchNoHead:
-      m.shape = {p.batch, 1, p.q_len, p.k_len};
-      break;
-    case MaskForm::kHeadKeyOnly:
-      m.shape = {1, p.q_heads, 1, p.k_len};
-      break;
-    case MaskForm::kStrideZero:
-      m.layout.broadcast = {true, false, true, false};
-      break;
-    case MaskForm::kFull:
-      break;
+    case MaskForm::kBatchNoHead: m.shape = {p.batch, 1, p.q_len, p.k_len}; break;
+    case MaskForm::kHeadKeyOnly: m.shape = {1, p.q_heads, 1, p.k_len}; break;
+    case MaskForm::kStrideZero: m.layout.broadcast = {true, false, true, false}; break;
+    case MaskForm::kFull: break;
     case MaskForm::kFullPermuted:
       m.layout.order = {2, 0, 3, 1};
       m.layout.elem_step = 2;
@@ -469,8 +447,7 @@ MaskSpec MakeMask(MaskForm form, hwyattn_dtype dtype, const Problem& p) {
   return m;
 }
 
-class MaskTest
-    : public ::testing::TestWithParam<std::tuple<hwyattn_dtype, MaskForm, bool>> {};
+class MaskTest : public ::testing::TestWithParam<std::tuple<hwyattn_dtype, MaskForm, bool>> {};
 
 TEST_P(MaskTest, MatchesReference) {
   Problem p;
@@ -493,10 +470,9 @@ TEST_P(MaskTest, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(
     Sdpa, MaskTest,
     ::testing::Combine(::testing::Values(HWYATTN_BOOL, HWYATTN_F32),
-                       ::testing::Values(MaskForm::kRank2, MaskForm::kRank3,
-                                         MaskForm::kBatchNoHead, MaskForm::kHeadKeyOnly,
-                                         MaskForm::kStrideZero, MaskForm::kFull,
-                                         MaskForm::kFullPermuted),
+                       ::testing::Values(MaskForm::kRank2, MaskForm::kRank3, MaskForm::kBatchNoHead,
+                                         MaskForm::kHeadKeyOnly, MaskForm::kStrideZero,
+                                         MaskForm::kFull, MaskForm::kFullPermuted),
                        ::testing::Bool()),
     [](const ::testing::TestParamInfo<std::tuple<hwyattn_dtype, MaskForm, bool>>& info) {
       return std::string(DtypeName(std::get<0>(info.param))) + "_" +
@@ -577,37 +553,26 @@ enum class DecodeForm {
   kKvLen,              // Padding per batch: 0, a chunk boundary, +1, all.
   kBoolMask,
   kF32MaskRowsBlocked,
-  kBatchFirstCache,    // K/V as [B, L, Hkv, D] memory.
-  kBroadcastKv,        // Stride 0 on K/V's batch.
+  kBatchFirstCache,  // K/V as [B, L, Hkv, D] memory.
+  kBroadcastKv,      // Stride 0 on K/V's batch.
   kMisaligned,
-  kLargeLogits,        // Scores ~1e4 (see LargeLogitsTest), one-hot rows.
+  kLargeLogits,  // Scores ~1e4 (see LargeLogitsTest), one-hot rows.
   kEverything,
 };
 
 const char* DecodeFormName(DecodeForm f) {
   switch (f) {
-    case DecodeForm::kPlain:
-      return "Plain";
-    case DecodeForm::kCausalTopLeft:
-      return "CausalTopLeft";
-    case DecodeForm::kCausalBottomRight:
-      return "CausalBottomRight";
-    case DecodeForm::kKvLen:
-      return "KvLen";
-    case DecodeForm::kBoolMask:
-      return "BoolMask";
-    case DecodeForm::kF32MaskRowsBlocked:
-      return "F32MaskRowsBlocked";
-    case DecodeForm::kBatchFirstCache:
-      return "BatchFirstCache";
-    case DecodeForm::kBroadcastKv:
-      return "BroadcastKv";
-    case DecodeForm::kMisaligned:
-      return "Misaligned";
-    case DecodeForm::kLargeLogits:
-      return "LargeLogits";
-    case DecodeForm::kEverything:
-      return "Everything";
+    case DecodeForm::kPlain: return "Plain";
+    case DecodeForm::kCausalTopLeft: return "CausalTopLeft";
+    case DecodeForm::kCausalBottomRight: return "CausalBottomRight";
+    case DecodeForm::kKvLen: return "KvLen";
+    case DecodeForm::kBoolMask: return "BoolMask";
+    case DecodeForm::kF32MaskRowsBlocked: return "F32MaskRowsBlocked";
+    case DecodeForm::kBatchFirstCache: return "BatchFirstCache";
+    case DecodeForm::kBroadcastKv: return "BroadcastKv";
+    case DecodeForm::kMisaligned: return "Misaligned";
+    case DecodeForm::kLargeLogits: return "LargeLogits";
+    case DecodeForm::kEverything: return "Everything";
   }
   return "Bad";
 }
@@ -632,17 +597,10 @@ TEST_P(DecodeTest, MatchesReference) {
   p.seed = 37;
   const int32_t lk = static_cast<int32_t>(p.k_len);
   switch (std::get<0>(GetParam())) {
-    case DecodeForm::kPlain:
-      break;
-    case DecodeForm::kCausalTopLeft:
-      p.causal = HWYATTN_CAUSAL_TOP_LEFT;
-      break;
-    case DecodeForm::kCausalBottomRight:
-      p.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
-      break;
-    case DecodeForm::kKvLen:
-      p.kv_len = {0, std::min(lk, 512), std::min(lk, 513)};
-      break;
+    case DecodeForm::kPlain: break;
+    case DecodeForm::kCausalTopLeft: p.causal = HWYATTN_CAUSAL_TOP_LEFT; break;
+    case DecodeForm::kCausalBottomRight: p.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT; break;
+    case DecodeForm::kKvLen: p.kv_len = {0, std::min(lk, 512), std::min(lk, 513)}; break;
     case DecodeForm::kBoolMask:
       p.has_mask = true;
       p.mask = MakeMask(MaskForm::kBatchNoHead, HWYATTN_BOOL, p);
@@ -657,9 +615,7 @@ TEST_P(DecodeTest, MatchesReference) {
       p.k_layout.order = p.v_layout.order = {0, 2, 1, 3};
       p.q_layout.order = {0, 2, 1, 3};
       break;
-    case DecodeForm::kBroadcastKv:
-      p.k_layout.broadcast[0] = p.v_layout.broadcast[0] = true;
-      break;
+    case DecodeForm::kBroadcastKv: p.k_layout.broadcast[0] = p.v_layout.broadcast[0] = true; break;
     case DecodeForm::kMisaligned:
       p.q_layout.offset = p.k_layout.offset = p.v_layout.offset = p.out_layout.offset = 1;
       p.lse_layout.offset = 1;
@@ -686,8 +642,8 @@ TEST_P(DecodeTest, MatchesReference) {
     Call call(p);
     RefResult ref;
     std::string error;
-    ASSERT_TRUE(ReferenceSdpa(call.q.tensor(), call.k.tensor(), call.v.tensor(), &call.opts,
-                              &ref, &error))
+    ASSERT_TRUE(
+        ReferenceSdpa(call.q.tensor(), call.k.tensor(), call.v.tensor(), &call.opts, &ref, &error))
         << error;
     for (size_t row = 0; row < ref.lse.size(); ++row) {
       double top = 0.0;
@@ -705,19 +661,18 @@ TEST_P(DecodeTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Sdpa, DecodeTest,
-    ::testing::Combine(
-        ::testing::Values(DecodeForm::kPlain, DecodeForm::kCausalTopLeft,
-                          DecodeForm::kCausalBottomRight, DecodeForm::kKvLen,
-                          DecodeForm::kBoolMask, DecodeForm::kF32MaskRowsBlocked,
-                          DecodeForm::kBatchFirstCache, DecodeForm::kBroadcastKv,
-                          DecodeForm::kMisaligned, DecodeForm::kLargeLogits,
-                          DecodeForm::kEverything),
-        ::testing::Values(DecodeShape{1, 8, 1, 511}, DecodeShape{1, 4, 2, 513},
-                          DecodeShape{2, 4, 1, 1025}, DecodeShape{8, 2, 2, 1024},
-                          DecodeShape{3, 3, 3, 257}, DecodeShape{1, 2, 2, 2000},
-                          // 36 heads x 3 chunks: items are runs of two
-                          // chunks, the last one alone.
-                          DecodeShape{1, 12, 12, 1300})),
+    ::testing::Combine(::testing::Values(DecodeForm::kPlain, DecodeForm::kCausalTopLeft,
+                                         DecodeForm::kCausalBottomRight, DecodeForm::kKvLen,
+                                         DecodeForm::kBoolMask, DecodeForm::kF32MaskRowsBlocked,
+                                         DecodeForm::kBatchFirstCache, DecodeForm::kBroadcastKv,
+                                         DecodeForm::kMisaligned, DecodeForm::kLargeLogits,
+                                         DecodeForm::kEverything),
+                       ::testing::Values(DecodeShape{1, 8, 1, 511}, DecodeShape{1, 4, 2, 513},
+                                         DecodeShape{2, 4, 1, 1025}, DecodeShape{8, 2, 2, 1024},
+                                         DecodeShape{3, 3, 3, 257}, DecodeShape{1, 2, 2, 2000},
+                                         // 36 heads x 3 chunks: items are runs of two
+                                         // chunks, the last one alone.
+                                         DecodeShape{1, 12, 12, 1300})),
     [](const ::testing::TestParamInfo<std::tuple<DecodeForm, DecodeShape>>& info) {
       const DecodeShape& ds = std::get<1>(info.param);
       std::ostringstream os;
@@ -765,8 +720,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(HWYATTN_BOOL, HWYATTN_F32),
                        ::testing::Values(LenPair{65, 65}, LenPair{17, 130}, LenPair{1, 300},
                                          LenPair{40, 20})),
-    [](const ::testing::TestParamInfo<
-        std::tuple<hwyattn_causal, hwyattn_dtype, LenPair>>& info) {
+    [](const ::testing::TestParamInfo<std::tuple<hwyattn_causal, hwyattn_dtype, LenPair>>& info) {
       std::ostringstream os;
       os << CausalName(std::get<0>(info.param)) << "_" << DtypeName(std::get<1>(info.param))
          << "Mask_Lq" << std::get<0>(std::get<2>(info.param)) << "_Lk"
@@ -778,22 +732,23 @@ INSTANTIATE_TEST_SUITE_P(
 // The optional outputs, alone and together, dense and strided.
 // ---------------------------------------------------------------------------
 
-enum class OutputsForm { kWeightsOnly, kLseOnly, kBoth, kStridedWeights, kStridedLse, kBothStridedMisaligned };
+enum class OutputsForm {
+  kWeightsOnly,
+  kLseOnly,
+  kBoth,
+  kStridedWeights,
+  kStridedLse,
+  kBothStridedMisaligned
+};
 
 const char* OutputsFormName(OutputsForm f) {
   switch (f) {
-    case OutputsForm::kWeightsOnly:
-      return "WeightsOnly";
-    case OutputsForm::kLseOnly:
-      return "LseOnly";
-    case OutputsForm::kBoth:
-      return "Both";
-    case OutputsForm::kStridedWeights:
-      return "StridedWeights";
-    case OutputsForm::kStridedLse:
-      return "StridedLse";
-    case OutputsForm::kBothStridedMisaligned:
-      return "BothStridedMisaligned";
+    case OutputsForm::kWeightsOnly: return "WeightsOnly";
+    case OutputsForm::kLseOnly: return "LseOnly";
+    case OutputsForm::kBoth: return "Both";
+    case OutputsForm::kStridedWeights: return "StridedWeights";
+    case OutputsForm::kStridedLse: return "StridedLse";
+    case OutputsForm::kBothStridedMisaligned: return "BothStridedMisaligned";
   }
   return "Bad";
 }
@@ -811,15 +766,9 @@ TEST_P(OutputsTest, MatchesReference) {
   p.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
   p.seed = 51;
   switch (std::get<0>(GetParam())) {
-    case OutputsForm::kWeightsOnly:
-      p.want_weights = true;
-      break;
-    case OutputsForm::kLseOnly:
-      p.want_lse = true;
-      break;
-    case OutputsForm::kBoth:
-      p.want_weights = p.want_lse = true;
-      break;
+    case OutputsForm::kWeightsOnly: p.want_weights = true; break;
+    case OutputsForm::kLseOnly: p.want_lse = true; break;
+    case OutputsForm::kBoth: p.want_weights = p.want_lse = true; break;
     case OutputsForm::kStridedWeights:
       // [B, Hq, Lq, Lk] stored as [Lq, B, Hq, Lk] with padded rows.
       p.want_weights = true;
@@ -862,46 +811,34 @@ INSTANTIATE_TEST_SUITE_P(
 // ---------------------------------------------------------------------------
 
 enum class StrideForm {
-  kBatchFirstQkv,    // q/k/v as [B, L, H, D] memory (what a projection writes).
-  kBatchFirstAll,    // ... and out as [B, Lq, Hq, Dv].
-  kKvBatchStride0,   // k/v shared by every batch (stride 0 on B).
-  kKvBatchSize1,     // k/v shared by every batch (size 1 on B).
-  kKvHeadStride0,    // every kv head the same memory (stride 0 on H).
-  kQHeadStride0,     // every query head the same memory.
-  kQLenStride0,      // every query row the same memory.
-  kOutGaps,          // out with gaps between elements and padded rows.
-  kOutPermuted,      // out stored as [Lq, Dv, B, Hq].
-  kInnerStride2,     // q/k/v with a non-unit innermost stride (gaps).
-  kKDimStride0,      // k's head dim broadcast: every element of a key row equal.
-  kAllMisaligned,    // every pointer misaligned by one element.
+  kBatchFirstQkv,   // q/k/v as [B, L, H, D] memory (what a projection writes).
+  kBatchFirstAll,   // ... and out as [B, Lq, Hq, Dv].
+  kKvBatchStride0,  // k/v shared by every batch (stride 0 on B).
+  kKvBatchSize1,    // k/v shared by every batch (size 1 on B).
+  kKvHeadStride0,   // every kv head the same memory (stride 0 on H).
+  kQHeadStride0,    // every query head the same memory.
+  kQLenStride0,     // every query row the same memory.
+  kOutGaps,         // out with gaps between elements and padded rows.
+  kOutPermuted,     // out stored as [Lq, Dv, B, Hq].
+  kInnerStride2,    // q/k/v with a non-unit innermost stride (gaps).
+  kKDimStride0,     // k's head dim broadcast: every element of a key row equal.
+  kAllMisaligned,   // every pointer misaligned by one element.
 };
 
 const char* StrideFormName(StrideForm f) {
   switch (f) {
-    case StrideForm::kBatchFirstQkv:
-      return "BatchFirstQkv";
-    case StrideForm::kBatchFirstAll:
-      return "BatchFirstAll";
-    case StrideForm::kKvBatchStride0:
-      return "KvBatchStride0";
-    case StrideForm::kKvBatchSize1:
-      return "KvBatchSize1";
-    case StrideForm::kKvHeadStride0:
-      return "KvHeadStride0";
-    case StrideForm::kQHeadStride0:
-      return "QHeadStride0";
-    case StrideForm::kQLenStride0:
-      return "QLenStride0";
-    case StrideForm::kOutGaps:
-      return "OutGaps";
-    case StrideForm::kOutPermuted:
-      return "OutPermuted";
-    case StrideForm::kInnerStride2:
-      return "InnerStride2";
-    case StrideForm::kKDimStride0:
-      return "KDimStride0";
-    case StrideForm::kAllMisaligned:
-      return "AllMisaligned";
+    case StrideForm::kBatchFirstQkv: return "BatchFirstQkv";
+    case StrideForm::kBatchFirstAll: return "BatchFirstAll";
+    case StrideForm::kKvBatchStride0: return "KvBatchStride0";
+    case StrideForm::kKvBatchSize1: return "KvBatchSize1";
+    case StrideForm::kKvHeadStride0: return "KvHeadStride0";
+    case StrideForm::kQHeadStride0: return "QHeadStride0";
+    case StrideForm::kQLenStride0: return "QLenStride0";
+    case StrideForm::kOutGaps: return "OutGaps";
+    case StrideForm::kOutPermuted: return "OutPermuted";
+    case StrideForm::kInnerStride2: return "InnerStride2";
+    case StrideForm::kKDimStride0: return "KDimStride0";
+    case StrideForm::kAllMisaligned: return "AllMisaligned";
   }
   return "Bad";
 }
@@ -931,32 +868,22 @@ TEST_P(StrideTest, MatchesReference) {
     case StrideForm::kKvBatchStride0:
       p.k_layout.broadcast[0] = p.v_layout.broadcast[0] = true;
       break;
-    case StrideForm::kKvBatchSize1:
-      p.kv_batch = 1;
-      break;
+    case StrideForm::kKvBatchSize1: p.kv_batch = 1; break;
     case StrideForm::kKvHeadStride0:
       p.k_layout.broadcast[1] = p.v_layout.broadcast[1] = true;
       p.k_layout.order = p.v_layout.order = batch_first;
       break;
-    case StrideForm::kQHeadStride0:
-      p.q_layout.broadcast[1] = true;
-      break;
-    case StrideForm::kQLenStride0:
-      p.q_layout.broadcast[2] = true;
-      break;
+    case StrideForm::kQHeadStride0: p.q_layout.broadcast[1] = true; break;
+    case StrideForm::kQLenStride0: p.q_layout.broadcast[2] = true; break;
     case StrideForm::kOutGaps:
       p.out_layout.elem_step = 2;
       p.out_layout.row_pad = 3;
       break;
-    case StrideForm::kOutPermuted:
-      p.out_layout.order = {2, 3, 0, 1};
-      break;
+    case StrideForm::kOutPermuted: p.out_layout.order = {2, 3, 0, 1}; break;
     case StrideForm::kInnerStride2:
       p.q_layout.elem_step = p.k_layout.elem_step = p.v_layout.elem_step = 2;
       break;
-    case StrideForm::kKDimStride0:
-      p.k_layout.broadcast[3] = true;
-      break;
+    case StrideForm::kKDimStride0: p.k_layout.broadcast[3] = true; break;
     case StrideForm::kAllMisaligned:
       p.q_layout.offset = p.k_layout.offset = p.v_layout.offset = p.out_layout.offset = 1;
       p.lse_layout.offset = 1;
@@ -971,16 +898,15 @@ INSTANTIATE_TEST_SUITE_P(
     Sdpa, StrideTest,
     ::testing::Combine(::testing::Values(StrideForm::kBatchFirstQkv, StrideForm::kBatchFirstAll,
                                          StrideForm::kKvBatchStride0, StrideForm::kKvBatchSize1,
-                                         StrideForm::kKvHeadStride0,
-                                         StrideForm::kQHeadStride0, StrideForm::kQLenStride0,
-                                         StrideForm::kOutGaps,
+                                         StrideForm::kKvHeadStride0, StrideForm::kQHeadStride0,
+                                         StrideForm::kQLenStride0, StrideForm::kOutGaps,
                                          StrideForm::kOutPermuted, StrideForm::kInnerStride2,
                                          StrideForm::kKDimStride0, StrideForm::kAllMisaligned),
                        ::testing::Values(LenPair{37, 53}, LenPair{1, 900})),
     [](const ::testing::TestParamInfo<std::tuple<StrideForm, LenPair>>& info) {
       std::ostringstream os;
-      os << StrideFormName(std::get<0>(info.param)) << "_Lq"
-         << std::get<0>(std::get<1>(info.param)) << "_Lk" << std::get<1>(std::get<1>(info.param));
+      os << StrideFormName(std::get<0>(info.param)) << "_Lq" << std::get<0>(std::get<1>(info.param))
+         << "_Lk" << std::get<1>(std::get<1>(info.param));
       return os.str();
     });
 
@@ -1014,14 +940,15 @@ TEST_P(RankTest, MatchesReference) {
   RunAndCheck(p);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Sdpa, RankTest,
-    ::testing::Values(RankCase{"AllRank3", 3, 3, 3, 0, 0, 2},
-                      RankCase{"AllRank2", 2, 2, 2, 0, 0, 1},
-                      RankCase{"QRank4KvRank3OutRank2", 4, 3, 2, 0, 0, 1},
-                      RankCase{"WeightsRank3LseRank2", 4, 4, 4, 3, 2, 2},
-                      RankCase{"WeightsRank2LseRank1", 2, 2, 2, 2, 1, 1}),
-    [](const ::testing::TestParamInfo<RankCase>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Sdpa, RankTest,
+                         ::testing::Values(RankCase{"AllRank3", 3, 3, 3, 0, 0, 2},
+                                           RankCase{"AllRank2", 2, 2, 2, 0, 0, 1},
+                                           RankCase{"QRank4KvRank3OutRank2", 4, 3, 2, 0, 0, 1},
+                                           RankCase{"WeightsRank3LseRank2", 4, 4, 4, 3, 2, 2},
+                                           RankCase{"WeightsRank2LseRank1", 2, 2, 2, 2, 1, 1}),
+                         [](const ::testing::TestParamInfo<RankCase>& info) {
+                           return info.param.name;
+                         });
 
 // The shapes of the benchmark rows (bench/README.md), with the long sequences shortened so the
 // oracle stays quick (the decode rows keep their full cache length).
@@ -1097,13 +1024,12 @@ TEST_P(DtypeTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Sdpa, DtypeTest,
-    ::testing::Combine(
-        ::testing::Values(Dtypes{HWYATTN_F16, HWYATTN_F16, HWYATTN_F16},
-                          Dtypes{HWYATTN_BF16, HWYATTN_BF16, HWYATTN_BF16},
-                          Dtypes{HWYATTN_F32, HWYATTN_F16, HWYATTN_F16},
-                          Dtypes{HWYATTN_F32, HWYATTN_BF16, HWYATTN_BF16},
-                          Dtypes{HWYATTN_BF16, HWYATTN_F32, HWYATTN_F16}),
-        ::testing::Values(LenPair{33, 70}, LenPair{1, 600})),
+    ::testing::Combine(::testing::Values(Dtypes{HWYATTN_F16, HWYATTN_F16, HWYATTN_F16},
+                                         Dtypes{HWYATTN_BF16, HWYATTN_BF16, HWYATTN_BF16},
+                                         Dtypes{HWYATTN_F32, HWYATTN_F16, HWYATTN_F16},
+                                         Dtypes{HWYATTN_F32, HWYATTN_BF16, HWYATTN_BF16},
+                                         Dtypes{HWYATTN_BF16, HWYATTN_F32, HWYATTN_F16}),
+                       ::testing::Values(LenPair{33, 70}, LenPair{1, 600})),
     [](const ::testing::TestParamInfo<std::tuple<Dtypes, LenPair>>& info) {
       const Dtypes& d = std::get<0>(info.param);
       std::ostringstream os;
@@ -1150,14 +1076,16 @@ TEST(EdgeTest, RunningMaxMovesInsideKeyTiles) {
       const double ramp = 0.035 * static_cast<double>(std::min<int64_t>(t, 400 - t));
       for (int64_t d = 0; d < p.dim; ++d) {
         const int64_t idx[4] = {0, 0, j, d};
-        call.k.SetF32(idx, static_cast<float>(ramp + 0.05 * std::sin(0.7 * static_cast<double>(j * 16 + d))));
+        call.k.SetF32(
+            idx, static_cast<float>(ramp + 0.05 * std::sin(0.7 * static_cast<double>(j * 16 + d))));
       }
     }
     for (int64_t h = 0; h < p.q_heads; ++h) {
       for (int64_t i = 0; i < p.q_len; ++i) {
         for (int64_t d = 0; d < p.dim; ++d) {
           const int64_t idx[4] = {0, h, i, d};
-          call.q.SetF32(idx, static_cast<float>(0.25 + 0.02 * std::cos(static_cast<double>(i + 3 * d + h))));
+          call.q.SetF32(
+              idx, static_cast<float>(0.25 + 0.02 * std::cos(static_cast<double>(i + 3 * d + h))));
         }
       }
     }
@@ -1194,8 +1122,8 @@ TEST(LargeLogitsTest, OneHotScoresOfOrder1e4) {
       Call call(p);
       RefResult ref;
       std::string error;
-      ASSERT_TRUE(ReferenceSdpa(call.q.tensor(), call.k.tensor(), call.v.tensor(), &call.opts,
-                                &ref, &error))
+      ASSERT_TRUE(ReferenceSdpa(call.q.tensor(), call.k.tensor(), call.v.tensor(), &call.opts, &ref,
+                                &error))
           << error;
       double max_lse = 0.0, min_top = 1.0;
       for (size_t row = 0; row < ref.lse.size(); ++row) {
@@ -1439,7 +1367,8 @@ TEST(EdgeTest, ConcurrentCallersGetIdenticalResults) {
   for (int t = 0; t < kThreads; ++t) {
     EXPECT_EQ(status[t], HWYATTN_OK) << "thread " << t;
     EXPECT_TRUE(calls[t]->out.Snapshot() == alone.out.Snapshot()) << "out, thread " << t;
-    EXPECT_TRUE(calls[t]->weights.Snapshot() == alone.weights.Snapshot()) << "weights, thread " << t;
+    EXPECT_TRUE(calls[t]->weights.Snapshot() == alone.weights.Snapshot())
+        << "weights, thread " << t;
     EXPECT_TRUE(calls[t]->lse.Snapshot() == alone.lse.Snapshot()) << "lse, thread " << t;
   }
 }
@@ -1484,8 +1413,7 @@ TEST(ApiTest, StatusStrings) {
     seen.push_back(text);
   }
   EXPECT_NE(std::string(hwyattn_status_string(HWYATTN_OK)).find("HWYATTN_OK"), std::string::npos);
-  EXPECT_STREQ(hwyattn_status_string(EnumFromInt<hwyattn_status>(12345)),
-               "unknown hwyattn_status");
+  EXPECT_STREQ(hwyattn_status_string(EnumFromInt<hwyattn_status>(12345)), "unknown hwyattn_status");
   EXPECT_STREQ(hwyattn_status_string(EnumFromInt<hwyattn_status>(-1)), "unknown hwyattn_status");
 }
 
@@ -1523,8 +1451,7 @@ TEST(ApiTest, TensorContiguous) {
 
   EXPECT_EQ(hwyattn_tensor_contiguous(nullptr, data, HWYATTN_F32, 4, shape),
             HWYATTN_INVALID_ARGUMENT);
-  EXPECT_EQ(hwyattn_tensor_contiguous(&t, data, HWYATTN_F32, 4, nullptr),
-            HWYATTN_INVALID_ARGUMENT);
+  EXPECT_EQ(hwyattn_tensor_contiguous(&t, data, HWYATTN_F32, 4, nullptr), HWYATTN_INVALID_ARGUMENT);
   EXPECT_EQ(hwyattn_tensor_contiguous(&t, data, HWYATTN_F32, 0, shape), HWYATTN_INVALID_ARGUMENT);
   EXPECT_EQ(hwyattn_tensor_contiguous(&t, data, HWYATTN_F32, 5, shape), HWYATTN_INVALID_ARGUMENT);
   const int64_t zero[2] = {3, 0};
@@ -1569,16 +1496,15 @@ TEST(ApiTest, OptionsStructSize) {
   std::memset(&newer, 0, sizeof(newer));
   newer.base = call.opts;
   newer.base.struct_size = sizeof(newer);
-  ASSERT_EQ(hwyattn_sdpa(call.q.desc(), call.k.desc(), call.v.desc(), call.out.desc(),
-                         &newer.base),
+  ASSERT_EQ(hwyattn_sdpa(call.q.desc(), call.k.desc(), call.v.desc(), call.out.desc(), &newer.base),
             HWYATTN_OK)
       << hwyattn_last_error();
   CheckAgainstReference(call);
 
   const std::vector<unsigned char> out_before = call.out.Snapshot();
   newer.unknown[2] = 1;
-  const hwyattn_status status = hwyattn_sdpa(call.q.desc(), call.k.desc(), call.v.desc(),
-                                             call.out.desc(), &newer.base);
+  const hwyattn_status status =
+      hwyattn_sdpa(call.q.desc(), call.k.desc(), call.v.desc(), call.out.desc(), &newer.base);
   EXPECT_TRUE(status == HWYATTN_UNSUPPORTED || status == HWYATTN_INVALID_ARGUMENT)
       << hwyattn_status_string(status);
   EXPECT_TRUE(ContainsIdentifier(hwyattn_last_error(), "struct_size") ||

@@ -82,8 +82,8 @@ std::vector<float> AccuracyInputs() {
   AddWithNeighbours(v, 0x1p-25f, 4);     // the last input returned unchanged
   // The largest errors of an exhaustive run over every float (1.97 ulp with
   // FMA, 2.01 without); the reference is still std::tanh.
-  for (float x : {0.51963371f, 0.519026935f, 0.12506704f, 0.172685325f, 0.202526256f,
-                  0.545534551f, 0.542691767f, 0.542043507f, 8.14447975f, 0.000244115785f}) {
+  for (float x : {0.51963371f, 0.519026935f, 0.12506704f, 0.172685325f, 0.202526256f, 0.545534551f,
+                  0.542691767f, 0.542043507f, 8.14447975f, 0.000244115785f}) {
     AddWithNeighbours(v, x, 2);
   }
   return v;
@@ -179,8 +179,8 @@ void TestTanhSpecials() {
   memcpy(&neg_nan, &kNegQuiet, 4);
   memcpy(&payload_nan, &kPayload, 4);
   // NaNs between ordinary values: they must not spill into other lanes.
-  const std::vector<float> x = {0.0f,   -0.0f, INFINITY, -INFINITY,   qnan,     0.5f,
-                                neg_nan, 3.0f, -FLT_MAX, payload_nan, FLT_MAX, -0.25f};
+  const std::vector<float> x = {0.0f,    -0.0f, INFINITY, -INFINITY,   qnan,    0.5f,
+                                neg_nan, 3.0f,  -FLT_MAX, payload_nan, FLT_MAX, -0.25f};
   const std::vector<float> y = TanhAll(x);
   EXPECT_EQ(Bits(y[0]), Bits(0.0f)) << "tanh(+0) must be +0, got " << y[0];
   EXPECT_EQ(Bits(y[1]), Bits(-0.0f)) << "tanh(-0) must be -0, got " << y[1];

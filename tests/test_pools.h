@@ -182,9 +182,7 @@ class TestPool {
     for (int64_t i = 0; i < n; ++i) pool->counts_[static_cast<size_t>(i)].store(0);
     Job job{pool, task, ctx};
     switch (pool->kind_) {
-      case PoolKind::kThreads:
-        pool->workers_->ParallelFor(n, &TestPool::Task, &job);
-        break;
+      case PoolKind::kThreads: pool->workers_->ParallelFor(n, &TestPool::Task, &job); break;
       case PoolKind::kInline:
         for (int64_t i = 0; i < n; ++i) Task(&job, i);
         break;
@@ -205,7 +203,7 @@ class TestPool {
   PoolKind kind_;
   WorkerThreads* workers_;
   hwyattn_parallel parallel_;
-  std::unique_ptr<std::atomic<int>[]> counts_{new std::atomic<int>[kMaxTasks]()};
+  std::unique_ptr<std::atomic<int>[]> counts_ { new std::atomic<int>[ kMaxTasks ]() };
   std::atomic<int> active_{0};
   std::mutex mu_;
   std::vector<int64_t> calls_;

@@ -54,7 +54,8 @@ TensorBuf::TensorBuf(hwyattn_dtype dtype, const Shape4& shape, const Layout& lay
   desc_.rank = layout.rank;
   const int lead = 4 - layout.rank;
   for (int d = 0; d < lead; ++d) {
-    if (shape[d] != 1) ADD_FAILURE() << "a rank-" << layout.rank << " tensor needs size 1 in dim " << d;
+    if (shape[d] != 1)
+      ADD_FAILURE() << "a rank-" << layout.rank << " tensor needs size 1 in dim " << d;
   }
   for (int d = 0; d < 4; ++d) {
     desc_.shape[d] = 0;
@@ -205,8 +206,8 @@ Call::Call(const Problem& p) : problem(p) {
   opts.softcap = p.softcap;
   if (!p.alibi_slopes.empty()) {
     if (static_cast<int64_t>(p.alibi_slopes.size()) != p.q_heads) {
-      ADD_FAILURE() << "Problem::alibi_slopes has " << p.alibi_slopes.size()
-                    << " entries for " << p.q_heads << " query heads";
+      ADD_FAILURE() << "Problem::alibi_slopes has " << p.alibi_slopes.size() << " entries for "
+                    << p.q_heads << " query heads";
     }
     alibi_slopes = p.alibi_slopes;
     opts.alibi_slopes = alibi_slopes.data();
@@ -274,9 +275,9 @@ hwyattn_status Call::Run() {
   if (max_err <= tol * max_want) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << what << ": max|err| / max|ref| = " << max_err << " / " << max_want << " = "
-         << (max_want > 0 ? max_err / max_want : std::numeric_limits<double>::infinity())
-         << " > " << tol << "; worst at " << IndexString(worst) << ": got " << worst_got
-         << ", want " << worst_want;
+         << (max_want > 0 ? max_err / max_want : std::numeric_limits<double>::infinity()) << " > "
+         << tol << "; worst at " << IndexString(worst) << ": got " << worst_got << ", want "
+         << worst_want;
 }
 
 void CheckAgainstReference(Call& call) {
@@ -404,9 +405,9 @@ std::vector<float> StandardAlibiSlopes(int64_t heads) {
   while (n * 2 <= heads) n *= 2;
   std::vector<float> slopes;
   for (int64_t h = 0; h < heads; ++h) {
-    const double exponent = h < n ? -8.0 * static_cast<double>(h + 1) / static_cast<double>(n)
-                                  : -4.0 * static_cast<double>(2 * (h - n) + 1) /
-                                        static_cast<double>(n);
+    const double exponent =
+        h < n ? -8.0 * static_cast<double>(h + 1) / static_cast<double>(n)
+              : -4.0 * static_cast<double>(2 * (h - n) + 1) / static_cast<double>(n);
     slopes.push_back(static_cast<float>(std::exp2(exponent)));
   }
   return slopes;

@@ -202,8 +202,7 @@ TEST_P(ThreadsTest, BitIdenticalWithoutWeights) {
     }
     const std::vector<unsigned char> bytes = call.out.Snapshot();
     ASSERT_EQ(bytes.size(), reference_bytes.size());
-    EXPECT_EQ(std::memcmp(bytes.data(), reference_bytes.data(), bytes.size()), 0)
-        << "out differs";
+    EXPECT_EQ(std::memcmp(bytes.data(), reference_bytes.data(), bytes.size()), 0) << "out differs";
     if (p.want_lse) {
       EXPECT_TRUE(SameBytes(call.lse, lse_reference->lse)) << "lse differs";
     }

@@ -17,8 +17,8 @@ static hwyattn_status finish(hwyattn_status s, char* err, size_t err_size) {
 
 hwyattn_status hwyattn_go_attend(const hwyattn_mha* m, const hwyattn_tensor* descs,
                                  uint32_t present, const hwyattn_sdpa_options* opts, void* q,
-                                 void* k, void* v, void* out, void* mask, void* weights,
-                                 void* lse, const int32_t* kv_len, const float* alibi_slopes,
+                                 void* k, void* v, void* out, void* mask, void* weights, void* lse,
+                                 const int32_t* kv_len, const float* alibi_slopes,
                                  const float* sinks, char* err, size_t err_size) {
   void* data[HWYATTN_GO_NUM_SLOTS] = {q, k, v, out, mask, weights, lse};
   hwyattn_tensor t[HWYATTN_GO_NUM_SLOTS];
@@ -39,17 +39,17 @@ hwyattn_status hwyattn_go_attend(const hwyattn_mha* m, const hwyattn_tensor* des
   if (m == NULL) {
     s = hwyattn_sdpa(p[HWYATTN_GO_Q], p[HWYATTN_GO_K], p[HWYATTN_GO_V], p[HWYATTN_GO_OUT], &o);
   } else {
-    s = hwyattn_mha_forward(m, p[HWYATTN_GO_Q], p[HWYATTN_GO_K], p[HWYATTN_GO_V],
-                            p[HWYATTN_GO_OUT], &o);
+    s = hwyattn_mha_forward(m, p[HWYATTN_GO_Q], p[HWYATTN_GO_K], p[HWYATTN_GO_V], p[HWYATTN_GO_OUT],
+                            &o);
   }
   return finish(s, err, err_size);
 }
 
-hwyattn_status hwyattn_go_merge(int32_t n, const hwyattn_tensor* descs, int has_lse_out,
-                                void* o0, void* o1, void* o2, void* o3, void* o4, void* o5,
-                                void* o6, void* o7, void* l0, void* l1, void* l2, void* l3,
-                                void* l4, void* l5, void* l6, void* l7, const float* sinks,
-                                void* out, void* lse_out, char* err, size_t err_size) {
+hwyattn_status hwyattn_go_merge(int32_t n, const hwyattn_tensor* descs, int has_lse_out, void* o0,
+                                void* o1, void* o2, void* o3, void* o4, void* o5, void* o6,
+                                void* o7, void* l0, void* l1, void* l2, void* l3, void* l4,
+                                void* l5, void* l6, void* l7, const float* sinks, void* out,
+                                void* lse_out, char* err, size_t err_size) {
   if (n < 1) {
     /* The library reports n itself; nothing to place. */
     return finish(hwyattn_merge_states(n, NULL, NULL, sinks, NULL, NULL), err, err_size);

@@ -40,19 +40,19 @@ enum {
  * from the slots and from kv_len, alibi_slopes and sinks. */
 hwyattn_status hwyattn_go_attend(const hwyattn_mha* m, const hwyattn_tensor* descs,
                                  uint32_t present, const hwyattn_sdpa_options* opts, void* q,
-                                 void* k, void* v, void* out, void* mask, void* weights,
-                                 void* lse, const int32_t* kv_len, const float* alibi_slopes,
+                                 void* k, void* v, void* out, void* mask, void* weights, void* lse,
+                                 const int32_t* kv_len, const float* alibi_slopes,
                                  const float* sinks, char* err, size_t err_size);
 
 /* hwyattn_merge_states over descs[2 * n + 2] = outs[0..n), lses[0..n), out,
  * lse_out (lse_out only when has_lse_out). Partial i < HWYATTN_GO_MERGE_DIRECT
  * gets data o<i> / l<i>; the descriptors of the others already point at C
  * memory. out and lse_out get `out` and `lse_out`. */
-hwyattn_status hwyattn_go_merge(int32_t n, const hwyattn_tensor* descs, int has_lse_out,
-                                void* o0, void* o1, void* o2, void* o3, void* o4, void* o5,
-                                void* o6, void* o7, void* l0, void* l1, void* l2, void* l3,
-                                void* l4, void* l5, void* l6, void* l7, const float* sinks,
-                                void* out, void* lse_out, char* err, size_t err_size);
+hwyattn_status hwyattn_go_merge(int32_t n, const hwyattn_tensor* descs, int has_lse_out, void* o0,
+                                void* o1, void* o2, void* o3, void* o4, void* o5, void* o6,
+                                void* o7, void* l0, void* l1, void* l2, void* l3, void* l4,
+                                void* l5, void* l6, void* l7, const float* sinks, void* out,
+                                void* lse_out, char* err, size_t err_size);
 
 /* hwyattn_mha_create with the weights as direct arguments. */
 hwyattn_status hwyattn_go_mha_create(const hwyattn_mha_config* cfg, const float* w_q,

@@ -139,7 +139,7 @@ void ScoreKeyBlocks(const float* HWY_RESTRICT q, size_t ldq, size_t dim_vec,
   for (int64_t j = 0; j < full; j += kKeys) {
     for (size_t r0 = 0; r0 < rows; r0 += kRows) {
       ScoreKeyGroup<kL2, kRows>(q + r0 * ldq, ldq, dim_vec, k + j * ldk, ldk,
-                           std::min(kRows, rows - r0), s + r0 * lds + j, lds);
+                                std::min(kRows, rows - r0), s + r0 * lds + j, lds);
     }
   }
 }
@@ -175,7 +175,8 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t k
     }
     VF vv[kVecs];
     HWY_UNROLL(4)
-    for (size_t c = 0; c < kVecs; ++c) vv[c] = LoadWide(v + static_cast<int64_t>(j) * ldv + c * kLanes);
+    for (size_t c = 0; c < kVecs; ++c)
+      vv[c] = LoadWide(v + static_cast<int64_t>(j) * ldv + c * kLanes);
     HWY_UNROLL(4)
     for (size_t r = 0; r < kRows; ++r) {
       const VF pr = hn::Set(df, p[r * ldp + j]);
@@ -218,7 +219,8 @@ void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_REST
       VF acc = accumulate ? hn::LoadU(df, o + dv) : hn::Zero(df);
       for (size_t j = 0; j < keys; ++j) {
         if (pr[j] != 0.0f) {
-          acc = hn::MulAdd(hn::Set(df, pr[j]), LoadWide(v + static_cast<int64_t>(j) * ldv + dv), acc);
+          acc =
+              hn::MulAdd(hn::Set(df, pr[j]), LoadWide(v + static_cast<int64_t>(j) * ldv + dv), acc);
         }
       }
       hn::StoreU(acc, df, o + dv);
@@ -288,7 +290,8 @@ void ScoreRun(const float* HWY_RESTRICT q, size_t dim_pad, int64_t rows, int64_t
     if (dim_vec < static_cast<size_t>(dim)) {
       for (int64_t j = 0; j < full; ++j) {
         float sum = sr[j];
-        for (int64_t d = static_cast<int64_t>(dim_vec); d < dim; ++d) sum += qr[d] * ToFloat(k[j * ldk + d]);
+        for (int64_t d = static_cast<int64_t>(dim_vec); d < dim; ++d)
+          sum += qr[d] * ToFloat(k[j * ldk + d]);
         sr[j] = sum;
       }
     }
@@ -433,7 +436,8 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
       for (; dv < static_cast<size_t>(value_dim); ++dv) {
         for (size_t r = 0; r < nr; ++r) {
           float sum = accumulate ? o[r * value_dim + dv] : 0.0f;
-          for (size_t j = 0; j < run; ++j) sum += pr[r * ld + j] * ToFloat(v[static_cast<int64_t>(j) * ldv + dv]);
+          for (size_t j = 0; j < run; ++j)
+            sum += pr[r * ld + j] * ToFloat(v[static_cast<int64_t>(j) * ldv + dv]);
           o[r * value_dim + dv] = sum;
         }
       }
@@ -480,7 +484,8 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
     if (keys[g] != 0) SoftmaxChunk(rows, keys[g], s0 + g * chunk_scores, stats[g]);
   }
   for (int64_t g = 0; g < count; ++g) {
-    if (keys[g] != 0) ValuesChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g]);
+    if (keys[g] != 0)
+      ValuesChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g]);
   }
 }
 
@@ -535,8 +540,7 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
     const int64_t so = p.out.stride[3];
     for (int64_t c = 0; c < plan.chunks; ++c) {
       const size_t at = first + c * chunk_stride + r;
-      const float w =
-          (plan.chunks == 1 ? 1.0f : exp2f(plan.partial_stats[at * 2] - m)) * inv;
+      const float w = (plan.chunks == 1 ? 1.0f : exp2f(plan.partial_stats[at * 2] - m)) * inv;
       const float* oc = plan.partial_out + at * value_dim;
       // Contiguous outputs a vector at a time (the same multiply-adds).
       int64_t dv = 0;
@@ -544,7 +548,8 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
         const VF wv = hn::Set(df, w);
         for (; dv + static_cast<int64_t>(kLanes) <= value_dim; dv += kLanes) {
           const VF x = hn::LoadU(df, oc + dv);
-          hn::StoreU(c == 0 ? hn::Mul(wv, x) : hn::MulAdd(wv, x, hn::LoadU(df, o + dv)), df, o + dv);
+          hn::StoreU(c == 0 ? hn::Mul(wv, x) : hn::MulAdd(wv, x, hn::LoadU(df, o + dv)), df,
+                     o + dv);
         }
       }
       // The rest one lane at a time, with the same operation (fused or not,
@@ -552,7 +557,8 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
       const hn::CappedTag<float, 1> d1;
       for (; dv < value_dim; ++dv) {
         const auto x = hn::Set(d1, oc[dv]), wx = hn::Set(d1, w);
-        o[dv * so] = hn::GetLane(c == 0 ? hn::Mul(wx, x) : hn::MulAdd(wx, x, hn::Set(d1, o[dv * so])));
+        o[dv * so] =
+            hn::GetLane(c == 0 ? hn::Mul(wx, x) : hn::MulAdd(wx, x, hn::Set(d1, o[dv * so])));
       }
     }
     if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = RowLse(m, l, sink);

@@ -46,14 +46,14 @@ inline bool DecodeApplies(const SdpaProblem& p) {
 // kv head) combines the chunks in order.
 struct DecodePlan {
   const SdpaProblem* problem;
-  int64_t rows;            // query rows per kv head: Lq * G, position-major
-  int64_t chunks;          // ceil(Lk / kDecodeChunk)
-  int64_t run;             // chunks per work item: 1 .. kDecodeRun
-  float q_scale;           // scale * log2(e)
-  bool prefetch_l2;        // StreamPrefetchLevel() == kL2
-  float* partial_out;      // [B * Hkv][chunks][rows][Dv]
-  float* partial_stats;    // [B * Hkv][chunks][rows][2]: running max (log2), sum
-  size_t scratch_floats;   // per worker thread
+  int64_t rows;           // query rows per kv head: Lq * G, position-major
+  int64_t chunks;         // ceil(Lk / kDecodeChunk)
+  int64_t run;            // chunks per work item: 1 .. kDecodeRun
+  float q_scale;          // scale * log2(e)
+  bool prefetch_l2;       // StreamPrefetchLevel() == kL2
+  float* partial_out;     // [B * Hkv][chunks][rows][Dv]
+  float* partial_stats;   // [B * Hkv][chunks][rows][2]: running max (log2), sum
+  size_t scratch_floats;  // per worker thread
 
   size_t PartialIndex(int64_t b, int64_t kvh, int64_t chunk) const {
     return static_cast<size_t>(((b * problem->kv_heads + kvh) * chunks + chunk) * rows);

@@ -122,15 +122,16 @@ class RowLinesAhead {
       const uintptr_t first = reinterpret_cast<uintptr_t>(row(c));
       const uintptr_t line0 = first / 64 * 64;
       rows_[count_] = reinterpret_cast<const char*>(line0);
-      lines_[count_] = static_cast<uint32_t>((first + static_cast<uintptr_t>(bytes) - 1) / 64 -
-                                             first / 64 + 1);
+      lines_[count_] =
+          static_cast<uint32_t>((first + static_cast<uintptr_t>(bytes) - 1) / 64 - first / 64 + 1);
       total_ += lines_[count_];
       ++count_;
     }
   }
   // Spreads the lines over `steps` calls of Step.
   void Spread(int64_t steps) {
-    per_step_ = steps > 0 ? (total_ + static_cast<size_t>(steps) - 1) / static_cast<size_t>(steps) : 0;
+    per_step_ =
+        steps > 0 ? (total_ + static_cast<size_t>(steps) - 1) / static_cast<size_t>(steps) : 0;
   }
   HWY_INLINE void Step() {
     for (size_t n = 0; n < per_step_ && row_ < count_; ++n) {
@@ -274,7 +275,8 @@ void PackQueriesF32(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, 
       }
     }
     for (int64_t d = dim_vec; d < dim; ++d) {
-      for (size_t i = 0; i < kLanes; ++i) dst[d * kQueryTile + c0 + i] = src[i] ? src[i][d] * q_scale : 0.0f;
+      for (size_t i = 0; i < kLanes; ++i)
+        dst[d * kQueryTile + c0 + i] = src[i] ? src[i][d] * q_scale : 0.0f;
     }
   }
 }
@@ -319,9 +321,8 @@ void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64
 
 // kRows value dims x the first `vectors` (<= kVectors) query vectors.
 template <size_t kRows, size_t kVectors>
-void WeightedValuesBlock(size_t vectors, size_t keys, const float* p_t, const float* v,
-                         size_t ldv, const float* alpha, float* o_t,
-                         const ValueLinePrefetch& prefetch) {
+void WeightedValuesBlock(size_t vectors, size_t keys, const float* p_t, const float* v, size_t ldv,
+                         const float* alpha, float* o_t, const ValueLinePrefetch& prefetch) {
   if constexpr (kVectors > 1) {
     if (vectors < kVectors) {
       WeightedValuesBlock<kRows, kVectors - 1>(vectors, keys, p_t, v, ldv, alpha, o_t, prefetch);
@@ -437,8 +438,9 @@ void WeightedValuesByRange(const VectorRange& ranges, int64_t jt0, int64_t jt1, 
         scaled[c] = true;
       }
       const size_t lanes0 = v0 * kLanes;
-      WeightedValues(dims, v1 - v0, static_cast<size_t>(end - j), p_t + (j - jt0) * kQueryTile + lanes0,
-                     v_rows + j * static_cast<int64_t>(ldv), ldv, alpha_once + lanes0, o_t + lanes0);
+      WeightedValues(dims, v1 - v0, static_cast<size_t>(end - j),
+                     p_t + (j - jt0) * kQueryTile + lanes0, v_rows + j * static_cast<int64_t>(ldv),
+                     ldv, alpha_once + lanes0, o_t + lanes0);
     }
     j = end;
   }
@@ -452,18 +454,18 @@ void WeightedValuesByRange(const VectorRange& ranges, int64_t jt0, int64_t jt1, 
 // lane's visible range [key_lo, key_last] (the causal diagonal, the window
 // edges).
 struct PanelMask {
-  int64_t key0;              // the panel's first key
-  int64_t key_end;           // keys >= key_end are blocked
-  const int32_t* key_lo;     // [Bq] first visible key per query lane, or null
-  const int32_t* key_last;   // [Bq] last visible key per query lane
+  int64_t key0;             // the panel's first key
+  int64_t key_end;          // keys >= key_end are blocked
+  const int32_t* key_lo;    // [Bq] first visible key per query lane, or null
+  const int32_t* key_last;  // [Bq] last visible key per query lane
 };
 
 // The score modifiers of a work item's lanes (null when there are none):
 // softcap, and ALiBi's slope (log2 units) and position per query lane.
 struct LaneModifiers {
   const ScoreModifiers* rule;
-  const float* slope;     // [Bq], or null without ALiBi
-  const int32_t* pos;     // [Bq]
+  const float* slope;  // [Bq], or null without ALiBi
+  const int32_t* pos;  // [Bq]
 };
 
 // One register tile of S^T: MR keys (from `a`) x the first `vectors` (<=
@@ -514,9 +516,9 @@ void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t,
         if (key0 + static_cast<int64_t>(r) >= mask->key_end) {
           score = blocked_value;
         } else if (mask->key_lo != nullptr) {
-          const auto blocked = hn::RebindMask(
-              df, hn::Or(hn::Lt(key, hn::Load(di, mask->key_lo + c * kLanes)),
-                         hn::Gt(key, hn::Load(di, mask->key_last + c * kLanes))));
+          const auto blocked =
+              hn::RebindMask(df, hn::Or(hn::Lt(key, hn::Load(di, mask->key_lo + c * kLanes)),
+                                        hn::Gt(key, hn::Load(di, mask->key_last + c * kLanes))));
           score = hn::IfThenElse(blocked, blocked_value, score);
         }
       }
@@ -550,7 +552,8 @@ void StoreOutputs(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, in
       hn::Vec<DF> block[kLanes];
       HWY_UNROLL(16)
       for (size_t i = 0; i < kLanes; ++i) {
-        block[i] = hn::Mul(hn::Load(df, o_t + (d0 + static_cast<int64_t>(i)) * kQueryTile + c0), scale);
+        block[i] =
+            hn::Mul(hn::Load(df, o_t + (d0 + static_cast<int64_t>(i)) * kQueryTile + c0), scale);
       }
       TransposeBlock(block);
       const int64_t dims = std::min<int64_t>(kLanes, value_dim - d0);
@@ -578,8 +581,8 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
               item.kvh < plan.problem->kv_heads);
   HWY_DASSERT(0 <= item.row0 && item.row0 < plan.problem->q_len * plan.problem->group() &&
               item.row0 % static_cast<int64_t>(kQueryTile) == 0);
-  HWY_DASSERT(next == nullptr || (0 <= next->b && next->b < plan.problem->batch &&
-                                  0 <= next->kvh && next->kvh < plan.problem->kv_heads));
+  HWY_DASSERT(next == nullptr || (0 <= next->b && next->b < plan.problem->batch && 0 <= next->kvh &&
+                                  next->kvh < plan.problem->kv_heads));
   const DF df;
   const SdpaProblem& p = *plan.problem;
   const int64_t b = item.b, kvh = item.kvh, row0 = item.row0;
@@ -739,9 +742,10 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
       if (v1 == v0) continue;
       const size_t lanes0 = v0 * kLanes;
       const LaneModifiers shifted_mods =
-          mods != nullptr ? LaneModifiers{mods->rule, mods->slope != nullptr ? mods->slope + lanes0 : nullptr,
-                                          mods->pos + lanes0}
-                          : LaneModifiers{};
+          mods != nullptr
+              ? LaneModifiers{mods->rule, mods->slope != nullptr ? mods->slope + lanes0 : nullptr,
+                              mods->pos + lanes0}
+              : LaneModifiers{};
       const PanelMask shifted_mask =
           panel_mask != nullptr
               ? PanelMask{panel_mask->key0, panel_mask->key_end,
@@ -757,8 +761,9 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
         ScorePanel<kTileVectors>(v1 - v0, udim, PackedA{k_packed + j * dim, kMR}, vq, vs, j, vmods,
                                  vmask, vmax, prefetch);
       } else if (j + static_cast<int64_t>(kMR) <= p.kv_len) {
-        ScorePanel<kTileVectors>(v1 - v0, udim, RowMajorA{k_rows + j * ldk, static_cast<size_t>(ldk)},
-                                 vq, vs, j, vmods, vmask, vmax, prefetch);
+        ScorePanel<kTileVectors>(v1 - v0, udim,
+                                 RowMajorA{k_rows + j * ldk, static_cast<size_t>(ldk)}, vq, vs, j,
+                                 vmods, vmask, vmax, prefetch);
       } else {
         for (int64_t r = 0; r < static_cast<int64_t>(kMR); ++r) {
           for (int64_t d = 0; d < dim; ++d) {

@@ -45,10 +45,10 @@ struct FlashPlan {
   // pack_kv: the key tile's V rows hold a NaN or an infinity. Null without
   // masking (no row then has a zero probability that could meet one).
   uint8_t* nonfinite_values;
-  int64_t key_tiles;       // ceil(Lk / key_tile)
+  int64_t key_tiles;  // ceil(Lk / key_tile)
   size_t packed_head_floats;
-  size_t scratch_floats;   // per worker thread
-  float q_scale;           // scale * log2(e): scores are computed in log2 units
+  size_t scratch_floats;  // per worker thread
+  float q_scale;          // scale * log2(e): scores are computed in log2 units
 
   const float* PackedK(int64_t b, int64_t kvh) const {
     return packed + (b * problem->kv_heads + kvh) * packed_head_floats;
@@ -98,20 +98,20 @@ const FlashKernels& GetFlashKernels();
 // A worker's scratch for one work item, in floats from a 64-byte aligned base;
 // every array starts on a cache line.
 struct FlashScratchLayout {
-  size_t q_t;      // [D][Bq]: scaled queries, transposed (lanes = queries)
-  size_t s_t;      // [Bk][Bq]: scores, then probabilities, transposed
-  size_t o_t;      // [value_dim_pad][Bq]: unnormalised outputs, transposed
-  size_t row_max;  // [Bq]: running max m (log2 units)
-  size_t tile_max;  // [Bq]: the max once the current key tile's scores count
-  size_t row_sum;  // [Bq]: running denominator l
-  size_t rescale;  // [Bq]: 2^(m_old - m_new) of the last step
+  size_t q_t;         // [D][Bq]: scaled queries, transposed (lanes = queries)
+  size_t s_t;         // [Bk][Bq]: scores, then probabilities, transposed
+  size_t o_t;         // [value_dim_pad][Bq]: unnormalised outputs, transposed
+  size_t row_max;     // [Bq]: running max m (log2 units)
+  size_t tile_max;    // [Bq]: the max once the current key tile's scores count
+  size_t row_sum;     // [Bq]: running denominator l
+  size_t rescale;     // [Bq]: 2^(m_old - m_new) of the last step
   size_t alpha_once;  // [Bq]: rescale, or 1 where P . V applied it already
-  size_t k_edge;   // [MR][D]: the last, partial panel of in-place keys
-  size_t key_lo;     // [Bq] int32: first key visible by position (windows)
-  size_t key_last;   // [Bq] int32: last key visible by position
-  size_t lane_pos;   // [Bq] int32: the lane's query position (ALiBi)
+  size_t k_edge;      // [MR][D]: the last, partial panel of in-place keys
+  size_t key_lo;      // [Bq] int32: first key visible by position (windows)
+  size_t key_last;    // [Bq] int32: last key visible by position
+  size_t lane_pos;    // [Bq] int32: the lane's query position (ALiBi)
   size_t lane_slope;  // [Bq]: the lane's ALiBi slope, log2 units
-  size_t mask_row;   // [Bq] int64: offset of each row in the mask tensor
+  size_t mask_row;    // [Bq] int64: offset of each row in the mask tensor
   size_t total;
 
   FlashScratchLayout(const SdpaProblem& p, const FlashGeometry& g, int64_t value_dim_pad) {

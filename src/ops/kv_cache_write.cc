@@ -177,9 +177,9 @@ hwyattn_status RunKvCacheWrite(const KvWriteProblem& p) {
   const KvCacheView& c = p.cache;
   const double bytes = static_cast<double>(p.tokens * c.kv_heads) *
                        static_cast<double>(c.head_dim + c.value_dim) * 4.0;
-  const int64_t threads = std::max<int64_t>(
-      1, std::min({p.executor.MaxWorkers(), p.tokens,
-                   static_cast<int64_t>(bytes / kMinBytesPerThread) + 1}));
+  const int64_t threads =
+      std::max<int64_t>(1, std::min({p.executor.MaxWorkers(), p.tokens,
+                                     static_cast<int64_t>(bytes / kMinBytesPerThread) + 1}));
   // Per worker: the row and, for per-channel scales, the row's scales.
   const size_t row_floats = 2 * KvWriteRowFloats(p);
   float* memory = static_cast<float*>(ThreadScratch(

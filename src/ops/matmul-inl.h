@@ -126,9 +126,9 @@ HWY_INLINE void TileMul(DF df, size_t kc, const AOperand& a, const float* HWY_RE
 // C += A x B for a kMR x (kNQ vectors) tile (a later depth block of a
 // product whose earlier blocks are already in C).
 template <size_t kMR, size_t kNQ, class DF, class AOperand, class Prefetch = NoPrefetch>
-HWY_INLINE void TileMulAccumulate(DF df, size_t kc, const AOperand& a,
-                                  const float* HWY_RESTRICT b, size_t ldb, float* HWY_RESTRICT c,
-                                  size_t ldc, const Prefetch& prefetch = Prefetch()) {
+HWY_INLINE void TileMulAccumulate(DF df, size_t kc, const AOperand& a, const float* HWY_RESTRICT b,
+                                  size_t ldb, float* HWY_RESTRICT c, size_t ldc,
+                                  const Prefetch& prefetch = Prefetch()) {
   using VF = hn::Vec<DF>;
   const size_t N = hn::Lanes(df);
   VF acc[kMR][kNQ];
@@ -158,7 +158,8 @@ HWY_INLINE void TileColumnScaleMulAdd(DF df, size_t kc, const AOperand& a,
   HWY_UNROLL(16)
   for (size_t r = 0; r < kMR; ++r) {
     HWY_UNROLL(8)
-    for (size_t q = 0; q < kNQ; ++q) acc[r][q] = hn::Mul(hn::LoadU(df, c + r * ldc + q * N), scale[q]);
+    for (size_t q = 0; q < kNQ; ++q)
+      acc[r][q] = hn::Mul(hn::LoadU(df, c + r * ldc + q * N), scale[q]);
   }
   TileMulAdd<kMR, kNQ>(df, kc, a, b, ldb, acc, prefetch);
   StoreTile(df, acc, c, ldc);

@@ -100,9 +100,9 @@ struct LinePrefetch {
 // the rows' packed panel, `b` the columns' packed W slice. The first depth
 // block starts from the bias, later ones from what the earlier left in y.
 template <size_t kNQ>
-void MultiplyTile(const RowsView& x, int64_t m0, const float* HWY_RESTRICT a, int64_t k0,
-                  size_t kc, const float* HWY_RESTRICT b, const float* HWY_RESTRICT bias,
-                  int64_t n0, int64_t cols, const RowsView& y, const LinePrefetch& prefetch) {
+void MultiplyTile(const RowsView& x, int64_t m0, const float* HWY_RESTRICT a, int64_t k0, size_t kc,
+                  const float* HWY_RESTRICT b, const float* HWY_RESTRICT bias, int64_t n0,
+                  int64_t cols, const RowsView& y, const LinePrefetch& prefetch) {
   const DF df;
   const PackedA a_slice{a + k0 * static_cast<int64_t>(kMR), kMR};
   const int64_t rows = std::min<int64_t>(kMR, x.rows - m0);
@@ -143,21 +143,20 @@ void MultiplyTile(const RowsView& x, int64_t m0, const float* HWY_RESTRICT a, in
 // for each slice (2048^3 on 2 threads +3%).
 template <size_t kNQ>
 void MultiplyPanel(const RowsView& x, int64_t m0, size_t row_panels,
-                   const float* HWY_RESTRICT a_panels, size_t panel_floats, int64_t k0,
-                   size_t kc, const float* HWY_RESTRICT b, const float* HWY_RESTRICT bias,
-                   int64_t n0, int64_t cols, const RowsView& y, const float* next,
-                   size_t next_lines) {
+                   const float* HWY_RESTRICT a_panels, size_t panel_floats, int64_t k0, size_t kc,
+                   const float* HWY_RESTRICT b, const float* HWY_RESTRICT bias, int64_t n0,
+                   int64_t cols, const RowsView& y, const float* next, size_t next_lines) {
   const size_t per_tile = (next_lines + row_panels - 1) / row_panels;
   for (size_t i = 0; i < row_panels; ++i) {
     const size_t first = std::min(next_lines, i * per_tile);
-    MultiplyTile<kNQ>(x, m0 + static_cast<int64_t>(i * kMR), a_panels + i * panel_floats, k0,
-                      kc, b, bias, n0, cols, y,
-                      LinePrefetch{next + first * kLineFloats, std::min(per_tile, next_lines - first)});
+    MultiplyTile<kNQ>(
+        x, m0 + static_cast<int64_t>(i * kMR), a_panels + i * panel_floats, k0, kc, b, bias, n0,
+        cols, y, LinePrefetch{next + first * kLineFloats, std::min(per_tile, next_lines - first)});
   }
 }
 
-void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs,
-                  size_t num_outputs, float* HWY_RESTRICT a_panels) {
+void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs, size_t num_outputs,
+                  float* HWY_RESTRICT a_panels) {
   // Preconditions (free in Release): m0 starts an item of x; every output
   // is [x.rows, w->n] from weights packed for x's depth.
   HWY_DASSERT(x.data != nullptr || x.cols == 0);
@@ -198,14 +197,14 @@ void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs,
             static_cast<size_t>(std::min<ptrdiff_t>(static_cast<ptrdiff_t>(kc * kNR), end - next)) /
             kLineFloats;
         if (vectors == 1) {
-          MultiplyPanel<1>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, w.bias, n0,
-                           cols, outputs[o].y, next, next_lines);
+          MultiplyPanel<1>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, w.bias, n0, cols,
+                           outputs[o].y, next, next_lines);
         } else if (vectors == 2) {
-          MultiplyPanel<2>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, w.bias, n0,
-                           cols, outputs[o].y, next, next_lines);
+          MultiplyPanel<2>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, w.bias, n0, cols,
+                           outputs[o].y, next, next_lines);
         } else {
-          MultiplyPanel<kTileVectors>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b,
-                                      w.bias, n0, cols, outputs[o].y, next, next_lines);
+          MultiplyPanel<kTileVectors>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, w.bias,
+                                      n0, cols, outputs[o].y, next, next_lines);
         }
         k0 += static_cast<int64_t>(kc);
       } while (k0 < k);
@@ -213,8 +212,8 @@ void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs,
   }
 }
 
-constexpr MatmulKernels kMatmulKernels = {HWY_TARGET,   kMR,          kNR,
-                                           &PackWeights, kRowPanels, &MultiplyRows};
+constexpr MatmulKernels kMatmulKernels = {HWY_TARGET,   kMR,        kNR,
+                                          &PackWeights, kRowPanels, &MultiplyRows};
 
 const MatmulKernels* GetMatmulKernelTable() { return &kMatmulKernels; }
 

@@ -194,13 +194,14 @@ void MergeBlock(const MergeProblem& p, int64_t row0, int64_t rows) {
       ExpBlock(e);
       for (int64_t r = 0; r < rows; ++r) {
         if (x[r] == -INFINITY) continue;  // contributes nothing, whatever its row holds
-        terms[r][counts[r]++] = {ov.As<float>() + ov.Offset(bi[r], hi[r], li[r], 0),
-                                 ov.stride[3], isnan(total[r]) ? NAN : static_cast<float>(e[r])};
+        terms[r][counts[r]++] = {ov.As<float>() + ov.Offset(bi[r], hi[r], li[r], 0), ov.stride[3],
+                                 isnan(total[r]) ? NAN : static_cast<float>(e[r])};
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
       if (counts[r] == 0) continue;
-      FoldTerms(terms[r], counts[r], started[r], out + p.out.Offset(bi[r], hi[r], li[r], 0), so, dv);
+      FoldTerms(terms[r], counts[r], started[r], out + p.out.Offset(bi[r], hi[r], li[r], 0), so,
+                dv);
       started[r] = true;
     }
   }

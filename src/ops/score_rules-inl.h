@@ -56,7 +56,8 @@ bool ValuesFinite(const T* HWY_RESTRICT v, size_t keys, int64_t ldv, size_t valu
   float tail = 0.0f;
   for (size_t j = 0; j < keys; ++j) {
     const T* row = v + static_cast<int64_t>(j) * ldv;
-    for (size_t dv = 0; dv < dv_vec; dv += lanes) acc = hn::MulAdd(LoadWide(row + dv), hn::Zero(df), acc);
+    for (size_t dv = 0; dv < dv_vec; dv += lanes)
+      acc = hn::MulAdd(LoadWide(row + dv), hn::Zero(df), acc);
     for (size_t dv = dv_vec; dv < value_dim; ++dv) tail += ToFloat(row[dv]) * 0.0f;
   }
   return hn::AllFalse(df, hn::IsNaN(acc)) && tail == 0.0f;

@@ -52,9 +52,7 @@ inline void WithMaskRule(const TensorView& mask, const Body& body) {
 
 // The natural-log lse of a row from its running max m (log2 units) and
 // denominator l (relative to 2^m): -inf for a row that saw no key (l == 0).
-inline float LseFromLog2(float m, float l) {
-  return l == 0.0f ? -INFINITY : (m + log2f(l)) * kLn2;
-}
+inline float LseFromLog2(float m, float l) { return l == 0.0f ? -INFINITY : (m + log2f(l)) * kLn2; }
 
 // How a row ends, from its running max m (log2 units, -FLT_MAX if it saw no
 // key) and denominator l (relative to 2^m): out = O * RowInverse and

@@ -70,7 +70,7 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
   const bool modify_scores = kModified && mods.any;
   // [row][Lk]: scores, then probabilities; room for whole vectors.
   HWY_ALIGN float s[kSmallMaxScores + HWY_MAX_BYTES / sizeof(float)];
-  float m[kSmallMaxScores];      // per row: max score (log2 units)
+  float m[kSmallMaxScores];                              // per row: max score (log2 units)
   int32_t first[kSmallMaxScores], end[kSmallMaxScores];  // per row: keys it may see
 
   int64_t r = 0;

@@ -70,8 +70,8 @@ HWY_INLINE VF Exp2Finish(DF df, VF n, VF f) {
 #else
   // 2^n from the exponent field; n = -127 gives the bit pattern of +0.0.
   const hn::RebindToSigned<DF> di;
-  const VF scale = hn::BitCast(
-      df, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
+  const VF scale =
+      hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
   return hn::Mul(p, scale);
 #endif
 }
@@ -121,10 +121,9 @@ HWY_INLINE void TileMax(DF df, const float* HWY_RESTRICT s, size_t rows, size_t 
 // waiting operations (pipelined: 17% fewer cycles per vector on a 64 x 48
 // tile).
 template <class DF>
-HWY_INLINE void SoftmaxTileUpdate(DF df, float* HWY_RESTRICT s, size_t rows, size_t ld,
-                                  size_t cols, const float* HWY_RESTRICT m_new,
-                                  float* HWY_RESTRICT m, float* HWY_RESTRICT l,
-                                  float* HWY_RESTRICT alpha) {
+HWY_INLINE void SoftmaxTileUpdate(DF df, float* HWY_RESTRICT s, size_t rows, size_t ld, size_t cols,
+                                  const float* HWY_RESTRICT m_new, float* HWY_RESTRICT m,
+                                  float* HWY_RESTRICT l, float* HWY_RESTRICT alpha) {
   using VF = hn::Vec<DF>;
   constexpr size_t kGroup = 4;
   const size_t N = hn::Lanes(df);

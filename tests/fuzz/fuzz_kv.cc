@@ -45,14 +45,17 @@ struct Block {
   size_t bytes = 0;
   explicit Block(size_t n) : data(new unsigned char[std::max<size_t>(n, 1)]), bytes(n) {}
   std::string Copy() const { return std::string(reinterpret_cast<const char*>(data.get()), bytes); }
-  bool Same(const std::string& s) const { return bytes == s.size() && memcmp(data.get(), s.data(), bytes) == 0; }
+  bool Same(const std::string& s) const {
+    return bytes == s.size() && memcmp(data.get(), s.data(), bytes) == 0;
+  }
 };
 
 void StoreFloat(hwyattn_dtype dtype, float x, unsigned char* p) {
   if (dtype == HWYATTN_F32) {
     memcpy(p, &x, 4);
   } else {
-    const uint16_t h = dtype == HWYATTN_F16 ? hwyattn_test::FloatToF16(x) : hwyattn_test::FloatToBf16(x);
+    const uint16_t h =
+        dtype == HWYATTN_F16 ? hwyattn_test::FloatToF16(x) : hwyattn_test::FloatToBf16(x);
     memcpy(p, &h, 2);
   }
 }
@@ -107,16 +110,19 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   {
     std::vector<int32_t> perm(static_cast<size_t>(P));
     for (int64_t i = 0; i < P; ++i) perm[i] = static_cast<int32_t>(i);
-    for (int64_t i = P - 1; i > 0; --i) std::swap(perm[i], perm[in.ConsumeIntegralInRange<int64_t>(0, i)]);
+    for (int64_t i = P - 1; i > 0; --i)
+      std::swap(perm[i], perm[in.ConsumeIntegralInRange<int64_t>(0, i)]);
     int64_t next = 0;
     for (int32_t s = 0; s < n && table; ++s) {
-      for (int64_t j = 0; j < (kv_len[s] + S - 1) / S; ++j) block_table[s * stride + j] = perm[next++];
+      for (int64_t j = 0; j < (kv_len[s] + S - 1) / S; ++j)
+        block_table[s * stride + j] = perm[next++];
     }
   }
   // The pool (every slot filled: unread slots hold values too, so that the
   // check below can only catch wrong reads, not uninitialised ones).
   const size_t es = hwyattn_test::DtypeSize(dtype);
-  Block kp(static_cast<size_t>(P * Hkv * S * D) * es), vp(static_cast<size_t>(P * Hkv * S * Dv) * es);
+  Block kp(static_cast<size_t>(P * Hkv * S * D) * es),
+      vp(static_cast<size_t>(P * Hkv * S * Dv) * es);
   for (Block* b : {&kp, &vp}) {
     for (size_t e = 0; e < b->bytes / es; ++e) {
       if (dtype == HWYATTN_I8) {
@@ -126,7 +132,8 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
       }
     }
   }
-  const int64_t kscale_n = k_token ? P * Hkv * S : Hkv * D, vscale_n = v_token ? P * Hkv * S : Hkv * Dv;
+  const int64_t kscale_n = k_token ? P * Hkv * S : Hkv * D,
+                vscale_n = v_token ? P * Hkv * S : Hkv * Dv;
   Block ks(static_cast<size_t>(kscale_n) * 4), vs(static_cast<size_t>(vscale_n) * 4);
   for (Block* b : {&ks, &vs}) {
     for (size_t e = 0; e < b->bytes / 4; ++e) {
@@ -173,7 +180,8 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
     }
     Block kn(static_cast<size_t>(W * Hkv * D) * 4), vn(static_cast<size_t>(W * Hkv * Dv) * 4);
     for (Block* b : {&kn, &vn}) {
-      for (size_t e = 0; e < b->bytes / 4; ++e) StoreFloat(HWYATTN_F32, Value(in), b->data.get() + e * 4);
+      for (size_t e = 0; e < b->bytes / 4; ++e)
+        StoreFloat(HWYATTN_F32, Value(in), b->data.get() + e * 4);
     }
     hwyattn_tensor tkn, tvn;
     const int64_t kns[3] = {W, Hkv, D}, vns[3] = {W, Hkv, Dv};
@@ -196,8 +204,11 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
           for (int64_t o = 0; o < S; ++o) {
             if (written[static_cast<size_t>(pg * S + o)]) continue;
             for (int64_t d = 0; d < D; ++d) {
-              const int64_t at = (pg * cache.k.stride[0] + h * cache.k.stride[1] + o * cache.k.stride[2] + d) * static_cast<int64_t>(es);
-              if (memcmp(kp.data.get() + at, k0.data() + at, es) != 0) Die("write", "an unwritten slot changed");
+              const int64_t at =
+                  (pg * cache.k.stride[0] + h * cache.k.stride[1] + o * cache.k.stride[2] + d) *
+                  static_cast<int64_t>(es);
+              if (memcmp(kp.data.get() + at, k0.data() + at, es) != 0)
+                Die("write", "an unwritten slot changed");
             }
           }
         }
@@ -209,7 +220,11 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
           for (int64_t h = 0; h < Hkv; ++h) {
             for (int64_t d = 0; d < D; ++d) {
               float got, want;
-              memcpy(&got, kp.data.get() + (pg * cache.k.stride[0] + h * cache.k.stride[1] + o * cache.k.stride[2] + d) * 4, 4);
+              memcpy(&got,
+                     kp.data.get() + (pg * cache.k.stride[0] + h * cache.k.stride[1] +
+                                      o * cache.k.stride[2] + d) *
+                                         4,
+                     4);
               memcpy(&want, kn.data.get() + ((t * Hkv + h) * D + d) * 4, 4);
               if (got != want) Die("write", "an F32 slot does not hold its input");
             }
@@ -247,14 +262,24 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   if (in.ConsumeBool()) opts.sinks = per_head.data();
   // One corruption, maybe.
   switch (in.ConsumeIntegralInRange(0, 9)) {
-    case 1: if (table) block_table[in.ConsumeIntegralInRange<size_t>(0, block_table.size() - 1)] = in.ConsumeIntegral<int32_t>(); break;
+    case 1:
+      if (table)
+        block_table[in.ConsumeIntegralInRange<size_t>(0, block_table.size() - 1)] =
+            in.ConsumeIntegral<int32_t>();
+      break;
     case 2: q_start[in.ConsumeIntegralInRange(0, n)] = in.ConsumeIntegralInRange(-2, T + 2); break;
     case 3: kv_len[in.ConsumeIntegralInRange(0, n - 1)] = in.ConsumeIntegralInRange(-2, 60); break;
-    case 4: q_pos[in.ConsumeIntegralInRange(0, n - 1)] = in.ConsumeIntegralInRange(-2, 60); batch.q_pos = q_pos.data(); break;
+    case 4:
+      q_pos[in.ConsumeIntegralInRange(0, n - 1)] = in.ConsumeIntegralInRange(-2, 60);
+      batch.q_pos = q_pos.data();
+      break;
     case 5: cache.block_table_stride = in.ConsumeIntegralInRange<int64_t>(-1, stride); break;
     case 6: cache.k_scale = nullptr; break;
     case 7: tks.shape[in.ConsumeIntegralInRange(0, 3)] += 1; break;
-    case 8: opts.causal = opts.causal == HWYATTN_CAUSAL_NONE ? HWYATTN_CAUSAL_TOP_LEFT : HWYATTN_CAUSAL_NONE; break;
+    case 8:
+      opts.causal =
+          opts.causal == HWYATTN_CAUSAL_NONE ? HWYATTN_CAUSAL_TOP_LEFT : HWYATTN_CAUSAL_NONE;
+      break;
     default: break;
   }
   const std::string out0 = out.Copy(), lse0 = lse.Copy();
@@ -272,8 +297,10 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
     const int64_t pos = batch.q_pos != nullptr ? q_pos[s2] : kv_len[s2] - ql;
     if (ql < 0 || kv_len[s2] < 0) Die("accepted", "a negative q_len or kv_len");
     if (batch.q_pos != nullptr && pos < 0) Die("accepted", "a negative q_pos");
-    if (is_causal && ql > 0 && (pos < 0 || pos + ql > kv_len[s2])) Die("accepted", "a causal query without its key");
-    if (table && (kv_len[s2] + S - 1) / S > cache.block_table_stride) Die("accepted", "a block table too short");
+    if (is_causal && ql > 0 && (pos < 0 || pos + ql > kv_len[s2]))
+      Die("accepted", "a causal query without its key");
+    if (table && (kv_len[s2] + S - 1) / S > cache.block_table_stride)
+      Die("accepted", "a block table too short");
   }
   hwyattn_test::KvRefResult ref;
   std::string error;
@@ -285,7 +312,8 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
     for (int64_t h = 0; h < Hkv; ++h)
       for (int64_t o = 0; o < S; ++o)
         for (int64_t d = 0; d < Dv; ++d)
-          max_v = std::max(max_v, std::fabs(hwyattn_test::ReadCacheValue(cache, true, pg, h, o, d)));
+          max_v =
+              std::max(max_v, std::fabs(hwyattn_test::ReadCacheValue(cache, true, pg, h, o, d)));
   for (size_t e = 0; e < ref.out.size(); ++e) {
     float got;
     memcpy(&got, out.data.get() + e * 4, 4);
@@ -303,7 +331,8 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
       float got;
       memcpy(&got, lse.data.get() + e * 4, 4);
       const double want = ref.lse[e];
-      if (std::isinf(want) ? got != want : std::fabs(got - want) > 1e-5 * std::max(1.0, std::fabs(want))) {
+      if (std::isinf(want) ? got != want
+                           : std::fabs(got - want) > 1e-5 * std::max(1.0, std::fabs(want))) {
         Die("lse", "differs from the oracle at row " + std::to_string(e));
       }
     }

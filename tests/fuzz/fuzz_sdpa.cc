@@ -169,8 +169,18 @@ void Corrupt(FuzzedDataProvider& in, std::vector<Arg*>& args, hwyattn_sdpa_optio
   const int what = in.ConsumeIntegralInRange(0, 11);
   Arg* a = args[in.ConsumeIntegralInRange<size_t>(0, args.size() - 1)];
   const int i = in.ConsumeIntegralInRange(0, 3);
-  static const int64_t kValues[] = {0, -1, 1, 2, 3, 7, 64, INT64_MAX, INT64_MIN, int64_t{1} << 31,
-                                    int64_t{1} << 40, (int64_t{1} << 62) + 1};
+  static const int64_t kValues[] = {0,
+                                    -1,
+                                    1,
+                                    2,
+                                    3,
+                                    7,
+                                    64,
+                                    INT64_MAX,
+                                    INT64_MIN,
+                                    int64_t{1} << 31,
+                                    int64_t{1} << 40,
+                                    (int64_t{1} << 62) + 1};
   const int64_t v = in.ConsumeBool() ? kValues[in.ConsumeIntegralInRange<size_t>(0, 11)]
                                      : in.ConsumeIntegral<int64_t>();
   switch (what) {
@@ -194,7 +204,8 @@ void Corrupt(FuzzedDataProvider& in, std::vector<Arg*>& args, hwyattn_sdpa_optio
       }
       opts->struct_size = size;
       if (in.ConsumeBool()) {  // an unknown field set: UNSUPPORTED if it is inside struct_size
-        reinterpret_cast<unsigned char*>(opts + 1)[in.ConsumeIntegralInRange<size_t>(0, kExtraBytes - 1)] = 1;
+        reinterpret_cast<unsigned char*>(
+            opts + 1)[in.ConsumeIntegralInRange<size_t>(0, kExtraBytes - 1)] = 1;
       }
       break;
     }
@@ -204,7 +215,7 @@ void Corrupt(FuzzedDataProvider& in, std::vector<Arg*>& args, hwyattn_sdpa_optio
       break;
     }
     case 7: opts->scale = in.ConsumeBool() ? NAN : INFINITY; break;
-    case 9: opts->window_left = -1 - (v & 0xFFFF); break;  // invalid
+    case 9: opts->window_left = -1 - (v & 0xFFFF); break;            // invalid
     case 10: opts->softcap = in.ConsumeBool() ? NAN : -1.0f; break;  // invalid
     case 8:
       if (!kv_len->empty()) (*kv_len)[0] = static_cast<int32_t>(v);
@@ -270,7 +281,8 @@ void InlineParallelFor(void* pool, int64_t n, hwyattn_task_fn task, void* ctx) {
   const int32_t workers = static_cast<const hwyattn_parallel*>(pool)->num_workers;
   if (t_in_task) Die("pool", "parallel_for called from inside a task");
   if (n < 1 || n > workers) {
-    Die("pool", "parallel_for with n = " + std::to_string(n) + ", num_workers " + std::to_string(workers));
+    Die("pool",
+        "parallel_for with n = " + std::to_string(n) + ", num_workers " + std::to_string(workers));
   }
   t_in_task = true;
   for (int64_t i = 0; i < n; ++i) task(ctx, i);
@@ -309,7 +321,8 @@ void ExpectCleanError(hwyattn_status s,
   }
   for (const auto& o : outs) {
     if (o.first->bytes != o.second.size() ||
-        (o.first->bytes != 0 && memcmp(o.first->block.get(), o.second.data(), o.second.size()) != 0)) {
+        (o.first->bytes != 0 &&
+         memcmp(o.first->block.get(), o.second.data(), o.second.size()) != 0)) {
       Die("output written by a failing call", hwyattn_last_error());
     }
   }
@@ -333,7 +346,8 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   const hwyattn_dtype vt = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
 
   Arg q, k, v, out, mask, weights, lse;
-  const int64_t qs[4] = {B, Hq, Lq, D}, ks[4] = {kv_batch, Hkv, Lk, D}, vs[4] = {kv_batch, Hkv, Lk, Dv};
+  const int64_t qs[4] = {B, Hq, Lq, D}, ks[4] = {kv_batch, Hkv, Lk, D},
+                vs[4] = {kv_batch, Hkv, Lk, Dv};
   const int64_t os[4] = {B, Hq, Lq, Dv}, ws[4] = {B, Hq, Lq, Lk}, ls[4] = {1, B, Hq, Lq};
   Describe(&q, in, qs, qt, false);
   Describe(&k, in, ks, kt, false);
@@ -366,7 +380,8 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   }
   std::vector<int32_t> kv_len;
   if (in.ConsumeBool()) {
-    for (int64_t b = 0; b < B; ++b) kv_len.push_back(in.ConsumeIntegralInRange<int32_t>(0, static_cast<int32_t>(Lk)));
+    for (int64_t b = 0; b < B; ++b)
+      kv_len.push_back(in.ConsumeIntegralInRange<int32_t>(0, static_cast<int32_t>(Lk)));
   }
   // Score modifiers, within the ranges where fp32 scores stay accurate to
   // the tolerance below (|ALiBi bias| <= 0.05 * 600 = 30).
@@ -378,19 +393,22 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   }
   if (in.ConsumeBool()) opts.softcap = in.ConsumeFloatingPointInRange<float>(0.25f, 30.0f);
   if (in.ConsumeBool()) {
-    for (int64_t h = 0; h < Hq; ++h) slopes.push_back(in.ConsumeFloatingPointInRange<float>(-0.05f, 0.05f));
+    for (int64_t h = 0; h < Hq; ++h)
+      slopes.push_back(in.ConsumeFloatingPointInRange<float>(-0.05f, 0.05f));
     opts.alibi_slopes = slopes.data();
   }
   if (in.ConsumeBool()) {
     for (int64_t h = 0; h < Hq; ++h) {
-      sinks.push_back(in.ConsumeIntegralInRange(0, 4) == 0 ? -INFINITY
-                                                          : in.ConsumeFloatingPointInRange<float>(-3.0f, 3.0f));
+      sinks.push_back(in.ConsumeIntegralInRange(0, 4) == 0
+                          ? -INFINITY
+                          : in.ConsumeFloatingPointInRange<float>(-3.0f, 3.0f));
     }
     opts.sinks = sinks.data();
   }
   if (in.ConsumeIntegralInRange(0, 2) == 0) Corrupt(in, args, &opts, &kv_len);
   if (!slopes.empty() && in.ConsumeIntegralInRange(0, 7) == 0) slopes[0] = NAN;  // invalid
-  if (!sinks.empty() && in.ConsumeIntegralInRange(0, 7) == 0) sinks.back() = in.ConsumeBool() ? NAN : INFINITY;
+  if (!sinks.empty() && in.ConsumeIntegralInRange(0, 7) == 0)
+    sinks.back() = in.ConsumeBool() ? NAN : INFINITY;
   if (!kv_len.empty()) opts.kv_len = kv_len.data();
 
   bool certainly_invalid = false;
@@ -474,7 +492,8 @@ int FuzzMha(FuzzedDataProvider& in) {
   const bool bias = in.ConsumeBool();
   const int64_t qw = H * hd, kw = hkv * hd;
   std::vector<float> wq(static_cast<size_t>(qw * E)), wk(static_cast<size_t>(kw * kdim)),
-      wv(static_cast<size_t>(kw * vdim)), wo(static_cast<size_t>(E * qw)), bs(static_cast<size_t>(2 * qw + 2 * kw + E));
+      wv(static_cast<size_t>(kw * vdim)), wo(static_cast<size_t>(E * qw)),
+      bs(static_cast<size_t>(2 * qw + 2 * kw + E));
   uint32_t x = in.ConsumeIntegral<uint32_t>() | 1;
   for (auto* vec : {&wq, &wk, &wv, &wo, &bs}) {
     for (float& f : *vec) {
@@ -492,9 +511,14 @@ int FuzzMha(FuzzedDataProvider& in) {
   cfg.vdim = vdim;
   cfg.has_bias = bias;
   const float* b = bs.data();
-  const hwyattn_mha_weights w = {wq.data(), wk.data(), wv.data(), wo.data(),
-                                 bias ? b : nullptr, bias ? b + qw : nullptr,
-                                 bias ? b + qw + kw : nullptr, bias ? b + qw + 2 * kw : nullptr};
+  const hwyattn_mha_weights w = {wq.data(),
+                                 wk.data(),
+                                 wv.data(),
+                                 wo.data(),
+                                 bias ? b : nullptr,
+                                 bias ? b + qw : nullptr,
+                                 bias ? b + qw + kw : nullptr,
+                                 bias ? b + qw + 2 * kw : nullptr};
   hwyattn_mha* m = nullptr;
   if (hwyattn_mha_create(&cfg, &w, &m) != HWYATTN_OK) Die("mha_create", hwyattn_last_error());
   std::unique_ptr<hwyattn_mha, void (*)(hwyattn_mha*)> guard(m, hwyattn_mha_destroy);
@@ -529,7 +553,8 @@ int FuzzMha(FuzzedDataProvider& in) {
   }
   std::vector<int32_t> kv_len;
   if (in.ConsumeBool()) {
-    for (int64_t i = 0; i < B; ++i) kv_len.push_back(in.ConsumeIntegralInRange<int32_t>(0, static_cast<int32_t>(Lk)));
+    for (int64_t i = 0; i < B; ++i)
+      kv_len.push_back(in.ConsumeIntegralInRange<int32_t>(0, static_cast<int32_t>(Lk)));
   }
   if (in.ConsumeIntegralInRange(0, 2) == 0) Corrupt(in, args, &opts, &kv_len);
   if (!kv_len.empty()) opts.kv_len = kv_len.data();
@@ -552,7 +577,8 @@ int FuzzMha(FuzzedDataProvider& in) {
   if (!certainly_invalid) {
     double work = 1;
     for (const Arg* a : {&query, &key}) {
-      for (int i = 0; a->block && i < a->t.rank && i < 4; ++i) work *= static_cast<double>(a->t.shape[i]);
+      for (int i = 0; a->block && i < a->t.rank && i < 4; ++i)
+        work *= static_cast<double>(a->t.shape[i]);
     }
     if (work > 5e7) return 0;
   }
@@ -575,7 +601,8 @@ int FuzzMha(FuzzedDataProvider& in) {
       for (int64_t j = 0; j < rows_l; ++j)
         for (int64_t c = 0; c < width; ++c) {
           const int64_t idx[4] = {0, i, j, c};
-          d[static_cast<size_t>((i * rows_l + j) * width + c)] = hwyattn_test::ReadElement(a.t, idx);
+          d[static_cast<size_t>((i * rows_l + j) * width + c)] =
+              hwyattn_test::ReadElement(a.t, idx);
         }
     return d;
   };
@@ -622,8 +649,8 @@ int FuzzMha(FuzzedDataProvider& in) {
     return v;
   };
   const std::vector<float> abs_wv = absolute_f(wv), abs_wo = absolute_f(wo), abs_b = absolute_f(bs);
-  const std::vector<double> v_terms =
-      Linear(absolute(xv), B * Lk, vdim, abs_wv.data(), kw, bias ? abs_b.data() + qw + kw : nullptr);
+  const std::vector<double> v_terms = Linear(absolute(xv), B * Lk, vdim, abs_wv.data(), kw,
+                                             bias ? abs_b.data() + qw + kw : nullptr);
   std::vector<double> attended_terms(attended.size(), 0.0);
   for (int64_t bb = 0; bb < B; ++bb)
     for (int64_t h = 0; h < H; ++h)
@@ -643,7 +670,6 @@ int FuzzMha(FuzzedDataProvider& in) {
   if (has_w) Compare("mha weights", weights.t, ref.weights, /*floor=*/1.0);
   return 0;
 }
-
 
 // hwyattn_merge_states: 1..5 partials of a random [B, H, L, Dv] in random
 // layouts (permuted, padded, broadcast), lses with -inf rows, optional sinks
@@ -700,8 +726,9 @@ int FuzzMerge(FuzzedDataProvider& in) {
   std::vector<float> sinks;
   if (has_sinks) {
     for (int64_t h = 0; h < H; ++h) {
-      sinks.push_back(in.ConsumeIntegralInRange(0, 3) == 0 ? -INFINITY
-                                                           : in.ConsumeFloatingPointInRange(-2.0f, 4.0f));
+      sinks.push_back(in.ConsumeIntegralInRange(0, 3) == 0
+                          ? -INFINITY
+                          : in.ConsumeFloatingPointInRange(-2.0f, 4.0f));
     }
     if (in.ConsumeIntegralInRange(0, 7) == 0) {  // an invalid sink
       sinks[static_cast<size_t>(in.ConsumeIntegralInRange<int64_t>(0, H - 1))] =
@@ -720,9 +747,18 @@ int FuzzMerge(FuzzedDataProvider& in) {
   }
   int32_t count = n;
   switch (in.ConsumeIntegralInRange(0, 15)) {
-    case 0: count = in.ConsumeBool() ? 0 : -n; certainly_invalid = true; break;
-    case 1: out_ptrs[static_cast<size_t>(n - 1)] = nullptr; certainly_invalid = true; break;
-    case 2: lse_ptrs[0] = nullptr; certainly_invalid = true; break;
+    case 0:
+      count = in.ConsumeBool() ? 0 : -n;
+      certainly_invalid = true;
+      break;
+    case 1:
+      out_ptrs[static_cast<size_t>(n - 1)] = nullptr;
+      certainly_invalid = true;
+      break;
+    case 2:
+      lse_ptrs[0] = nullptr;
+      certainly_invalid = true;
+      break;
     default: break;
   }
   // Every input as it was (the in-place ones are overwritten by a success).

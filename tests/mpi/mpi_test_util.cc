@@ -70,7 +70,8 @@ bool Close(const char* what, const float* got, const float* want, int64_t n, dou
     }
   }
   if (at >= 0 && !(worst <= rel)) {
-    fprintf(stderr, "rank %d: %s: element %lld is %.9g, expected %.9g (relative error %.3g > %.3g)\n",
+    fprintf(stderr,
+            "rank %d: %s: element %lld is %.9g, expected %.9g (relative error %.3g > %.3g)\n",
             g_rank, what, static_cast<long long>(at), got[at], want[at], worst, rel);
     return false;
   }

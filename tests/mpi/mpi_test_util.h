@@ -21,15 +21,15 @@ namespace hwyattn_mpi_test {
 extern int g_rank, g_size, g_failures;
 
 // Records a failure of this rank (printed with the rank and the line).
-#define EXPECT_MPI(cond, ...)                                                   \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      ++::hwyattn_mpi_test::g_failures;                                         \
-      fprintf(stderr, "rank %d: %s:%d: %s: ", ::hwyattn_mpi_test::g_rank,       \
-              __FILE__, __LINE__, #cond);                                       \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fprintf(stderr, "\n");                                                    \
-    }                                                                           \
+#define EXPECT_MPI(cond, ...)                                                                 \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      ++::hwyattn_mpi_test::g_failures;                                                       \
+      fprintf(stderr, "rank %d: %s:%d: %s: ", ::hwyattn_mpi_test::g_rank, __FILE__, __LINE__, \
+              #cond);                                                                         \
+      fprintf(stderr, __VA_ARGS__);                                                           \
+      fprintf(stderr, "\n");                                                                  \
+    }                                                                                         \
   } while (0)
 
 // A dense row-major F32 tensor.

@@ -252,17 +252,17 @@ std::vector<Case> Cases() {
 void Layout() {
   int64_t f0 = -1, l0 = -1, f1 = -1, l1 = -1;
   // L = 10, N = 2: chunks [0,2) [2,5) [5,7) [7,10).
-  EXPECT_MPI(hwyattn_mpi_ring_slice(0, 2, 10, &f0, &l0, &f1, &l1) == HWYATTN_OK &&
-                 f0 == 0 && l0 == 2 && f1 == 7 && l1 == 3,
+  EXPECT_MPI(hwyattn_mpi_ring_slice(0, 2, 10, &f0, &l0, &f1, &l1) == HWYATTN_OK && f0 == 0 &&
+                 l0 == 2 && f1 == 7 && l1 == 3,
              "L=10 N=2 rank 0: %lld+%lld %lld+%lld", (long long)f0, (long long)l0, (long long)f1,
              (long long)l1);
-  EXPECT_MPI(hwyattn_mpi_ring_slice(1, 2, 10, &f0, &l0, &f1, &l1) == HWYATTN_OK &&
-                 f0 == 2 && l0 == 3 && f1 == 5 && l1 == 2,
+  EXPECT_MPI(hwyattn_mpi_ring_slice(1, 2, 10, &f0, &l0, &f1, &l1) == HWYATTN_OK && f0 == 2 &&
+                 l0 == 3 && f1 == 5 && l1 == 2,
              "L=10 N=2 rank 1: %lld+%lld %lld+%lld", (long long)f0, (long long)l0, (long long)f1,
              (long long)l1);
   // L = 4096, N = 2: four chunks of 1024.
-  EXPECT_MPI(hwyattn_mpi_ring_slice(1, 2, 4096, &f0, &l0, &f1, &l1) == HWYATTN_OK &&
-                 f0 == 1024 && l0 == 1024 && f1 == 2048 && l1 == 1024,
+  EXPECT_MPI(hwyattn_mpi_ring_slice(1, 2, 4096, &f0, &l0, &f1, &l1) == HWYATTN_OK && f0 == 1024 &&
+                 l0 == 1024 && f1 == 2048 && l1 == 1024,
              "L=4096 N=2 rank 1");
   for (int n = 1; n <= 5; ++n) {
     for (int64_t len : {int64_t{2} * n, int64_t{2} * n + 1, int64_t{97}, int64_t{1000003}}) {
@@ -283,9 +283,10 @@ void Layout() {
         lo = size[ch] < lo ? size[ch] : lo;
         hi = size[ch] > hi ? size[ch] : hi;
       }
-      EXPECT_MPI(next == len && lo >= 1 && hi - lo <= 1, "L=%lld N=%d: chunks end at %lld, "
-                 "lengths %lld..%lld", (long long)len, n, (long long)next, (long long)lo,
-                 (long long)hi);
+      EXPECT_MPI(next == len && lo >= 1 && hi - lo <= 1,
+                 "L=%lld N=%d: chunks end at %lld, "
+                 "lengths %lld..%lld",
+                 (long long)len, n, (long long)next, (long long)lo, (long long)hi);
     }
   }
   EXPECT_MPI(hwyattn_mpi_ring_slice(0, 3, 5, &f0, &l0, &f1, &l1) == HWYATTN_INVALID_ARGUMENT &&
@@ -324,8 +325,8 @@ void BadInput() {
        false},
       {"one token per rank (L < 2N)", -1, HWYATTN_INVALID_ARGUMENT, "needs at least", false},
       {"causal out of range", -1, HWYATTN_INVALID_ARGUMENT, "causal", false},
-      {"the last rank calls hwyattn_mpi_sharded_sdpa", last, HWYATTN_INVALID_ARGUMENT,
-       "function", true},
+      {"the last rank calls hwyattn_mpi_sharded_sdpa", last, HWYATTN_INVALID_ARGUMENT, "function",
+       true},
       {"k dtype differs on the last rank", last, HWYATTN_INVALID_ARGUMENT, "k: dtype", true},
   };
   const int count = static_cast<int>(sizeof(scenarios) / sizeof(scenarios[0]));
@@ -358,9 +359,7 @@ void BadInput() {
       case 1:
         if (bad_here) k_arg = nullptr;
         break;
-      case 3:
-        opts.kv_len = kv_len.data();
-        break;
+      case 3: opts.kv_len = kv_len.data(); break;
       case 4:
         if (bad_here) opts.mask = &mask;
         break;
@@ -374,9 +373,7 @@ void BadInput() {
           q.desc.data = reinterpret_cast<char*>(misaligned.data()) + 1;
         }
         break;
-      case 8:
-        opts.causal = static_cast<hwyattn_causal>(5);
-        break;
+      case 8: opts.causal = static_cast<hwyattn_causal>(5); break;
       case 10:
         if (bad_here) k.desc.dtype = HWYATTN_BF16;  // same bytes, read as twice the elements
         break;

@@ -32,7 +32,8 @@ struct Case {
 
 // The key splits every case runs with (weights per rank, cycled): even,
 // uneven with an empty shard, rank 0 empty, and the keys on the last rank.
-const std::vector<std::vector<int>> kSplits = {{1}, {1, 3, 0, 2}, {0, 1}, {2, 1, 1, 0}, {0, 0, 0, 1}};
+const std::vector<std::vector<int>> kSplits = {
+    {1}, {1, 3, 0, 2}, {0, 1}, {2, 1, 1, 0}, {0, 0, 0, 1}};
 
 // One problem, built the same on every rank (same seed).
 struct Problem {
@@ -72,7 +73,8 @@ struct Problem {
       mask_shape[3] = c.k_len;
       mask_f32.Reset(3, ms);
       mask_f32.FillRandom(&rng, -2.0f, 1.0f);
-      for (int64_t i = 0; i < mask_f32.size(); i += 7) mask_f32.data[static_cast<size_t>(i)] = -INFINITY;
+      for (int64_t i = 0; i < mask_f32.size(); i += 7)
+        mask_f32.data[static_cast<size_t>(i)] = -INFINITY;
       mask = mask_f32.desc;
     }
     if (c.kv_len) {
@@ -273,9 +275,7 @@ void BadInput() {
       case 1:
         if (bad_here) k_arg = nullptr;
         break;
-      case 2:
-        opts.kv_len = kv_len.data();
-        break;
+      case 2: opts.kv_len = kv_len.data(); break;
       case 3:
         k = KeySlice(p.k.desc, 2, 0, 0);
         v = KeySlice(p.v.desc, 2, 0, 0);
@@ -297,11 +297,10 @@ void BadInput() {
           k.data = reinterpret_cast<char*>(misaligned.data()) + 1;
         }
         break;
-      case 7:
-        opts.causal = static_cast<hwyattn_causal>(5);
-        break;
+      case 7: opts.causal = static_cast<hwyattn_causal>(5); break;
     }
-    const hwyattn_status s = hwyattn_mpi_sharded_sdpa(MPI_COMM_WORLD, &q, k_arg, &v, out.t(), &opts);
+    const hwyattn_status s =
+        hwyattn_mpi_sharded_sdpa(MPI_COMM_WORLD, &q, k_arg, &v, out.t(), &opts);
     const std::string message = hwyattn_mpi_last_error();
     EXPECT_MPI(s == scen.want, "%s: status %d, expected %d (%s)", scen.name, static_cast<int>(s),
                static_cast<int>(scen.want), message.c_str());

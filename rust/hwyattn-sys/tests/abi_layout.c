@@ -10,10 +10,10 @@
 #include "hwyattn.h"
 
 /* C99 has no _Alignof: a struct's alignment is where it lands after a char. */
-#define ALIGNED(T) \
-  struct align_##T {  \
-    char c;           \
-    T t;              \
+#define ALIGNED(T)   \
+  struct align_##T { \
+    char c;          \
+    T t;             \
   };
 ALIGNED(hwyattn_parallel)
 ALIGNED(hwyattn_tensor)
@@ -25,7 +25,7 @@ ALIGNED(hwyattn_kv_batch)
 
 #define STRUCT(S) \
   printf("sizeof(%s) %zu\nalignof(%s) %zu\n", #S, sizeof(S), #S, offsetof(struct align_##S, t))
-#define FIELD(S, f)                                                             \
+#define FIELD(S, f)                                                                   \
   printf("offsetof(%s, %s) %zu\nsizeof(%s.%s) %zu\n", #S, #f, offsetof(S, f), #S, #f, \
          sizeof(((S*)0)->f))
 #define ENUM(E) printf("sizeof(%s) %zu\n", #E, sizeof(E))

@@ -20,14 +20,14 @@
 
 static int g_failures = 0;
 
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      fprintf(stderr, "FAILED: %s: ", #cond);             \
-      fprintf(stderr, __VA_ARGS__);                       \
-      fprintf(stderr, "\n");                              \
-      ++g_failures;                                       \
-    }                                                     \
+#define CHECK(cond, ...)                      \
+  do {                                        \
+    if (!(cond)) {                            \
+      fprintf(stderr, "FAILED: %s: ", #cond); \
+      fprintf(stderr, __VA_ARGS__);           \
+      fprintf(stderr, "\n");                  \
+      ++g_failures;                           \
+    }                                         \
   } while (0)
 
 int main(void) {

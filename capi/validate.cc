@@ -381,14 +381,9 @@ hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq, Exec
   return HWYATTN_OK;
 }
 
-// Checks opts (already known to be a plausible struct) against the problem's
-// sizes, fills the option fields of *p, and checks that no output (outputs
-// come first in `outputs`, which ends at a null) aliases an input or another
-// output.
-hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* const* inputs,
-                            size_t num_inputs, const Checked* const* outputs, size_t num_outputs,
-                            SdpaProblem* p) {
-  const int64_t B = p->batch, Hq = p->q_heads, Lq = p->q_len, Lk = p->kv_len;
+// The fields of opts every entry point reads the same way: a finite scale,
+// a known causal rule, reserved0 = 0.
+hwyattn_status CheckCommonOptions(const hwyattn_sdpa_options* opts) {
   if (!isfinite(opts->scale)) {
     return Fail(kInvalid, "opts: scale is %g; must be finite (0 = 1/sqrt(head_dim))",
                 static_cast<double>(opts->scale));
@@ -408,6 +403,18 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
                 "newer hwyattn.h that this library does not know)",
                 opts->reserved0);
   }
+  return HWYATTN_OK;
+}
+
+// Checks opts (already known to be a plausible struct) against the problem's
+// sizes, fills the option fields of *p, and checks that no output (outputs
+// come first in `outputs`, which ends at a null) aliases an input or another
+// output.
+hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* const* inputs,
+                            size_t num_inputs, const Checked* const* outputs, size_t num_outputs,
+                            SdpaProblem* p) {
+  const int64_t B = p->batch, Hq = p->q_heads, Lq = p->q_len, Lk = p->kv_len;
+  HWYATTN_RETURN_IF_ERROR(CheckCommonOptions(opts));
   HWYATTN_RETURN_IF_ERROR(CheckModifiers(opts, Hq, &p->executor));
   const Checked* all_inputs[8];
   const Checked* all_outputs[8];
@@ -1016,25 +1023,7 @@ hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* c
 // opts of the KV entry points: the fields that apply, read into *rules.
 hwyattn_status CheckKvOptions(const hwyattn_sdpa_options* opts, int64_t Hq, int64_t D,
                               SdpaProblem* rules) {
-  if (!isfinite(opts->scale)) {
-    return Fail(kInvalid, "opts: scale is %g; must be finite (0 = 1/sqrt(head_dim))",
-                static_cast<double>(opts->scale));
-  }
-  const int64_t causal = RawEnum(opts->causal);
-  if (causal < HWYATTN_CAUSAL_NONE || causal > HWYATTN_CAUSAL_BOTTOM_RIGHT) {
-    return Fail(kInvalid,
-                "opts: causal is %" PRId64
-                "; must be HWYATTN_CAUSAL_NONE, _TOP_LEFT or "
-                "_BOTTOM_RIGHT",
-                causal);
-  }
-  if (opts->reserved0 != 0) {
-    return Fail(HWYATTN_UNSUPPORTED,
-                "opts: reserved0 is %" PRId32
-                "; must be 0 (a field of a "
-                "newer hwyattn.h that this library does not know)",
-                opts->reserved0);
-  }
+  HWYATTN_RETURN_IF_ERROR(CheckCommonOptions(opts));
   if (opts->mask != nullptr) {
     return Fail(kInvalid,
                 "opts: mask is given; hwyattn_kv_attention takes no mask (use causal, "
@@ -1052,7 +1041,8 @@ hwyattn_status CheckKvOptions(const hwyattn_sdpa_options* opts, int64_t Hq, int6
   rules->scale =
       opts->scale != 0.0f ? opts->scale : static_cast<float>(1.0 / sqrt(static_cast<double>(D)));
   // Positions are explicit: any causal rule keeps keys at positions <= the query's.
-  rules->causal = causal == HWYATTN_CAUSAL_NONE ? Causal::kNone : Causal::kBottomRight;
+  rules->causal =
+      RawEnum(opts->causal) == HWYATTN_CAUSAL_NONE ? Causal::kNone : Causal::kBottomRight;
   rules->window_left = opts->window_left;
   rules->window_right = opts->window_right;
   rules->softcap = opts->softcap;

@@ -223,6 +223,10 @@ const PagedCase kCases[] = {
     {"decode_gqa4_f32_p5", 8, 2, 1, 1500, 128, HWYATTN_F32, HWYATTN_CAUSAL_NONE, 5, false},
     {"decode_mha_bf16_p1", 4, 4, 1, 300, 64, HWYATTN_BF16, HWYATTN_CAUSAL_NONE, 1, false},
     {"decode_single_key_p7", 4, 2, 1, 1, 64, HWYATTN_F32, HWYATTN_CAUSAL_NONE, 7, false},
+    // A found case: the chunk's padding past a short last page (keys 30-32 of
+    // 33 in pages of 3, 3 rows) after a longer problem left scores there.
+    {"decode_rows3_bf16_p3_k34", 3, 1, 1, 34, 1, HWYATTN_BF16, HWYATTN_CAUSAL_NONE, 3, false},
+    {"decode_rows3_bf16_p3_k33", 3, 1, 1, 33, 1, HWYATTN_BF16, HWYATTN_CAUSAL_NONE, 3, false},
     // Prefill: paged rows are gathered into the same packed panels.
     {"prefill_causal_f32_p16", 4, 2, 70, 300, 64, HWYATTN_F32, HWYATTN_CAUSAL_BOTTOM_RIGHT, 16,
      true},

@@ -337,6 +337,14 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
                   last ? static_cast<int64_t>(keys_pad) - j0 : run, s + j0, ld);
     j0 += run;
   }
+  // The last run's vector tail pads a whole vector from its own first tail
+  // key; when pages cut the chunk, the chunk's padding up to keys_pad may
+  // reach past it: -inf there too (the softmax reads whole vectors).
+  if (p.Paged()) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (size_t j = static_cast<size_t>(keys); j < keys_pad; ++j) s[r * ld + j] = -INFINITY;
+    }
+  }
 
   // Per row: the modifiers (softcap, ALiBi), the keys outside its visible
   // range (causal, windows), then the caller's mask.

@@ -719,6 +719,309 @@ void BM_Mha(benchmark::State& state, const Row* row) {
   state.SetLabel(Shape(r));
 }
 
+// ------------------------------------------------ hwyattn_kv_attention rows
+
+// A batch of sequences over a KV cache (bench/README.md: D1q, D2q, V1, V2):
+// sequence s has kv_len[s] cached keys (this step's included) and q_len[s]
+// query tokens at its end.
+struct KvRow {
+  const char* id;
+  int64_t Hq, Hkv, D;
+  hwyattn_dtype dtype;  // F32, BF16, or I8 with per-token scales
+  int64_t page_size;    // 0: no block table (sequence s is page s of the longest length)
+  std::vector<int64_t> kv_len, q_len;
+  bool decode;  // report the bandwidth of the K/V bytes
+  double min_time;
+};
+
+std::vector<int64_t> Repeat(int64_t n, int64_t x) { return std::vector<int64_t>(n, x); }
+
+std::vector<int64_t> Concat(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+const std::vector<KvRow>& KvRows() {
+  static const std::vector<KvRow> rows = {
+      {"D1q", 32, 8, 128, HWYATTN_I8, 0, {4096}, {1}, true, 0.3},
+      {"D2q", 8, 8, 64, HWYATTN_I8, 0, Repeat(8, 2048), Repeat(8, 1), true, 0.3},
+      {"V1",
+       32,
+       8,
+       128,
+       HWYATTN_BF16,
+       16,
+       {64, 128, 200, 333, 512, 777, 901, 1024, 1500, 1777, 2048, 2500, 3000, 3333, 4000, 4096},
+       Repeat(16, 1),
+       true,
+       0.3},
+      {"V2", 32, 8, 128, HWYATTN_F32, 16, Concat({2048}, Repeat(15, 2048)),
+       Concat({512}, Repeat(15, 1)), false, 0.5},
+      {"V2chunk", 32, 8, 128, HWYATTN_F32, 16, {2048}, {512}, false, 0.5},
+      {"V2decodes", 32, 8, 128, HWYATTN_F32, 16, Repeat(15, 2048), Repeat(15, 1), false, 0.3},
+  };
+  return rows;
+}
+
+size_t KvElementBytes(hwyattn_dtype dtype) {
+  return dtype == HWYATTN_F32 ? 4 : dtype == HWYATTN_I8 ? 1 : 2;
+}
+
+// Query i of sequence s attends to keys [0, kv_len - q_len + i] (causal by
+// position): 4 D FLOPs per (query head, visible key).
+double KvFlops(const KvRow& r) {
+  double keys = 0;
+  for (size_t s = 0; s < r.kv_len.size(); ++s) {
+    for (int64_t i = 0; i < r.q_len[s]; ++i)
+      keys += static_cast<double>(r.kv_len[s] - r.q_len[s] + i + 1);
+  }
+  return 4.0 * static_cast<double>(r.Hq * r.D) * keys;
+}
+
+// Bytes a call must read: K and V of every cached key, and an I8 cache's
+// per-token scales (one float per key, head and tensor).
+double KvCacheBytes(const KvRow& r) {
+  double keys = 0;
+  for (int64_t len : r.kv_len) keys += static_cast<double>(len);
+  const double per_key =
+      2.0 * static_cast<double>(r.Hkv) *
+      (static_cast<double>(r.D * KvElementBytes(r.dtype)) + (r.dtype == HWYATTN_I8 ? 4.0 : 0.0));
+  return keys * per_key;
+}
+
+struct KvState {
+  int64_t pages = 0, page_size = 0, table_stride = 0, tokens = 0;
+  std::vector<unsigned char> k, v;      // [pages, Hkv, S, D] of the row's dtype
+  std::vector<float> k_scale, v_scale;  // I8: [pages, Hkv, S, 1]
+  std::vector<int32_t> table, q_start, kv_len;
+  FloatBuffer q, out;
+  hwyattn_tensor tq, tout, tk_scale, tv_scale;
+  hwyattn_kv_cache cache;
+  hwyattn_kv_batch batch;
+  std::string check_error;
+  bool checked = false;
+
+  static int64_t Tokens(const KvRow& r) {
+    int64_t t = 0;
+    for (int64_t n : r.q_len) t += n;
+    return t;
+  }
+
+  explicit KvState(const KvRow& r)
+      : q(static_cast<size_t>(Tokens(r) * r.Hq * r.D)),
+        out(static_cast<size_t>(Tokens(r) * r.Hq * r.D)) {
+    const int64_t seqs = static_cast<int64_t>(r.kv_len.size());
+    const int64_t longest = *std::max_element(r.kv_len.begin(), r.kv_len.end());
+    page_size = r.page_size > 0 ? r.page_size : longest;
+    for (int64_t len : r.kv_len) {
+      const int64_t need = (len + page_size - 1) / page_size;
+      table_stride = std::max(table_stride, need);
+      pages += r.page_size > 0 ? need : 1;
+    }
+    if (r.page_size == 0) pages = seqs;
+    // Pages placed by a fixed random permutation of the pool.
+    std::mt19937 rng(2024);
+    std::vector<int32_t> perm(static_cast<size_t>(pages));
+    for (int64_t p = 0; p < pages; ++p) perm[p] = static_cast<int32_t>(p);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    table.assign(static_cast<size_t>(seqs * table_stride), -1);
+    int64_t next = 0;
+    for (int64_t s = 0; s < seqs && r.page_size > 0; ++s) {
+      for (int64_t p = 0; p < (r.kv_len[s] + page_size - 1) / page_size; ++p)
+        table[s * table_stride + p] = perm[next++];
+    }
+    const size_t elements = static_cast<size_t>(pages * r.Hkv * page_size * r.D);
+    const size_t bytes = elements * KvElementBytes(r.dtype);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f), positive(0.5f, 1.5f);
+    std::uniform_int_distribution<int> int8(-127, 127);
+    for (std::vector<unsigned char>* t : {&k, &v}) {
+      t->resize(bytes);
+      for (size_t i = 0; i < elements; ++i) {
+        if (r.dtype == HWYATTN_F32) {
+          const float x = uni(rng);
+          memcpy(t->data() + 4 * i, &x, 4);
+        } else if (r.dtype == HWYATTN_BF16) {
+          const uint16_t h = ToBf16(uni(rng));
+          memcpy(t->data() + 2 * i, &h, 2);
+        } else {
+          (*t)[i] = static_cast<unsigned char>(static_cast<int8_t>(int8(rng)));
+        }
+      }
+    }
+    const int64_t pool[4] = {pages, r.Hkv, page_size, r.D};
+    hwyattn_kv_cache_init(&cache);
+    hwyattn_tensor_contiguous(&cache.k, k.data(), r.dtype, 4, pool);
+    hwyattn_tensor_contiguous(&cache.v, v.data(), r.dtype, 4, pool);
+    if (r.dtype == HWYATTN_I8) {
+      const int64_t scale_shape[4] = {pages, r.Hkv, page_size, 1};
+      for (std::vector<float>* t : {&k_scale, &v_scale}) {
+        t->resize(static_cast<size_t>(pages * r.Hkv * page_size));
+        for (float& x : *t) x = positive(rng) / 127.0f;
+      }
+      hwyattn_tensor_contiguous(&tk_scale, k_scale.data(), HWYATTN_F32, 4, scale_shape);
+      hwyattn_tensor_contiguous(&tv_scale, v_scale.data(), HWYATTN_F32, 4, scale_shape);
+      cache.k_scale = &tk_scale;
+      cache.v_scale = &tv_scale;
+    }
+    if (r.page_size > 0) {
+      cache.block_table = table.data();
+      cache.block_table_stride = table_stride;
+    }
+    q_start.push_back(0);
+    for (int64_t s = 0; s < seqs; ++s) {
+      q_start.push_back(static_cast<int32_t>(q_start.back() + r.q_len[s]));
+      kv_len.push_back(static_cast<int32_t>(r.kv_len[s]));
+    }
+    tokens = q_start.back();
+    hwyattn_kv_batch_init(&batch);
+    batch.num_seqs = static_cast<int32_t>(seqs);
+    batch.q_start = q_start.data();
+    batch.kv_len = kv_len.data();
+    for (size_t i = 0; i < q.size; ++i) q.data()[i] = uni(rng);
+    memset(out.data(), 0, out.size * sizeof(float));
+    const int64_t qs[3] = {tokens, r.Hq, r.D};
+    hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 3, qs);
+    hwyattn_tensor_contiguous(&tout, out.data(), HWYATTN_F32, 3, qs);
+  }
+
+  // Element d of key t (sequence s, kv head h) of K or V, dequantized.
+  double Value(const KvRow& r, bool value, int64_t s, int64_t h, int64_t t, int64_t d) const {
+    const int64_t page = r.page_size > 0 ? table[s * table_stride + t / page_size] : s;
+    const size_t row = static_cast<size_t>((page * r.Hkv + h) * page_size + t % page_size);
+    const size_t i = row * static_cast<size_t>(r.D) + static_cast<size_t>(d);
+    const unsigned char* base = (value ? v : k).data();
+    if (r.dtype == HWYATTN_F32) {
+      float x;
+      memcpy(&x, base + 4 * i, 4);
+      return x;
+    }
+    if (r.dtype == HWYATTN_BF16) {
+      uint16_t h16;
+      memcpy(&h16, base + 2 * i, 2);
+      return FromBf16(h16);
+    }
+    return static_cast<double>(static_cast<int8_t>(base[i])) * (value ? v_scale : k_scale)[row];
+  }
+
+  // The last query token of the first and the last sequence, last head,
+  // against a double-precision softmax over the dequantized cache.
+  std::string SpotCheck(const KvRow& r) const {
+    double max_err = 0, max_ref = 0;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(r.D));
+    for (int64_t s : {int64_t{0}, static_cast<int64_t>(r.kv_len.size()) - 1}) {
+      const int64_t token = q_start[s + 1] - 1, h = r.Hq - 1, kvh = h / (r.Hq / r.Hkv);
+      const int64_t keys = r.kv_len[s];  // the last query sees every key
+      const float* qi = q.data() + (token * r.Hq + h) * r.D;
+      std::vector<double> p(static_cast<size_t>(keys));
+      double m = -INFINITY;
+      for (int64_t t = 0; t < keys; ++t) {
+        double dot = 0;
+        for (int64_t d = 0; d < r.D; ++d) dot += qi[d] * Value(r, false, s, kvh, t, d);
+        p[t] = dot * scale;
+        m = std::max(m, p[t]);
+      }
+      double l = 0;
+      for (double& x : p) l += (x = std::exp(x - m));
+      for (int64_t d = 0; d < r.D; ++d) {
+        double acc = 0;
+        for (int64_t t = 0; t < keys; ++t) acc += p[t] * Value(r, true, s, kvh, t, d);
+        acc /= l;
+        max_ref = std::max(max_ref, std::fabs(acc));
+        max_err = std::max(max_err, std::fabs(acc - out.data()[(token * r.Hq + h) * r.D + d]));
+      }
+    }
+    if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30))) {
+      char buf[160];
+      snprintf(buf, sizeof(buf),
+               "%s: output differs from the reference: max|err| %.3g, max|ref| %.3g", r.id, max_err,
+               max_ref);
+      return buf;
+    }
+    return "";
+  }
+
+  void Flush() const {
+    FlushFromCaches(k.data(), k.size());
+    FlushFromCaches(v.data(), v.size());
+    if (!k_scale.empty()) {
+      FlushFromCaches(k_scale.data(), k_scale.size() * sizeof(float));
+      FlushFromCaches(v_scale.data(), v_scale.size() * sizeof(float));
+    }
+  }
+};
+
+std::string KvShape(const KvRow& r) {
+  const char* dtype = r.dtype == HWYATTN_F32 ? "f32" : r.dtype == HWYATTN_BF16 ? "bf16" : "i8";
+  char buf[200];
+  snprintf(buf, sizeof(buf), "seqs=%zu Hq=%lld Hkv=%lld D=%lld kv=%s%s pages=%lld", r.kv_len.size(),
+           static_cast<long long>(r.Hq), static_cast<long long>(r.Hkv), static_cast<long long>(r.D),
+           dtype, r.dtype == HWYATTN_I8 ? "(per-token scales)" : "",
+           static_cast<long long>(r.page_size));
+  return buf;
+}
+
+// cold: the cache is flushed from every level before each call (manual time).
+void BM_KvAttention(benchmark::State& state, const KvRow* row, bool cold) {
+  const KvRow& r = *row;
+  const int threads = static_cast<int>(state.range(0));
+  static std::map<std::string, std::unique_ptr<KvState>> states;
+  static std::string error;  // SkipWithError keeps the pointer
+  std::unique_ptr<KvState>& kv = states[r.id];
+  if (!kv) kv.reset(new KvState(r));
+  const int previous_threads = hwyattn_get_num_threads();
+  hwyattn_set_num_threads(threads);
+  hwyattn_sdpa_options opts;
+  hwyattn_sdpa_options_init(&opts);
+  opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+
+  const double row_peak = RowFmaPeak(threads);
+  double read_bw = g_peaks.read_gbps[threads];
+  if (r.decode && g_peaks.bw_bytes > 0)
+    read_bw = hwyattn_bench::MeasureReadBandwidthGBps(threads, g_peaks.bw_bytes, 10);
+
+  hwyattn_status st = hwyattn_kv_attention(&kv->tq, &kv->cache, &kv->batch, &kv->tout, &opts);
+  if (st == HWYATTN_OK && !kv->checked) {
+    kv->check_error = kv->SpotCheck(r);
+    kv->checked = true;
+  }
+  if (st != HWYATTN_OK || !kv->check_error.empty()) {
+    error = st != HWYATTN_OK ? std::string(hwyattn_status_string(st)) + ": " + hwyattn_last_error()
+                             : kv->check_error;
+    state.SkipWithError(error.c_str());
+    hwyattn_set_num_threads(previous_threads);
+    return;
+  }
+  for (auto _ : state) {
+    if (cold) {
+      kv->Flush();
+      const auto start = std::chrono::steady_clock::now();
+      st = hwyattn_kv_attention(&kv->tq, &kv->cache, &kv->batch, &kv->tout, &opts);
+      state.SetIterationTime(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    } else {
+      st = hwyattn_kv_attention(&kv->tq, &kv->cache, &kv->batch, &kv->tout, &opts);
+    }
+    benchmark::DoNotOptimize(st);
+    benchmark::ClobberMemory();
+  }
+  hwyattn_set_num_threads(previous_threads);
+  if (st != HWYATTN_OK) {
+    error = std::string("hwyattn_kv_attention failed in the timed loop: ") + hwyattn_last_error();
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  using benchmark::Counter;
+  const double calls = static_cast<double>(state.iterations());
+  SetFlopCounters(state, KvFlops(r) * calls * 1e-9, row_peak, threads);
+  if (r.decode) {
+    const double gb = KvCacheBytes(r) * calls * 1e-9;
+    state.counters["GBps"] = Counter(gb, Counter::kIsRate);
+    state.counters["read_bw_GBps"] = Counter(read_bw);
+    state.counters["pct_bw"] = Counter(read_bw > 0 ? gb / read_bw * 100.0 : 0.0, Counter::kIsRate);
+  }
+  state.SetLabel(KvShape(r));
+}
+
 // MemAvailable from /proc/meminfo in bytes, or 0 if unknown.
 size_t MemAvailableBytes() {
   std::ifstream f("/proc/meminfo");
@@ -755,6 +1058,24 @@ int main(int argc, char** argv) {
     b->ArgName("threads");
     for (int n : kThreadCounts) b->Arg(n);
     b->UseManualTime()->Unit(r.unit)->MinTime(r.min_time);
+  }
+  // D1q, D2q, V1, V2: hwyattn_kv_attention over a cache; the decode rows
+  // also cold.
+  for (const KvRow& r : KvRows()) {
+    for (bool cold : {false, true}) {
+      if (cold && (!r.decode || !kCanFlush)) continue;
+      const std::string name = std::string("BM_Attention/") + r.id + (cold ? "cold" : "");
+      benchmark::internal::Benchmark* b =
+          benchmark::RegisterBenchmark(name.c_str(), BM_KvAttention, &r, cold);
+      b->ArgName("threads");
+      for (int n : kThreadCounts) b->Arg(n);
+      if (cold) {
+        b->UseManualTime();
+      } else {
+        b->UseRealTime();
+      }
+      b->Unit(benchmark::kMillisecond)->MinTime(r.min_time);
+    }
   }
   // TP1: P1 and D1 on the caller's pool of 2 workers.
   for (const Row& r : kRows) {

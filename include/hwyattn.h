@@ -613,9 +613,11 @@ HWYATTN_API void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size);
  *  where its pages are in the pool, and the thread count or pool: each
  *  sequence's keys are split into chunks fixed by its own length. They are
  *  also the same bits as hwyattn_sdpa on that sequence alone ([1, Hq, q_len,
- *  D] over its keys as a dense F32/F16/BF16 tensor, the I8 ones dequantized
- *  to F32) when the positions match hwyattn_sdpa's. Results may differ in
- *  the last bits between SIMD targets.
+ *  D] over its keys as a dense F32/F16/BF16 tensor) when the positions match
+ *  hwyattn_sdpa's (I8 caches: within fp32 rounding of it on the dequantized
+ *  keys, since the scales are applied to scores and probabilities rather
+ *  than to each element). Results may differ in the last bits between SIMD
+ *  targets.
  *
  *  Every index is validated before any memory is written: page ids of the
  *  pages each sequence needs against num_pages, the block table's stride
@@ -624,10 +626,17 @@ HWYATTN_API void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size);
  *  name the sequence and the value. out and lse must not overlap q, the
  *  cache, the batch's arrays or each other.
  *
- *  This version (v1) copies each sequence's pages into contiguous scratch
- *  (dequantizing I8 to F32) and runs the sequences one after the other,
- *  each with the kernels of hwyattn_sdpa; the results will not change when
- *  later versions read the pages in place.
+ *  How it runs: the pages are read where they are, through the block table
+ *  (F32, F16, BF16 and I8 alike; an I8 cache's per-token K scales multiply
+ *  the scores and its V scales the probabilities, per-channel K scales fold
+ *  into the query and V scales into the output). A sequence with a few
+ *  query rows per kv head (q_len * Hq / Hkv <= 8: decode, small chunks)
+ *  takes the decode kernel (keys in lanes, its keys split into 512-key
+ *  chunks merged by log-sum-exp), one with more takes the prefill kernel
+ *  (which packs its keys into panels). The work items of all sequences
+ *  (decode chunks, packing, prefill query tiles) share the call's parallel
+ *  regions (two at most: one fork/join for a batch of decodes), balanced by
+ *  cost across the threads.
  *
  *  Example: one decode step of two sequences, GQA Hq = 8, Hkv = 2, D = 64,
  *  an F16 cache of 16-token pages in vLLM's layout; sequence 0 has 37

@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The attention planner: picks the kernel (row by row for tiny problems,
-// decode for a few query rows per kv head, the fused prefill kernel
-// otherwise), sizes the packed operands and the per-worker scratch, decides
-// how many workers a call deserves, and runs the phases as parallel regions
-// (src/threading.h: OpenMP, or the caller's pool):
-// decode = key chunks (a fixed split; an item may take two in a row), then,
-// in a second region, their merge per kv head;
-// prefill = packing or scanning K/V per kv head where needed, then, in a
-// second region, the query tiles (a contiguous share per worker, then
-// helping the others: ItemShare).
+// The attention planner: picks each problem's kernel (row by row for tiny
+// problems, decode for a few query rows per kv head, the fused prefill
+// kernel otherwise), sizes the packed operands and the per-worker scratch,
+// decides how many workers a call deserves, and runs the work items of all
+// the call's problems (one for hwyattn_sdpa, a sequence each for
+// hwyattn_kv_attention) in at most two parallel regions (src/threading.h:
+// OpenMP, or the caller's pool):
+//   A: decode runs of key chunks (the last worker to finish a kv head
+//      merges it), small problems whole, prefill K/V packing per kv head;
+//      contiguous ranges of about equal cost per worker, fixed by the shape;
+//   B: prefill query tiles (a contiguous share per worker, then helping the
+//      others: ItemShare).
+// Which worker runs an item never changes a bit of any result.
 #include "src/attention.h"
 
 #include <math.h>
@@ -34,33 +37,6 @@ namespace {
 
 // a * b into *out, false on size_t overflow.
 bool MulSize(size_t a, size_t b, size_t* out) { return !__builtin_mul_overflow(a, b, out); }
-
-struct Work {
-  const FlashKernels* kernels;
-  const FlashPlan* plan;
-  int64_t heads;           // B * Hkv: packing items
-  int64_t tiles_per_head;  // query tiles per (b, kv head)
-
-  void Pack(int64_t i) const {
-    kernels->pack_kv(*plan, i / plan->problem->kv_heads, i % plan->problem->kv_heads);
-  }
-  // Items are numbered head by head, so that consecutive items (a worker
-  // takes its share in order) read the same K/V, still in L2; within a head
-  // the last query tiles come first: under a causal mask they see the most
-  // keys, and each share ends on small items (the first tiles of its last
-  // head), so the workers finish together.
-  FlashItem Item(int64_t i) const {
-    const int64_t tile = tiles_per_head - 1 - i % tiles_per_head;
-    const int64_t head = i / tiles_per_head;
-    return {head / plan->problem->kv_heads, head % plan->problem->kv_heads,
-            tile * static_cast<int64_t>(plan->geometry.query_tile)};
-  }
-  // Runs item i; the worker's next item is `next` (-1: none or unknown).
-  void Attend(int64_t i, int64_t next, float* scratch) const {
-    const FlashItem next_item = next >= 0 ? Item(next) : FlashItem{};
-    kernels->attend(*plan, Item(i), next >= 0 ? &next_item : nullptr, scratch);
-  }
-};
 
 double AttentionFlops(const SdpaProblem& p) {
   return 2.0 * static_cast<double>(p.batch * p.q_heads) * static_cast<double>(p.q_len) *
@@ -104,94 +80,131 @@ void WorkerRange(int64_t items, double total_weight, const Weight& weight, int64
   if (*end < *begin) *end = *begin;
 }
 
-// reserve_only: size and allocate the call's scratch, then return without
-// running (ReserveSdpaScratch).
-hwyattn_status RunDecode(const SdpaProblem& p, double flops, bool reserve_only) {
+// One problem of a call, planned: its kernel, its plan, its share of the
+// call's scratch, and where its work items sit among the call's. Phase A
+// items (one parallel region): a small problem whole, a decode problem's runs
+// of key chunks (the last to finish a kv head merges it), a prefill
+// problem's K/V packing per (b, kv head); phase B (a second region, after
+// the packing): the prefill problems' query tiles.
+struct Job {
+  enum class Kernel : uint8_t { kSmall, kDecode, kFlash };
+  const SdpaProblem* problem;
+  Kernel kernel;
+  double flops;
+  int64_t heads;         // B * Hkv
+  int64_t per_head;      // decode: runs of chunks per kv head; flash: query tiles per kv head
+  int64_t pack;          // flash: heads packed in phase A (0: K/V read in place)
+  size_t shared_floats;  // its part of the call's shared scratch
+  size_t worker_floats;  // a worker's scratch for one of its items
+  DecodePlan decode;
+  FlashPlan flash;
+  std::atomic<int32_t>* remaining;  // decode: per kv head, its items still running
+  int64_t first_a, first_b;         // its first item in phase A, in phase B
+
+  int64_t ItemsA() const {
+    return kernel == Kernel::kSmall ? 1 : kernel == Kernel::kDecode ? heads * per_head : pack;
+  }
+  int64_t ItemsB() const { return kernel == Kernel::kFlash ? heads * per_head : 0; }
+
+  // Phase A, item i of this job's; `scratch` is the worker's.
+  void RunA(int64_t i, float* scratch) const {
+    const SdpaProblem& p = *problem;
+    if (kernel == Kernel::kSmall) {
+      SmallAttention(p);
+    } else if (kernel == Kernel::kDecode) {
+      // Item i is run i % per_head of kv head i / per_head. The merge of a
+      // head (which normalises a lone chunk, and combines several in their
+      // fixed order) is done by whichever worker finishes the head's last
+      // item: no barrier between the chunks and the merges. The acq_rel
+      // decrement orders every item's partials before the merge that reads
+      // them; which worker merges never changes a bit.
+      const DecodeKernels& kernels = GetDecodeKernels();
+      const int64_t head = i / per_head, b = head / p.kv_heads, kvh = head % p.kv_heads;
+      const int64_t chunk0 = i % per_head * decode.run;
+      kernels.attend_chunks(decode, b, kvh, chunk0, std::min(decode.run, decode.chunks - chunk0),
+                            scratch);
+      if (remaining[head].fetch_sub(1, std::memory_order_acq_rel) == 1)
+        kernels.merge(decode, b, kvh);
+    } else {
+      GetFlashKernels().pack_kv(flash, i / p.kv_heads, i % p.kv_heads);
+    }
+  }
+  // The cost of phase A item i, in keys streamed: a decode run's visible
+  // keys plus a fixed cost per chunk (set-up, softmax and output passes)
+  // worth about 32 keys; a packed head's keys; a small problem's rows x keys
+  // (a quarter: they stay in L1).
+  double WeightA(int64_t i) const {
+    const SdpaProblem& p = *problem;
+    if (kernel == Kernel::kSmall)
+      return flops / (8.0 * static_cast<double>(p.head_dim + p.value_dim));
+    if (kernel == Kernel::kFlash) return static_cast<double>(p.KeyEnd(i / p.kv_heads));
+    const int64_t b = i / per_head / p.kv_heads, chunk0 = i % per_head * decode.run;
+    double w = 0.0;
+    for (int64_t c = chunk0; c < std::min(chunk0 + decode.run, decode.chunks); ++c) {
+      int64_t first;
+      w += 32.0 + static_cast<double>(decode.ChunkKeys(b, c, &first));
+    }
+    return w;
+  }
+  // Phase B item i: query tiles numbered head by head, so that consecutive
+  // items (a worker takes its share in order) read the same K/V, still in
+  // L2; within a head the last tiles come first: under a causal mask they
+  // see the most keys, and each share ends on small items (the first tiles
+  // of its last head), so the workers finish together.
+  FlashItem ItemB(int64_t i) const {
+    const int64_t tile = per_head - 1 - i % per_head, head = i / per_head;
+    return {head / problem->kv_heads, head % problem->kv_heads,
+            tile * static_cast<int64_t>(flash.geometry.query_tile)};
+  }
+};
+
+// The shared scratch of a decode problem: partials [heads][chunks][rows] of
+// Dv outputs and 2 stats, then a counter per kv head (a float slot each).
+// The sizes are bounded by the K/V tensors' (rows <= kDecodeMaxRows): no
+// overflow.
+void PlanDecode(Job* job) {
+  const SdpaProblem& p = *job->problem;
   const DecodeKernels& kernels = GetDecodeKernels();
-  DecodePlan plan;
+  DecodePlan& plan = job->decode;
   plan.problem = &p;
   plan.rows = p.q_len * p.group();
   plan.chunks = (p.kv_len + kDecodeChunk - 1) / kDecodeChunk;
+  plan.run = 1;  // set once the call's thread count is known
   plan.q_scale = p.scale * kLog2e;
   plan.prefetch_l2 = StreamPrefetchLevel() == StreamPrefetch::kL2;
   plan.scratch_floats = DecodeScratchFloats(p, plan.rows, kernels.lanes);
-  const int64_t heads = p.batch * p.kv_heads;
-  // Partials: [heads][chunks][rows] of Dv outputs and 2 stats; the sizes
-  // are bounded by the K/V tensors' (rows <= kDecodeMaxRows), no overflow.
-  const size_t partial_rows = static_cast<size_t>(heads * plan.chunks * plan.rows);
-  const size_t out_floats = PadFloats(partial_rows * static_cast<size_t>(p.value_dim));
-  const size_t stat_floats = PadFloats(partial_rows * 2);
-  // One counter per head of its work items still running (a float slot each).
-  const size_t counter_floats = PadFloats(static_cast<size_t>(heads));
   static_assert(sizeof(std::atomic<int32_t>) == sizeof(float) &&
                     alignof(std::atomic<int32_t>) <= alignof(float),
                 "a head's counter takes one float slot");
-  // Work items: runs of consecutive chunks when that still leaves 4 items
-  // per thread (a contiguous split of fewer is uneven), else single chunks.
-  // The run length never changes a result, only which thread does what.
-  const int64_t threads = WorkersFor(p.executor, flops, heads * plan.chunks);
-  const int64_t runs = (plan.chunks + kDecodeRun - 1) / kDecodeRun;
-  plan.run = heads * runs >= 4 * threads ? kDecodeRun : 1;
-  const int64_t runs_per_head = (plan.chunks + plan.run - 1) / plan.run;
-  const int64_t items = heads * runs_per_head;
-  float* memory =
-      AttentionScratch(out_floats + stat_floats + counter_floats, plan.scratch_floats, threads);
-  if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
-  if (reserve_only) return HWYATTN_OK;
-  plan.partial_out = memory;
-  plan.partial_stats = memory + out_floats;
-  std::atomic<int32_t>* remaining =
-      reinterpret_cast<std::atomic<int32_t>*>(memory + out_floats + stat_floats);
-  for (int64_t h = 0; h < heads; ++h)
-    new (&remaining[h]) std::atomic<int32_t>(static_cast<int32_t>(runs_per_head));
-  float* scratch = memory + out_floats + stat_floats + counter_floats;
-
-  // Item i is run i % runs_per_head of kv head i / runs_per_head. The merge
-  // of a head (which normalises a lone chunk, and combines several in their
-  // fixed order) is done by whichever worker finishes the head's last item:
-  // a decode step is one parallel phase, with no barrier between the chunks
-  // and the merges (a pool that sleeps between phases pays one wake-up, not
-  // two). The acq_rel decrement orders every item's partials before the
-  // merge that reads them; which worker merges never changes a bit.
-  const int64_t kv_heads = p.kv_heads, chunks = plan.chunks, run = plan.run;
-  const auto attend = [&](int64_t i, float* mine) {
-    const int64_t head = i / runs_per_head, b = head / kv_heads, kvh = head % kv_heads;
-    const int64_t chunk0 = i % runs_per_head * run;
-    kernels.attend_chunks(plan, b, kvh, chunk0, std::min(run, chunks - chunk0), mine);
-    if (remaining[head].fetch_sub(1, std::memory_order_acq_rel) == 1) kernels.merge(plan, b, kvh);
-  };
-  if (threads == 1) {
-    for (int64_t i = 0; i < items; ++i) attend(i, scratch);
-    return HWYATTN_OK;
-  }
-  // Work of an item: its chunks' visible keys plus a fixed cost per chunk
-  // (set-up, softmax and output passes) worth about 32 keys.
-  const auto weight = [&](int64_t i) {
-    const int64_t head = i / runs_per_head, chunk0 = i % runs_per_head * run;
-    double w = 0.0;
-    for (int64_t c = chunk0; c < std::min(chunk0 + run, chunks); ++c) {
-      int64_t first;
-      w += 32.0 + static_cast<double>(plan.ChunkKeys(head / kv_heads, c, &first));
-    }
-    return w;
-  };
-  double total_weight = 0.0;
-  for (int64_t i = 0; i < items; ++i) total_weight += weight(i);
-  ParallelRegion(p.executor, threads, [&](int64_t me) {
-    float* mine = scratch + static_cast<size_t>(me) * plan.scratch_floats;
-    int64_t begin, end;
-    WorkerRange(items, total_weight, weight, me, threads, &begin, &end);
-    for (int64_t i = begin; i < end; ++i) attend(i, mine);
-  });
-  return HWYATTN_OK;
+  const size_t partial_rows = static_cast<size_t>(job->heads * plan.chunks * plan.rows);
+  job->shared_floats = PadFloats(partial_rows * static_cast<size_t>(p.value_dim)) +
+                       PadFloats(partial_rows * 2) + PadFloats(static_cast<size_t>(job->heads));
+  job->worker_floats = plan.scratch_floats;
+  job->per_head = plan.chunks;
 }
 
-hwyattn_status RunFlash(const SdpaProblem& p, double flops, bool reserve_only) {
-  const FlashKernels& kernels = GetFlashKernels();
-  const FlashGeometry& g = kernels.geometry;
-  const int64_t mr = static_cast<int64_t>(g.tile_rows);
+// The decode problem's pointers into its shared scratch, its counters set.
+void PlaceDecode(Job* job, float* memory, int64_t run) {
+  DecodePlan& plan = job->decode;
+  plan.run = run;
+  job->per_head = (plan.chunks + run - 1) / run;
+  const size_t partial_rows = static_cast<size_t>(job->heads * plan.chunks * plan.rows);
+  const size_t out_floats = PadFloats(partial_rows * static_cast<size_t>(job->problem->value_dim));
+  plan.partial_out = memory;
+  plan.partial_stats = memory + out_floats;
+  job->remaining =
+      reinterpret_cast<std::atomic<int32_t>*>(memory + out_floats + PadFloats(partial_rows * 2));
+  for (int64_t h = 0; h < job->heads; ++h)
+    new (&job->remaining[h]) std::atomic<int32_t>(static_cast<int32_t>(job->per_head));
+}
 
-  FlashPlan plan;
+// Sizes of a prefill problem: every product is checked, a failure is
+// reported as out of memory (the request is valid, just too large to hold).
+bool PlanFlash(Job* job) {
+  const SdpaProblem& p = *job->problem;
+  const FlashGeometry& g = GetFlashKernels().geometry;
+  const int64_t mr = static_cast<int64_t>(g.tile_rows);
+  FlashPlan& plan = job->flash;
   plan.problem = &p;
   plan.geometry = g;
   plan.key_panels = (p.kv_len + mr - 1) / mr;
@@ -203,96 +216,178 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops, bool reserve_only) {
       !p.Paged() && p.v.dtype == Dtype::kF32 && (p.v.stride[3] == 1 || p.value_dim == 1);
   plan.q_scale = p.scale * kLog2e;
 
-  // Sizes: every product is checked, a failure is reported as out of memory
-  // (the request is valid, just too large to hold).
   size_t k_floats = 0, v_floats = 0, packed_floats;
-  const size_t heads = static_cast<size_t>(p.batch * p.kv_heads);
+  const size_t heads = static_cast<size_t>(job->heads);
   const size_t lk_pad = static_cast<size_t>(plan.key_panels) * g.tile_rows;
   if ((!plan.keys_in_place && !MulSize(lk_pad, static_cast<size_t>(p.head_dim), &k_floats)) ||
       (!plan.values_in_place &&
        !MulSize(static_cast<size_t>(p.kv_len), static_cast<size_t>(p.value_dim), &v_floats))) {
-    return HWYATTN_OUT_OF_MEMORY;
+    return false;
   }
   plan.packed_k_floats = PadFloats(k_floats);
   plan.packed_v_floats = PadFloats(v_floats);
   plan.packed_head_floats = plan.packed_k_floats + plan.packed_v_floats;
-  if (!MulSize(plan.packed_head_floats, heads, &packed_floats)) return HWYATTN_OUT_OF_MEMORY;
-  // Masking can give a row a zero probability at a key whose V is not finite;
-  // the kernel then needs to know which key tiles hold such values.
+  if (!MulSize(plan.packed_head_floats, heads, &packed_floats)) return false;
+  // Masking can give a row a zero probability at a key whose V is not
+  // finite; the kernel then needs to know which key tiles hold such values
+  // (flags after the packed heads).
   const bool masked = p.MayBlockPerRow();
   const int64_t key_tile = static_cast<int64_t>(g.key_tile);
   plan.key_tiles = (p.kv_len + key_tile - 1) / key_tile;
-  size_t flag_floats = 0;
   if (masked) {
-    flag_floats = PadFloats((heads * static_cast<size_t>(plan.key_tiles) + 3) / 4);
-    if (__builtin_add_overflow(packed_floats, flag_floats, &packed_floats)) {
-      return HWYATTN_OUT_OF_MEMORY;
-    }
+    const size_t flag_floats = PadFloats((heads * static_cast<size_t>(plan.key_tiles) + 3) / 4);
+    if (__builtin_add_overflow(packed_floats, flag_floats, &packed_floats)) return false;
   }
   plan.scratch_floats = FlashScratchLayout(p, g, plan.value_dim_pad).total;
-
-  Work work;
-  work.kernels = &kernels;
-  work.plan = &plan;
-  work.heads = static_cast<int64_t>(heads);
-  const int64_t rows_per_head = p.q_len * p.group();
+  job->shared_floats = packed_floats;
+  job->worker_floats = plan.scratch_floats;
   const int64_t query_tile = static_cast<int64_t>(g.query_tile);
-  work.tiles_per_head = (rows_per_head + query_tile - 1) / query_tile;
-  const int64_t items = work.heads * work.tiles_per_head;
-  const int64_t threads = WorkersFor(p.executor, flops, items);
-  // The workers' shares follow the packed K/V (bounded by the thread count).
-  const size_t share_floats = ShareFloats(threads);
-  size_t shared_floats;
-  if (__builtin_add_overflow(packed_floats, share_floats, &shared_floats))
-    return HWYATTN_OUT_OF_MEMORY;
-  float* memory = AttentionScratch(shared_floats, plan.scratch_floats, threads);
-  if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
-  if (reserve_only) return HWYATTN_OK;
-  plan.packed = memory;
-  plan.nonfinite_values =
-      masked ? reinterpret_cast<uint8_t*>(memory + packed_floats - flag_floats) : nullptr;
-  float* scratch = memory + packed_floats + share_floats;
+  job->per_head = (p.q_len * p.group() + query_tile - 1) / query_tile;
+  job->pack = plan.keys_in_place && plan.values_in_place && !masked ? 0 : job->heads;
+  return true;
+}
 
-  const int64_t pack_items = plan.keys_in_place && plan.values_in_place && !masked ? 0 : work.heads;
+void PlaceFlash(Job* job, float* memory) {
+  FlashPlan& plan = job->flash;
+  plan.packed = memory;
+  const size_t packed = plan.packed_head_floats * static_cast<size_t>(job->heads);
+  plan.nonfinite_values =
+      job->problem->MayBlockPerRow() ? reinterpret_cast<uint8_t*>(memory + packed) : nullptr;
+}
+
+// The job that holds item i of a phase (first: the jobs' first items, in
+// increasing order; a job without items in the phase shares its successor's).
+template <typename First>
+const Job& JobOf(const Job* jobs, int64_t n, int64_t i, const First& first) {
+  int64_t lo = 0, hi = n;  // the last job whose first item is <= i
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    if (first(jobs[mid]) <= i) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return jobs[lo];
+}
+
+// Plans and runs `n` problems as one call on `executor`. Every allocation
+// comes before any output is written.
+hwyattn_status RunJobs(const SdpaProblem* problems, int64_t n, const Executor& executor) {
+  size_t job_bytes;
+  if (!MulSize(static_cast<size_t>(n), sizeof(Job), &job_bytes)) return HWYATTN_OUT_OF_MEMORY;
+  Job* jobs = static_cast<Job*>(ThreadScratch(ScratchSlot::kJobs, job_bytes));
+  if (jobs == nullptr) return HWYATTN_OUT_OF_MEMORY;
+  double flops = 0.0;
+  int64_t items_a = 0, items_b = 0, chunks = 0, decode_runs = 0;
+  size_t shared_floats = 0, worker_floats = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    Job* job = new (&jobs[k]) Job{};
+    job->problem = &problems[k];
+    const SdpaProblem& p = problems[k];
+    job->flops = AttentionFlops(p);
+    job->heads = p.batch * p.kv_heads;
+    if (SmallApplies(p, job->flops)) {
+      job->kernel = Job::Kernel::kSmall;
+    } else if (DecodeApplies(p)) {
+      job->kernel = Job::Kernel::kDecode;
+      PlanDecode(job);
+      chunks += job->heads * job->decode.chunks;
+      decode_runs += job->heads * ((job->decode.chunks + kDecodeRun - 1) / kDecodeRun);
+    } else {
+      job->kernel = Job::Kernel::kFlash;
+      if (!PlanFlash(job)) return HWYATTN_OUT_OF_MEMORY;
+    }
+    job->first_a = items_a;
+    job->first_b = items_b;
+    items_a += job->kernel == Job::Kernel::kDecode ? 0 : job->ItemsA();
+    items_b += job->ItemsB();
+    flops += job->flops;
+    if (__builtin_add_overflow(shared_floats, job->shared_floats, &shared_floats))
+      return HWYATTN_OUT_OF_MEMORY;
+    worker_floats = std::max(worker_floats, job->worker_floats);
+  }
+  const int64_t threads = WorkersFor(executor, flops, std::max(items_a + chunks, items_b));
+  // Decode items: runs of consecutive chunks when that still leaves 4 items
+  // per thread (a contiguous split of fewer is uneven), else single chunks.
+  // The run length never changes a result, only which thread does what.
+  const int64_t run = decode_runs >= 4 * threads ? kDecodeRun : 1;
+  // Shared scratch (the problems' parts, the shares of phase B), then a
+  // slice per worker.
+  const size_t share_floats = items_b > 0 ? ShareFloats(threads) : 0;
+  if (__builtin_add_overflow(shared_floats, share_floats, &shared_floats))
+    return HWYATTN_OUT_OF_MEMORY;
+  float* memory = AttentionScratch(shared_floats, worker_floats, threads);
+  if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
+  float* at = memory;
+  items_a = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    Job& job = jobs[k];
+    if (job.kernel == Job::Kernel::kDecode) PlaceDecode(&job, at, run);
+    if (job.kernel == Job::Kernel::kFlash) PlaceFlash(&job, at);
+    at += job.shared_floats;
+    job.first_a = items_a;
+    items_a += job.ItemsA();
+  }
+  float* scratch = at + share_floats;
+  const auto first_a = [](const Job& job) { return job.first_a; };
+  const auto first_b = [](const Job& job) { return job.first_b; };
+  const auto run_a = [&](int64_t i, float* mine) {
+    const Job& job = JobOf(jobs, n, i, first_a);
+    job.RunA(i - job.first_a, mine);
+  };
+  const auto run_b = [&](int64_t i, int64_t next, float* mine) {
+    const Job& job = JobOf(jobs, n, i, first_b);
+    const int64_t local = i - job.first_b;
+    const bool same = next >= 0 && next - job.first_b < job.ItemsB();
+    const FlashItem next_item = same ? job.ItemB(next - job.first_b) : FlashItem{};
+    GetFlashKernels().attend(job.flash, job.ItemB(local), same ? &next_item : nullptr, mine);
+  };
   if (threads == 1) {
-    for (int64_t i = 0; i < pack_items; ++i) work.Pack(i);
-    for (int64_t i = 0; i < items; ++i) work.Attend(i, i + 1 < items ? i + 1 : -1, scratch);
+    for (int64_t i = 0; i < items_a; ++i) run_a(i, scratch);
+    for (int64_t i = 0; i < items_b; ++i) run_b(i, i + 1 < items_b ? i + 1 : -1, scratch);
     return HWYATTN_OK;
   }
-  if (pack_items > 0) {
-    // Heads handed out one at a time (they differ in cost under masks); the
-    // query tiles read them all: a second region.
-    std::atomic<int64_t> next_head{0};
-    ParallelRegion(p.executor, std::min(threads, pack_items), [&](int64_t /*me*/) {
-      for (int64_t i = next_head.fetch_add(1, std::memory_order_relaxed); i < pack_items;
-           i = next_head.fetch_add(1, std::memory_order_relaxed)) {
-        work.Pack(i);
-      }
+  if (items_a > 0) {
+    // Contiguous ranges of about equal cost (WorkerRange): the same items
+    // for a worker in every call of the same shape, whose K/V it may still
+    // hold in its caches.
+    const auto weight = [&](int64_t i) {
+      const Job& job = JobOf(jobs, n, i, first_a);
+      return job.WeightA(i - job.first_a);
+    };
+    double total_weight = 0.0;
+    for (int64_t i = 0; i < items_a; ++i) total_weight += weight(i);
+    ParallelRegion(executor, std::min(threads, items_a), [&](int64_t me) {
+      float* mine = scratch + static_cast<size_t>(me) * worker_floats;
+      int64_t begin, end;
+      WorkerRange(items_a, total_weight, weight, me, std::min(threads, items_a), &begin, &end);
+      for (int64_t i = begin; i < end; ++i) run_a(i, mine);
     });
   }
-  ItemShare* shares = InitShares(memory + packed_floats, threads, items);
-  ParallelRegion(p.executor, threads, [&](int64_t me) {
-    float* mine = scratch + static_cast<size_t>(me) * plan.scratch_floats;
-    RunShares(shares, threads, me, [&](int64_t i, int64_t next) { work.Attend(i, next, mine); });
-  });
+  if (items_b > 0) {
+    ItemShare* shares = InitShares(at, threads, items_b);
+    ParallelRegion(executor, threads, [&](int64_t me) {
+      float* mine = scratch + static_cast<size_t>(me) * worker_floats;
+      RunShares(shares, threads, me, [&](int64_t i, int64_t next) { run_b(i, next, mine); });
+    });
+  }
   return HWYATTN_OK;
 }
 
 }  // namespace
 
 hwyattn_status RunSdpa(const SdpaProblem& p) {
-  const double flops = AttentionFlops(p);
-  if (SmallApplies(p, flops)) {
+  // A tiny call goes straight to its kernel: no planning (T1's time).
+  if (SmallApplies(p, AttentionFlops(p))) {
     SmallAttention(p);
     return HWYATTN_OK;
   }
-  return DecodeApplies(p) ? RunDecode(p, flops, false) : RunFlash(p, flops, false);
+  return RunJobs(&p, 1, p.executor);
 }
 
-hwyattn_status ReserveSdpaScratch(const SdpaProblem& p) {
-  const double flops = AttentionFlops(p);
-  if (SmallApplies(p, flops)) return HWYATTN_OK;  // no scratch
-  return DecodeApplies(p) ? RunDecode(p, flops, true) : RunFlash(p, flops, true);
+hwyattn_status RunSdpaBatch(const SdpaProblem* problems, int64_t n, const Executor& executor) {
+  return n > 0 ? RunJobs(problems, n, executor) : HWYATTN_OK;
 }
 
 void RunMerge(const MergeProblem& p) { GetMergeKernels().merge(p); }

@@ -15,8 +15,17 @@
 
 namespace hwyattn {
 
-// Runs the problem. Returns HWYATTN_OK or HWYATTN_OUT_OF_MEMORY (scratch).
+// Runs the problem. Returns HWYATTN_OK or HWYATTN_OUT_OF_MEMORY (scratch;
+// then nothing is written).
 hwyattn_status RunSdpa(const SdpaProblem& p);
+
+// Runs n problems (each as RunSdpa would, bit for bit) as one call on
+// `executor`: their work items share the call's parallel regions (two at
+// most: K/V packing, decode chunks and small problems, then prefill query
+// tiles), balanced by cost over the workers, so that a batch of short
+// problems pays one fork/join and a long one does not leave a worker idle.
+// Every allocation comes first: on HWYATTN_OUT_OF_MEMORY nothing is written.
+hwyattn_status RunSdpaBatch(const SdpaProblem* problems, int64_t n, const Executor& executor);
 
 // Merges the partial states on the calling thread. Allocates nothing.
 void RunMerge(const MergeProblem& p);
@@ -24,13 +33,6 @@ void RunMerge(const MergeProblem& p);
 // Highway's name of the SIMD target the kernels run on (e.g. "AVX3"), after
 // the HWYATTN_TARGET cap.
 const char* KernelTargetName();
-
-// Grows this thread's attention scratch to what RunSdpa(p) needs, without
-// running it (p's data pointers are not read): a caller that runs several
-// problems back to back reserves for all of them first, so that an
-// allocation failure happens before any output is written. HWYATTN_OK or
-// HWYATTN_OUT_OF_MEMORY.
-hwyattn_status ReserveSdpaScratch(const SdpaProblem& p);
 
 }  // namespace hwyattn
 

@@ -16,9 +16,6 @@
 
 namespace hwyattn {
 
-// How an I8 cache's scales are laid out (kNone: not an I8 cache).
-enum class KvScales { kNone, kPerToken, kPerChannel };
-
 struct KvCacheView {
   TensorView k, v;  // [num_pages, Hkv, page_size, D], [.., Dv]; one dtype
   KvScales k_scales = KvScales::kNone, v_scales = KvScales::kNone;

@@ -27,10 +27,10 @@ inline size_t PadFloats(size_t n) {
 
 // Independent buffers, so that a layer can hold its activations while the
 // matmul and the attention it calls use their own scratch.
-// kKvGather holds the K/V pages of a kv_attention sequence, gathered for
-// the attention kernels (which use kAttention).
-enum class ScratchSlot { kAttention = 0, kMatmul = 1, kLayer = 2, kKvGather = 3 };
-constexpr int kNumScratchSlots = 4;
+// kJobs holds the plans of a call's problems (src/attention.cc),
+// kSequences a kv_attention call's problems, one per sequence.
+enum class ScratchSlot { kAttention = 0, kMatmul = 1, kLayer = 2, kJobs = 3, kSequences = 4 };
+constexpr int kNumScratchSlots = 5;
 
 // At least `bytes` bytes, 64-byte aligned, valid until this thread's next call
 // of ThreadScratch for the same slot. Null if the allocation failed (the old

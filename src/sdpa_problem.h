@@ -23,6 +23,18 @@ struct KvPages {
   int64_t page_size = 0;
 };
 
+// How an I8 cache's scales are laid out (kNone: K/V are not I8).
+enum class KvScales { kNone, kPerToken, kPerChannel };
+
+// The scales of I8 K or V (hwyattn_kv_attention's I8 caches): element d of
+// key j's row stands for x * scale, where scale is per token (one F32 per
+// row: a [pages | B, Hkv, page_size | Lk, 1] view addressed as the keys are)
+// or per channel (a [1, Hkv, 1, D] view).
+struct KvScale {
+  KvScales layout = KvScales::kNone;
+  TensorView t;
+};
+
 // The causal mask: hwyattn_causal's values (capi checks that they match).
 enum class Causal : int32_t { kNone = 0, kTopLeft = 1, kBottomRight = 2 };
 
@@ -53,6 +65,8 @@ struct SdpaProblem {
   Executor executor;
   // Paged K/V, or none (table null).
   KvPages pages;
+  // I8 K/V: their scales (layout kNone otherwise).
+  KvScale k_scale, v_scale;
   // hwyattn_kv_attention's explicit positions: query row i has position
   // i + position_offset whatever `causal` is (hwyattn_sdpa never sets it).
   bool has_position_offset = false;
@@ -89,6 +103,17 @@ struct SdpaProblem {
     if (!Paged()) return t.Offset(b, h, j, 0);
     const int64_t page = pages.table[b * pages.table_stride + j / pages.page_size];
     return t.Offset(page, h, j % pages.page_size, 0);
+  }
+  // The scales of key j's row in k or v (s: k_scale or v_scale): dim d's is
+  // row[d * *step] (per token: one value, *step = 0). The one home of the
+  // dequantization rule's addressing.
+  const float* ScaleRow(const KvScale& s, int64_t b, int64_t h, int64_t j, int64_t* step) const {
+    if (s.layout == KvScales::kPerToken) {
+      *step = 0;
+      return s.t.As<float>() + KeyRowOffset(s.t, b, h, j);
+    }
+    *step = s.t.stride[3];
+    return s.t.As<float>() + s.t.Offset(0, h, 0, 0);
   }
   // Keys from key j on whose rows follow each other `stride[2]` apart in k
   // and v: to the end of j's page (at most `limit`).

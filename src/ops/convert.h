@@ -29,6 +29,8 @@ inline float BitsToFloat(uint32_t u) {
 }
 
 inline float ToFloat(float x) { return x; }
+// An I8 cache's integer, before its scale (SdpaProblem::ScaleRow).
+inline float ToFloat(int8_t x) { return static_cast<float>(x); }
 inline float ToFloat(BF16 x) { return BitsToFloat(uint32_t{x.bits} << 16); }
 inline float ToFloat(F16 x) {
   const uint32_t sign = uint32_t{x.bits & 0x8000u} << 16;
@@ -97,6 +99,17 @@ HWY_INLINE void DispatchFloatDtype(Dtype dtype, const Body& body) {
   }
   HWY_ABORT("hwyattn: dtype %d reached a kernel that reads F32, F16 or BF16",
             static_cast<int>(dtype));
+}
+
+// DispatchFloatDtype for K/V, which may also be an I8 cache's integers
+// (body(int8_t{}): the kernel applies the cache's scales).
+template <class Body>
+HWY_INLINE void DispatchCacheDtype(Dtype dtype, const Body& body) {
+  if (dtype == Dtype::kI8) {
+    body(int8_t{});
+    return;
+  }
+  DispatchFloatDtype(dtype, body);
 }
 
 }  // namespace hwyattn

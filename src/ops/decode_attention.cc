@@ -53,11 +53,22 @@ using VF = hn::Vec<DF>;
 constexpr size_t kLanes = HWY_LANES(float);
 
 // K and V lines are prefetched this many keys ahead of their use (one
-// prefetch per vector load, interleaved with the loads). Without it a decode
+// prefetch per line, interleaved with the vector loads). Without it a decode
 // step streaming K/V from L3 or memory is latency-bound (D1 at half speed).
 // 32 keys ahead: 10% faster than 16 on D1; further made no difference.
-// Prefetches past the end of a tensor are harmless: they never fault.
+// Over pages, "ahead" follows the block table (AheadOffset): the rows 32
+// keys on are in another page. Prefetches of any address are harmless: they
+// never fault.
 constexpr int64_t kPrefetchKeys = 32;
+
+// Whether to prefetch at element d (a multiple of kLanes) of a T row: at
+// every vector, except for int8, whose vectors are a quarter line (there,
+// at the first vector of each line). Every vector for F16/BF16 (two per
+// line) measured faster than once per line on D2h (Zen 4).
+template <typename T>
+HWY_INLINE bool PrefetchAt(size_t d) {
+  return sizeof(T) >= 2 || (d * sizeof(T)) % 64 == 0;
+}
 
 // A prefetch of a streamed K or V line into L1 or L2 (StreamPrefetchLevel,
 // a template parameter of the whole chunk so the loops carry no branch).
@@ -89,35 +100,86 @@ HWY_INLINE VF ReduceKeys(VF (&acc)[kLanes]) {
   return acc[0];
 }
 
+// The multiply-adds of head dims [d, d + kBlock * kLanes) into the
+// accumulators of ScoreKeyGroup: the kRows x kBlock query vectors are loaded
+// into registers once and feed every key of the group, so a K vector costs
+// one load for kRows FMAs (Zen 4 loads one 512-bit vector per cycle:
+// reloading q for every FMA made the score loop load-bound).
+template <bool kL2, size_t kRows, size_t kBlock, typename T>
+HWY_INLINE void ScoreDimBlock(const float* HWY_RESTRICT q, size_t ldq, size_t d,
+                              const T* HWY_RESTRICT k, int64_t ldk, int64_t ahead,
+                              VF (&acc)[kLanes]) {
+  constexpr size_t kKeys = kLanes / kRows;
+  const DF df;
+  VF qv[kRows][kBlock];
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < kRows; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < kBlock; ++c) qv[r][c] = hn::Load(df, q + r * ldq + d + c * kLanes);
+  }
+  HWY_UNROLL(16)
+  for (size_t kk = 0; kk < kKeys; ++kk) {
+    const T* kr = k + static_cast<int64_t>(kk) * ldk + d;
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < kBlock; ++c) {
+      if (PrefetchAt<T>(d + c * kLanes)) PrefetchStream<kL2>(kr + ahead + c * kLanes);
+      const VF kv = LoadWide(kr + c * kLanes);
+      HWY_UNROLL(16)
+      for (size_t r = 0; r < kRows; ++r) {
+        acc[r * kKeys + kk] = hn::MulAdd(qv[r][c], kv, acc[r * kKeys + kk]);
+      }
+    }
+  }
+}
+
+// Head dims [d, dim_vec) in blocks of kBlock vectors, then the rest in
+// halving blocks (at most one of each size): D = 4 vectors with kBlock = 8
+// is one block of 4, so its key rows are still read front to back.
+template <bool kL2, size_t kRows, size_t kBlock, typename T>
+HWY_INLINE void ScoreDimBlocks(const float* HWY_RESTRICT q, size_t ldq, size_t d, size_t dim_vec,
+                               const T* HWY_RESTRICT k, int64_t ldk, int64_t ahead,
+                               VF (&acc)[kLanes]) {
+  for (; d + kBlock * kLanes <= dim_vec; d += kBlock * kLanes) {
+    ScoreDimBlock<kL2, kRows, kBlock>(q, ldq, d, k, ldk, ahead, acc);
+  }
+  if constexpr (kBlock > 1)
+    ScoreDimBlocks<kL2, kRows, kBlock / 2>(q, ldq, d, dim_vec, k, ldk, ahead, acc);
+}
+
 // Scores of kLanes / kRows consecutive keys (rows `ldk` apart) against kRows
 // scaled query rows (`ldq` apart) over the first dim_vec (a multiple of
 // kLanes, possibly 0) head dims; the first `rows` rows are stored, each as
 // kKeys consecutive floats `lds` apart. One accumulator per (row, key): each
 // K vector loaded feeds kRows FMAs, so a GQA group's rows share every K load;
-// ReduceKeys then puts (row r, key k) in lane r * kKeys + k. Key by key, each
-// key row read front to back: reading dim-major (one vector of each of the
-// kKeys rows, then the next) keeps up to 16 lines 256 B apart in flight and
-// ran D2 (one row per kv head) 1.5x slower on Zen 4. The sums are the same.
+// ReduceKeys then puts (row r, key k) in lane r * kKeys + k. Head dims in
+// blocks whose query vectors fit in 8 registers (ScoreDimBlocks), each block
+// key by key: a key row is read front to back when one block spans it (one
+// row per kv head, D <= 8 vectors), else in pieces of 8 / kRows vectors. (Reading
+// dim-major, one vector of each of 16 key rows and then the next, kept 16
+// lines 256 B apart in flight and ran D2 1.5x slower on Zen 4.) Every
+// accumulator sums its head dims in increasing order whatever the blocks:
+// the same sums.
 template <bool kL2, size_t kRows, typename T>
 HWY_INLINE void ScoreKeyGroup(const float* HWY_RESTRICT q, size_t ldq, size_t dim_vec,
-                              const T* HWY_RESTRICT k, int64_t ldk, size_t rows,
+                              const T* HWY_RESTRICT k, int64_t ldk, int64_t ahead, size_t rows,
                               float* HWY_RESTRICT s, size_t lds) {
   constexpr size_t kKeys = kLanes / kRows;
+  constexpr size_t kBlock = kRows >= 8 ? 1 : 8 / kRows;
   const DF df;
   VF acc[kLanes];
   HWY_UNROLL(16)
   for (size_t i = 0; i < kLanes; ++i) acc[i] = hn::Zero(df);
-  HWY_UNROLL(16)
-  for (size_t kk = 0; kk < kKeys; ++kk) {
-    const T* kr = k + static_cast<int64_t>(kk) * ldk;
-    for (size_t d = 0; d < dim_vec; d += kLanes) {
-      PrefetchStream<kL2>(kr + kPrefetchKeys * ldk + d);
-      const VF kv = LoadWide(kr + d);
-      HWY_UNROLL(16)
-      for (size_t r = 0; r < kRows; ++r) {
-        acc[r * kKeys + kk] = hn::MulAdd(hn::Load(df, q + r * ldq + d), kv, acc[r * kKeys + kk]);
+  if constexpr (kRows == 1) {
+    HWY_UNROLL(16)
+    for (size_t kk = 0; kk < kKeys; ++kk) {
+      const T* kr = k + static_cast<int64_t>(kk) * ldk;
+      for (size_t d = 0; d < dim_vec; d += kLanes) {
+        if (PrefetchAt<T>(d)) PrefetchStream<kL2>(kr + ahead + d);
+        acc[kk] = hn::MulAdd(hn::Load(df, q + d), LoadWide(kr + d), acc[kk]);
       }
     }
+  } else {
+    ScoreDimBlocks<kL2, kRows, kBlock>(q, ldq, 0, dim_vec, k, ldk, ahead, acc);
   }
   const VF sums = ReduceKeys(acc);
   if constexpr (kRows == 1) {
@@ -133,12 +195,12 @@ HWY_INLINE void ScoreKeyGroup(const float* HWY_RESTRICT q, size_t ldq, size_t di
 // all rows, in groups of kRows rows.
 template <bool kL2, size_t kRows, typename T>
 void ScoreKeyBlocks(const float* HWY_RESTRICT q, size_t ldq, size_t dim_vec,
-                    const T* HWY_RESTRICT k, int64_t ldk, size_t rows, int64_t full,
+                    const T* HWY_RESTRICT k, int64_t ldk, int64_t ahead, size_t rows, int64_t full,
                     float* HWY_RESTRICT s, size_t lds) {
   constexpr int64_t kKeys = static_cast<int64_t>(kLanes / kRows);
   for (int64_t j = 0; j < full; j += kKeys) {
     for (size_t r0 = 0; r0 < rows; r0 += kRows) {
-      ScoreKeyGroup<kL2, kRows>(q + r0 * ldq, ldq, dim_vec, k + j * ldk, ldk,
+      ScoreKeyGroup<kL2, kRows>(q + r0 * ldq, ldq, dim_vec, k + j * ldk, ldk, ahead,
                                 std::min(kRows, rows - r0), s + r0 * lds + j, lds);
     }
   }
@@ -157,7 +219,7 @@ constexpr size_t GroupRows(size_t rows) {
 // same operations in the same order as one run over all of them).
 template <bool kL2, size_t kRows, size_t kVecs, typename T>
 HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t keys,
-                               const T* HWY_RESTRICT v, int64_t ldv, bool accumulate,
+                               const T* HWY_RESTRICT v, int64_t ldv, int64_t ahead, bool accumulate,
                                float* HWY_RESTRICT out, size_t ldo) {
   const DF df;
   VF acc[kRows][kVecs];
@@ -171,7 +233,8 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t k
   for (size_t j = 0; j < keys; ++j) {
     HWY_UNROLL(4)
     for (size_t c = 0; c < kVecs; ++c) {
-      PrefetchStream<kL2>(v + static_cast<int64_t>(j + kPrefetchKeys) * ldv + c * kLanes);
+      if (PrefetchAt<T>(c * kLanes))
+        PrefetchStream<kL2>(v + static_cast<int64_t>(j) * ldv + ahead + c * kLanes);
     }
     VF vv[kVecs];
     HWY_UNROLL(4)
@@ -194,12 +257,14 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t k
 // WeightedValues for `rows` <= 4 rows: a switch to the compiled tile shapes.
 template <bool kL2, size_t kVecs, typename T>
 void WeightedValuesRows(size_t rows, const float* p, size_t ldp, size_t keys, const T* v,
-                        int64_t ldv, bool accumulate, float* out, size_t ldo) {
+                        int64_t ldv, int64_t ahead, bool accumulate, float* out, size_t ldo) {
   switch (rows) {
-    case 1: WeightedValues<kL2, 1, kVecs>(p, ldp, keys, v, ldv, accumulate, out, ldo); break;
-    case 2: WeightedValues<kL2, 2, kVecs>(p, ldp, keys, v, ldv, accumulate, out, ldo); break;
-    case 3: WeightedValues<kL2, 3, kVecs>(p, ldp, keys, v, ldv, accumulate, out, ldo); break;
-    default: WeightedValues<kL2, 4, kVecs>(p, ldp, keys, v, ldv, accumulate, out, ldo); break;
+    case 1: WeightedValues<kL2, 1, kVecs>(p, ldp, keys, v, ldv, ahead, accumulate, out, ldo); break;
+    case 2: WeightedValues<kL2, 2, kVecs>(p, ldp, keys, v, ldv, ahead, accumulate, out, ldo); break;
+    case 3: WeightedValues<kL2, 3, kVecs>(p, ldp, keys, v, ldv, ahead, accumulate, out, ldo); break;
+    default:
+      WeightedValues<kL2, 4, kVecs>(p, ldp, keys, v, ldv, ahead, accumulate, out, ldo);
+      break;
   }
 }
 
@@ -235,6 +300,34 @@ void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_REST
   }
 }
 
+// An I8 cache's per-channel scales (scale[d * step]) times `rows` rows of
+// `dim` values `dim` apart.
+void ScaleChannels(const float* HWY_RESTRICT scale, int64_t step, int64_t rows, int64_t dim,
+                   float* HWY_RESTRICT x) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t d = 0; d < dim; ++d) x[r * dim + d] *= scale[d * step];
+  }
+}
+
+// An I8 cache's per-token scales of the chunk's keys [c0, c0 + keys) times
+// each row's values of them in s [rows][score stride]: the raw scores (K's
+// scales) or the probabilities (V's, after the softmax has summed them).
+void ScaleKeys(const SdpaProblem& p, const KvScale& scale, int64_t b, int64_t kvh, int64_t c0,
+               int64_t keys, int64_t rows, float* HWY_RESTRICT s) {
+  const size_t ld = DecodeScoreStride(kLanes);
+  const int64_t sj = scale.t.stride[2];
+  for (int64_t j0 = 0; j0 < keys;) {
+    const int64_t run = p.KeysInRun(c0 + j0, keys - j0);
+    int64_t unused;
+    const float* sc = p.ScaleRow(scale, b, kvh, c0 + j0, &unused);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* sr = s + r * ld + j0;
+      for (int64_t j = 0; j < run; ++j) sr[j] *= sc[j * sj];
+    }
+    j0 += run;
+  }
+}
+
 // The scaled query rows of (b, kvh) into q [kDecodeMaxRows][dim_pad]: rows
 // up to a whole number of score groups are zeros (their scores are dropped);
 // with more rows than lanes (8 rows on SSE4) that is several groups, the last
@@ -248,6 +341,12 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t kvh, size_t dim_p
     float* dst = q + static_cast<size_t>(r) * dim_pad;
     ScaledQueryRow(p, b, head, pos, plan.q_scale, dst);
     for (size_t d = static_cast<size_t>(dim); d < dim_pad; ++d) dst[d] = 0.0f;
+    // An I8 cache's per-channel K scales: q . (k * s) = (q * s) . k.
+    if (p.k_scale.layout == KvScales::kPerChannel) {
+      int64_t step;
+      const float* scale = p.ScaleRow(p.k_scale, b, kvh, 0, &step);
+      ScaleChannels(scale, step, 1, dim, dst);
+    }
   }
   const size_t group_rows = GroupRows(static_cast<size_t>(rows));
   const size_t rows_pad = (static_cast<size_t>(rows) + group_rows - 1) / group_rows * group_rows;
@@ -264,7 +363,7 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t kvh, size_t dim_p
 // forwarding); pad == keys: the tail keys are stored one by one.
 template <bool kL2, typename T>
 void ScoreRun(const float* HWY_RESTRICT q, size_t dim_pad, int64_t rows, int64_t dim,
-              const T* HWY_RESTRICT k, int64_t ldk, int64_t keys, int64_t pad,
+              const T* HWY_RESTRICT k, int64_t ldk, int64_t ahead, int64_t keys, int64_t pad,
               float* HWY_RESTRICT s, size_t ld) {
   const DF df;
   const size_t dim_vec = static_cast<size_t>(dim) / kLanes * kLanes;
@@ -273,13 +372,13 @@ void ScoreRun(const float* HWY_RESTRICT q, size_t dim_pad, int64_t rows, int64_t
   const int64_t group_keys = static_cast<int64_t>(kLanes / group_rows);
   const int64_t full = keys / group_keys * group_keys;
   switch (group_rows) {
-    case 1: ScoreKeyBlocks<kL2, 1>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
+    case 1: ScoreKeyBlocks<kL2, 1>(q, dim_pad, dim_vec, k, ldk, ahead, urows, full, s, ld); break;
 #if HWY_TARGET != HWY_SCALAR
-    case 2: ScoreKeyBlocks<kL2, 2>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
-    case 4: ScoreKeyBlocks<kL2, 4>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
+    case 2: ScoreKeyBlocks<kL2, 2>(q, dim_pad, dim_vec, k, ldk, ahead, urows, full, s, ld); break;
+    case 4: ScoreKeyBlocks<kL2, 4>(q, dim_pad, dim_vec, k, ldk, ahead, urows, full, s, ld); break;
 #endif
 #if HWY_MAX_BYTES >= 32
-    default: ScoreKeyBlocks<kL2, 8>(q, dim_pad, dim_vec, k, ldk, urows, full, s, ld); break;
+    default: ScoreKeyBlocks<kL2, 8>(q, dim_pad, dim_vec, k, ldk, ahead, urows, full, s, ld); break;
 #endif
   }
   const auto lane = hn::Iota(df, 0.0f);
@@ -315,6 +414,16 @@ void ScoreRun(const float* HWY_RESTRICT q, size_t dim_pad, int64_t rows, int64_t
   }
 }
 
+// The prefetch distance of a run of keys from key j in t (k or v): the
+// element offset from key j's row to key j + kPrefetchKeys's (over pages:
+// in the page the block table gives). 0 (the run's own lines again) when
+// that key is past the keys of batch b, whose page may not be in the table.
+int64_t AheadOffset(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t h, int64_t j) {
+  if (!p.Paged()) return kPrefetchKeys * t.stride[2];
+  if (j + kPrefetchKeys >= p.KeyEnd(b)) return 0;
+  return p.KeyRowOffset(t, b, h, j + kPrefetchKeys) - p.KeyRowOffset(t, b, h, j);
+}
+
 // Scores of the chunk's `keys` keys from c0 for every row into s [rows][ld]
 // (log2 units, lanes past the last key up to a whole vector -inf), masked.
 template <bool kL2, typename T>
@@ -333,7 +442,7 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
     const int64_t run = p.KeysInRun(c0 + j0, keys - j0);
     const T* k = p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, c0 + j0);
     const bool last = j0 + run == keys;
-    ScoreRun<kL2>(q, dim_pad, rows, dim, k, ldk, run,
+    ScoreRun<kL2>(q, dim_pad, rows, dim, k, ldk, AheadOffset(p, p.k, b, kvh, c0 + j0), run,
                   last ? static_cast<int64_t>(keys_pad) - j0 : run, s + j0, ld);
     j0 += run;
   }
@@ -345,6 +454,9 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
       for (size_t j = static_cast<size_t>(keys); j < keys_pad; ++j) s[r * ld + j] = -INFINITY;
     }
   }
+
+  // An I8 cache's per-token K scales: (q . k) * s = q . (k * s).
+  if (p.k_scale.layout == KvScales::kPerToken) ScaleKeys(p, p.k_scale, b, kvh, c0, keys, rows, s);
 
   // Per row: the modifiers (softcap, ALiBi), the keys outside its visible
   // range (causal, windows), then the caller's mask.
@@ -405,7 +517,8 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
   const auto for_runs = [&](const auto& body) {
     for (int64_t j0 = 0; j0 < keys;) {
       const int64_t run = p.KeysInRun(c0 + j0, keys - j0);
-      body(p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, c0 + j0), j0, static_cast<size_t>(run));
+      body(p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, c0 + j0), AheadOffset(p, p.v, b, kvh, c0 + j0),
+           j0, static_cast<size_t>(run));
       j0 += run;
     }
   };
@@ -415,18 +528,18 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
   // that never see the value are bit-identical to a run without it.
   bool finite = true;
   if (p.MayBlockPerRow()) {
-    for_runs([&](const T* v, int64_t, size_t run) {
+    for_runs([&](const T* v, int64_t, int64_t, size_t run) {
       finite = finite && ValuesFinite(v, run, ldv, static_cast<size_t>(value_dim));
     });
   }
   if (!finite) {
-    for_runs([&](const T* v, int64_t j0, size_t run) {
+    for_runs([&](const T* v, int64_t, int64_t j0, size_t run) {
       WeightedValuesSkippingZeros(static_cast<size_t>(rows), run, s + j0, ld, v, ldv,
                                   static_cast<size_t>(value_dim), j0 > 0, out);
     });
     return;
   }
-  for_runs([&](const T* v, int64_t j0, size_t run) {
+  for_runs([&](const T* v, int64_t ahead, int64_t j0, size_t run) {
     const bool accumulate = j0 > 0;
     for (int64_t r0 = 0; r0 < rows; r0 += 4) {
       const size_t nr = static_cast<size_t>(std::min<int64_t>(4, rows - r0));
@@ -434,11 +547,11 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
       float* o = out + r0 * value_dim;
       size_t dv = 0;
       for (; dv + 4 * kLanes <= dv_vec; dv += 4 * kLanes) {
-        WeightedValuesRows<kL2, 4>(nr, pr, ld, run, v + dv, ldv, accumulate, o + dv,
+        WeightedValuesRows<kL2, 4>(nr, pr, ld, run, v + dv, ldv, ahead, accumulate, o + dv,
                                    static_cast<size_t>(value_dim));
       }
       for (; dv < dv_vec; dv += kLanes) {
-        WeightedValuesRows<kL2, 1>(nr, pr, ld, run, v + dv, ldv, accumulate, o + dv,
+        WeightedValuesRows<kL2, 1>(nr, pr, ld, run, v + dv, ldv, ahead, accumulate, o + dv,
                                    static_cast<size_t>(value_dim));
       }
       for (; dv < static_cast<size_t>(value_dim); ++dv) {
@@ -489,11 +602,22 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
     }
   }
   for (int64_t g = 0; g < count; ++g) {
-    if (keys[g] != 0) SoftmaxChunk(rows, keys[g], s0 + g * chunk_scores, stats[g]);
+    if (keys[g] == 0) continue;
+    SoftmaxChunk(rows, keys[g], s0 + g * chunk_scores, stats[g]);
+    // An I8 cache's per-token V scales: sum_j p_j (v_j s_j) = sum_j (p_j s_j) v_j
+    // (the softmax summed the unscaled p_j).
+    if (p.v_scale.layout == KvScales::kPerToken)
+      ScaleKeys(p, p.v_scale, b, kvh, c0[g], keys[g], rows, s0 + g * chunk_scores);
   }
   for (int64_t g = 0; g < count; ++g) {
-    if (keys[g] != 0)
-      ValuesChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g]);
+    if (keys[g] == 0) continue;
+    ValuesChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g]);
+    // Per-channel V scales: sum_j p_j (v_j * s) = (sum_j p_j v_j) * s.
+    if (p.v_scale.layout == KvScales::kPerChannel) {
+      int64_t step;
+      const float* scale = p.ScaleRow(p.v_scale, b, kvh, 0, &step);
+      ScaleChannels(scale, step, rows, value_dim, out[g]);
+    }
   }
 }
 
@@ -509,8 +633,10 @@ void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0
   HWY_DASSERT(plan.partial_out != nullptr && plan.partial_stats != nullptr &&
               IsScratchAligned(scratch));
   // K and V have one dtype (DecodeApplies): F16/BF16 caches are read in
-  // place, widened on load (they halve the bytes a memory-bound step streams).
-  DispatchFloatDtype(plan.problem->k.dtype, [&](auto tag) {
+  // place, widened on load (they halve the bytes a memory-bound step streams),
+  // I8 caches too, their scales applied to queries, scores, probabilities or
+  // outputs (the integers stay as they are).
+  DispatchCacheDtype(plan.problem->k.dtype, [&](auto tag) {
     if (plan.prefetch_l2) {
       AttendChunksOf<true, decltype(tag)>(plan, b, kvh, chunk0, count, scratch);
     } else {

@@ -32,7 +32,7 @@ constexpr int64_t kDecodeRun = 2;
 constexpr int64_t kDecodeMaxRows = 8;
 
 // Whether the decode kernel can run this problem: few rows, K and V of one
-// dtype (F32, F16 or BF16) with contiguous head dims (read in place,
+// dtype (F32, F16, BF16 or an I8 cache's) with contiguous head dims (read in place,
 // unpacked), no weights output. Everything else takes the prefill kernel.
 inline bool DecodeApplies(const SdpaProblem& p) {
   return p.q_len * p.group() <= kDecodeMaxRows && p.k.dtype == p.v.dtype &&

@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "src/ops/convert.h"
 #include "src/ops/flash_attention.h"
@@ -155,6 +156,7 @@ class RowLinesAhead {
 
 // K of (b, kvh) as [panel][D][MR]: step d of a panel holds keys panel*MR + r,
 // the broadcast operand of TileMul. Keys at or past the batch's key end are 0.
+// An I8 cache's keys are dequantized (x * scale, fp32) here.
 // Paged K is gathered here (its rows are never read in place).
 template <typename T>
 void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
@@ -167,7 +169,14 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
       const int64_t j = panel * static_cast<int64_t>(kMR) + static_cast<int64_t>(r);
       if (j < key_end) {
         const T* row = p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, j);
-        for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = ToFloat(row[d * sd]);
+        if constexpr (std::is_same_v<T, int8_t>) {
+          int64_t step;
+          const float* scale = p.ScaleRow(p.k_scale, b, kvh, j, &step);
+          for (int64_t d = 0; d < dim; ++d)
+            out[d * kMR + r] = ToFloat(row[d * sd]) * scale[d * step];
+        } else {
+          for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = ToFloat(row[d * sd]);
+        }
       } else {
         for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = 0.0f;
       }
@@ -175,7 +184,8 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
   }
 }
 
-// V of (b, kvh) as [Lk][Dv] rows, for keys below the batch's key end.
+// V of (b, kvh) as [Lk][Dv] rows, for keys below the batch's key end
+// (dequantized, as keys are).
 template <typename T>
 void PackValues(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
   const int64_t sd = p.v.stride[3];
@@ -183,7 +193,13 @@ void PackValues(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRIC
   for (int64_t j = 0; j < key_end; ++j) {
     const T* row = p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, j);
     float* HWY_RESTRICT out = dst + j * value_dim;
-    for (int64_t dv = 0; dv < value_dim; ++dv) out[dv] = ToFloat(row[dv * sd]);
+    if constexpr (std::is_same_v<T, int8_t>) {
+      int64_t step;
+      const float* scale = p.ScaleRow(p.v_scale, b, kvh, j, &step);
+      for (int64_t dv = 0; dv < value_dim; ++dv) out[dv] = ToFloat(row[dv * sd]) * scale[dv * step];
+    } else {
+      for (int64_t dv = 0; dv < value_dim; ++dv) out[dv] = ToFloat(row[dv * sd]);
+    }
   }
 }
 
@@ -194,11 +210,11 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   const SdpaProblem& p = *plan.problem;
   float* k_dst = const_cast<float*>(plan.PackedK(b, kvh));
   if (!plan.keys_in_place) {
-    DispatchFloatDtype(p.k.dtype, [&](auto tag) { PackKeys<decltype(tag)>(p, b, kvh, k_dst); });
+    DispatchCacheDtype(p.k.dtype, [&](auto tag) { PackKeys<decltype(tag)>(p, b, kvh, k_dst); });
   }
   if (!plan.values_in_place) {
     float* v_dst = k_dst + plan.packed_k_floats;
-    DispatchFloatDtype(p.v.dtype, [&](auto tag) { PackValues<decltype(tag)>(p, b, kvh, v_dst); });
+    DispatchCacheDtype(p.v.dtype, [&](auto tag) { PackValues<decltype(tag)>(p, b, kvh, v_dst); });
   }
   if (plan.nonfinite_values == nullptr) return;
   int64_t ldv;

@@ -28,12 +28,17 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // One vector of floats from p[0, lanes): F32 as is, F16 and BF16 widened
-// (exactly) on load, so that half-precision K/V are read in place.
+// (exactly) on load, so that half-precision K/V are read in place; an I8
+// cache's integers converted (exactly; its scales are the caller's).
 template <typename T, class DF = hn::ScalableTag<float>>
 HWY_INLINE hn::Vec<DF> LoadWide(const T* HWY_RESTRICT p) {
   const DF df;
   if constexpr (std::is_same_v<T, float>) {
     return hn::LoadU(df, p);
+  } else if constexpr (std::is_same_v<T, int8_t>) {
+    const hn::Rebind<int32_t, DF> di;
+    const hn::Rebind<int8_t, DF> d8;
+    return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p)));
   } else {
     using H = std::conditional_t<std::is_same_v<T, F16>, hwy::float16_t, hwy::bfloat16_t>;
     const hn::Rebind<H, DF> dh;

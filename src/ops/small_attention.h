@@ -20,9 +20,11 @@ constexpr double kSmallMaxFlops = 2048;
 constexpr int64_t kSmallMaxScores = 512;
 constexpr int64_t kSmallMaxDim = 64;
 
-// Paged K/V go to the tiled kernels, which read them through the block table.
+// Paged K/V and I8 caches go to the tiled kernels, which read them through
+// the block table and apply the scales.
 inline bool SmallApplies(const SdpaProblem& p, double flops) {
-  return flops <= kSmallMaxFlops && p.head_dim <= kSmallMaxDim && !p.Paged();
+  return flops <= kSmallMaxFlops && p.head_dim <= kSmallMaxDim && !p.Paged() &&
+         p.k_scale.layout == KvScales::kNone;
 }
 
 // Every feature of hwyattn_sdpa (masks, causal, key lengths, weights, lse,

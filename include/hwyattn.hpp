@@ -31,8 +31,11 @@
 //   "the default", while PyTorch's scale=0.0 means uniform weights; passing
 //   a zero through would silently give the default-scale result instead.
 // - MultiheadAttention: an RAII, move-only owner of an hwyattn_mha.
+// - KvCache and KvBatch: descriptions of a paged KV cache in the caller's
+//   memory and of one step's sequences, for kv_cache_write and kv_attention
+//   (hwyattn_kv_cache_write, hwyattn_kv_attention).
 //
-// Thread safety is the C library's: sdpa, merge_states and
+// Thread safety is the C library's: sdpa, merge_states, kv_attention and
 // MultiheadAttention::forward may run on many threads at once (a module is
 // immutable after creation). Views, options and Results are plain values
 // with no shared state; use one object from one thread at a time, or copy it.
@@ -48,6 +51,7 @@
 #ifndef HWYATTN_HPP_
 #define HWYATTN_HPP_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -211,6 +215,7 @@ enum class DType : int {
   kF16 = HWYATTN_F16,    // IEEE binary16, stored as uint16_t
   kBF16 = HWYATTN_BF16,  // bfloat16, stored as uint16_t
   kBool = HWYATTN_BOOL,  // uint8_t (or bool), nonzero = true
+  kI8 = HWYATTN_I8,      // int8_t, symmetric (x * scale): only the pages of a KvCache
 };
 
 // A list of sizes or strides, e.g. {2, 8, 128, 64}, or a std::vector<int64_t>.
@@ -533,6 +538,249 @@ inline void merge_states(const std::vector<ConstTensorView>& outs,
                          const std::optional<TensorView>& lse_out = std::nullopt,
                          const float* sinks = nullptr) {
   try_merge_states(outs, lses, out, lse_out, sinks).value();
+}
+
+// ---------------------------------------------------------------------------
+// KV cache
+// ---------------------------------------------------------------------------
+
+// A KV cache in the caller's memory (hwyattn_kv_cache): a pool of pages that
+// the library reads (kv_attention) and writes (kv_cache_write), never owns.
+//
+//   k  [num_pages, Hkv, page_size, D]   F32, F16, BF16 or I8
+//   v  [num_pages, Hkv, page_size, Dv]  the dtype of k
+//
+// Any strides: vLLM's [pages, Hkv, page, D] is the dense view, FlashAttention's
+// [pages, page, Hkv, D] the same shape with strides {page*Hkv*D, D, Hkv*D, 1}.
+// I8 pages need scales(): F32 per token [num_pages, Hkv, page_size, 1]
+// (written by kv_cache_write, so that memory is written too) or per channel
+// [1, Hkv, 1, D] / [1, Hkv, 1, Dv] (fixed by the caller). block_table():
+// int32 [num_seqs, stride], the pages of each sequence of a batch in order;
+// without one, sequence s is page s (a padded contiguous cache whose
+// page_size is each sequence's capacity).
+//
+// A plain value: copying it copies the descriptors, not the pages, and the
+// memory it points to must outlive every call that uses it. Its setters
+// return *this, e.g.
+//   KvCache(TensorView(kpool, DType::kBF16, {P, Hkv, S, D}),
+//           TensorView(vpool, DType::kBF16, {P, Hkv, S, D})).block_table(table, max_pages)
+class KvCache {
+ public:
+  KvCache(const TensorView& k, const TensorView& v) : k_(k.c_tensor()), v_(v.c_tensor()) {}
+
+  // The I8 scales (F32); see the class comment for the two layouts. The two
+  // may use different layouts.
+  KvCache& scales(const ConstTensorView& k_scale, const ConstTensorView& v_scale) {
+    k_scale_ = k_scale.c_tensor();
+    v_scale_ = v_scale.c_tensor();
+    return *this;
+  }
+  // Row s of `table` (row stride `stride` entries) lists sequence s's pages;
+  // only the first ceil(kv_len[s] / page_size) entries of a row are read.
+  KvCache& block_table(const int32_t* table, int64_t stride) {
+    block_table_ = table;
+    block_table_stride_ = stride;
+    return *this;
+  }
+  // As above over a vector holding whole rows: its size must be a multiple
+  // of stride (>= 1), else kv_attention fails with INVALID_ARGUMENT.
+  KvCache& block_table(const std::vector<int32_t>& table, int64_t stride) {
+    block_table(table.data(), stride);
+    table_size_ = table.size();
+    return *this;
+  }
+  KvCache& block_table(const std::vector<int32_t>&&, int64_t) = delete;
+  // Back to "sequence s is page s".
+  KvCache& no_block_table() {
+    block_table_ = nullptr;
+    block_table_stride_ = 0;
+    table_size_.reset();
+    return *this;
+  }
+
+  // The C struct, for calls this binding does not wrap. Its scale pointers
+  // point into *this: use it while *this lives, unmodified.
+  hwyattn_kv_cache c_cache() const {
+    hwyattn_kv_cache c;
+    hwyattn_kv_cache_init(&c);
+    c.k = k_;
+    c.v = v_;
+    c.k_scale = k_scale_ ? &*k_scale_ : nullptr;
+    c.v_scale = v_scale_ ? &*v_scale_ : nullptr;
+    c.block_table = block_table_;
+    c.block_table_stride = block_table_stride_;
+    return c;
+  }
+  // The number of whole rows of a vector block table (nullopt for a table
+  // given by pointer, or none).
+  std::optional<size_t> block_table_rows() const {
+    if (!table_size_ || block_table_stride_ < 1) return std::nullopt;
+    return *table_size_ / static_cast<size_t>(block_table_stride_);
+  }
+  std::optional<size_t> block_table_size() const { return table_size_; }
+  int64_t block_table_stride() const noexcept { return block_table_stride_; }
+
+ private:
+  hwyattn_tensor k_, v_;
+  std::optional<hwyattn_tensor> k_scale_, v_scale_;
+  const int32_t* block_table_ = nullptr;
+  int64_t block_table_stride_ = 0;
+  std::optional<size_t> table_size_;  // set by the vector overload
+};
+
+// The sequences of one kv_attention call (hwyattn_kv_batch): sequence s owns
+// the query tokens [q_start[s], q_start[s+1]) of q [T, Hq, D] and has
+// kv_len[s] keys in the cache, this step's included; its first query token
+// has position q_pos[s], by default (no q_pos) kv_len[s] - q_len: the new
+// tokens are the last ones of the cache.
+class KvBatch {
+ public:
+  // Over the caller's arrays, which must outlive the calls (copies of the
+  // KvBatch point to the same arrays): num_seqs >= 1; q_start
+  // [num_seqs + 1], kv_len [num_seqs], q_pos [num_seqs] or nullptr.
+  KvBatch(int32_t num_seqs, const int32_t* q_start, const int32_t* kv_len,
+          const int32_t* q_pos = nullptr)
+      : num_seqs_(num_seqs), q_start_(q_start), kv_len_(kv_len), q_pos_(q_pos) {}
+  // Over copies of the vectors (a few ints per sequence), whose sizes the
+  // constructor checks (throws an INVALID_ARGUMENT Error): kv_len.size()
+  // sequences, q_start one more, q_pos (if not empty) one per sequence.
+  KvBatch(std::vector<int32_t> q_start, std::vector<int32_t> kv_len,
+          std::vector<int32_t> q_pos = {})
+      : num_seqs_(CheckedCount(q_start, kv_len, q_pos)),
+        owned_q_start_(std::move(q_start)),
+        owned_kv_len_(std::move(kv_len)),
+        owned_q_pos_(std::move(q_pos)),
+        owned_(true) {}
+
+  int32_t num_seqs() const noexcept { return num_seqs_; }
+  // The C struct, for calls this binding does not wrap; it points into *this
+  // (owned vectors) or to the caller's arrays.
+  hwyattn_kv_batch c_batch() const {
+    hwyattn_kv_batch b;
+    hwyattn_kv_batch_init(&b);
+    b.num_seqs = num_seqs_;
+    if (owned_) {
+      b.q_start = owned_q_start_.data();
+      b.kv_len = owned_kv_len_.data();
+      b.q_pos = owned_q_pos_.empty() ? nullptr : owned_q_pos_.data();
+    } else {
+      b.q_start = q_start_;
+      b.kv_len = kv_len_;
+      b.q_pos = q_pos_;
+    }
+    return b;
+  }
+
+ private:
+  static int32_t CheckedCount(const std::vector<int32_t>& q_start,
+                              const std::vector<int32_t>& kv_len,
+                              const std::vector<int32_t>& q_pos) {
+    if (kv_len.empty() ||
+        kv_len.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      throw detail::Invalid("kv_len: " + std::to_string(kv_len.size()) +
+                            " sequences; must be 1 .. 2^31 - 1");
+    }
+    if (q_start.size() != kv_len.size() + 1) {
+      throw detail::Invalid("q_start: " + std::to_string(q_start.size()) + " entries for " +
+                            std::to_string(kv_len.size()) + " sequences; must be num_seqs + 1 = " +
+                            std::to_string(kv_len.size() + 1));
+    }
+    if (!q_pos.empty() && q_pos.size() != kv_len.size()) {
+      throw detail::Invalid("q_pos: " + std::to_string(q_pos.size()) + " entries for " +
+                            std::to_string(kv_len.size()) + " sequences; must be one each");
+    }
+    return static_cast<int32_t>(kv_len.size());
+  }
+  int32_t num_seqs_;
+  const int32_t* q_start_ = nullptr;
+  const int32_t* kv_len_ = nullptr;
+  const int32_t* q_pos_ = nullptr;
+  std::vector<int32_t> owned_q_start_, owned_kv_len_, owned_q_pos_;
+  bool owned_ = false;
+};
+
+namespace detail {
+// Logical dimension i (0..3) of a right-aligned view.
+inline int64_t Dim4(const ConstTensorView& t, int i) {
+  const int lead = 4 - t.rank();
+  return i < lead ? 1 : t.shape(i - lead);
+}
+}  // namespace detail
+
+// Writes token t of k_new [T, Hkv, D] / v_new [T, Hkv, Dv] (F32, F16 or
+// BF16) into slot slot[t] of the cache (page slot / page_size, offset
+// slot % page_size; negative: skipped), converting to the cache's dtype
+// (hwyattn_kv_cache_write: rounding, I8 quantization and its scales as
+// documented there). Of the options only parallel() is read (an explicit
+// scale of 0 is still rejected, as everywhere). Nothing is written on error.
+inline Result<void> try_kv_cache_write(const KvCache& cache, const ConstTensorView& k_new,
+                                       const ConstTensorView& v_new, const int64_t* slot,
+                                       const SdpaOptions& options = SdpaOptions()) {
+  hwyattn_sdpa_options c;
+  SdpaOptions::CTensors tensors;
+  Result<void> r = options.to_c(&c, &tensors);
+  if (!r) return r;
+  const hwyattn_kv_cache cc = cache.c_cache();
+  return detail::Check(hwyattn_kv_cache_write(&cc, &k_new.c_tensor(), &v_new.c_tensor(), slot, &c));
+}
+// The same with the slots in a vector, which must hold exactly T entries.
+inline Result<void> try_kv_cache_write(const KvCache& cache, const ConstTensorView& k_new,
+                                       const ConstTensorView& v_new,
+                                       const std::vector<int64_t>& slot,
+                                       const SdpaOptions& options = SdpaOptions()) {
+  const int64_t tokens = detail::Dim4(k_new, 1);
+  if (static_cast<uint64_t>(tokens) != slot.size()) {
+    return detail::Invalid("slot: " + std::to_string(slot.size()) + " entries but k_new has " +
+                           std::to_string(tokens) + " tokens");
+  }
+  return try_kv_cache_write(cache, k_new, v_new, slot.data(), options);
+}
+inline void kv_cache_write(const KvCache& cache, const ConstTensorView& k_new,
+                           const ConstTensorView& v_new, const int64_t* slot,
+                           const SdpaOptions& options = SdpaOptions()) {
+  try_kv_cache_write(cache, k_new, v_new, slot, options).value();
+}
+inline void kv_cache_write(const KvCache& cache, const ConstTensorView& k_new,
+                           const ConstTensorView& v_new, const std::vector<int64_t>& slot,
+                           const SdpaOptions& options = SdpaOptions()) {
+  try_kv_cache_write(cache, k_new, v_new, slot, options).value();
+}
+
+// Attention of the packed varlen queries q [T, Hq, D] (F32, F16 or BF16) of
+// `batch` over `cache` into out [T, Hq, Dv] (F32): prefill, chunked prefill
+// and decode rows in one call (hwyattn_kv_attention). The options that apply:
+// scale (unset = 1/sqrt(D); an explicit 0 is rejected), causal (any rule
+// other than kNone: key position <= query position), window_left/right,
+// softcap, alibi_slopes and sinks [Hq], parallel, precision, and lse (an F32
+// [T, Hq] output). mask, kv_len and weights must be unset (INVALID_ARGUMENT
+// from the library). A block table given as a vector must hold at least
+// num_seqs whole rows (checked here). Nothing is written on error.
+inline Result<void> try_kv_attention(const ConstTensorView& q, const KvCache& cache,
+                                     const KvBatch& batch, const TensorView& out,
+                                     const SdpaOptions& options = SdpaOptions()) {
+  if (const std::optional<size_t> size = cache.block_table_size()) {
+    const int64_t stride = cache.block_table_stride();
+    const std::optional<size_t> rows = cache.block_table_rows();
+    if (!rows || *size % static_cast<size_t>(stride) != 0 ||
+        *rows < static_cast<size_t>(std::max<int32_t>(batch.num_seqs(), 0))) {
+      return detail::Invalid("block_table: " + std::to_string(*size) + " entries with stride " +
+                             std::to_string(stride) +
+                             "; must be whole rows (stride >= 1), at least num_seqs = " +
+                             std::to_string(batch.num_seqs()) + " of them");
+    }
+  }
+  hwyattn_sdpa_options c;
+  SdpaOptions::CTensors tensors;
+  Result<void> r = options.to_c(&c, &tensors);
+  if (!r) return r;
+  const hwyattn_kv_cache cc = cache.c_cache();
+  const hwyattn_kv_batch cb = batch.c_batch();
+  hwyattn_tensor o = out.c_tensor();
+  return detail::Check(hwyattn_kv_attention(&q.c_tensor(), &cc, &cb, &o, &c));
+}
+inline void kv_attention(const ConstTensorView& q, const KvCache& cache, const KvBatch& batch,
+                         const TensorView& out, const SdpaOptions& options = SdpaOptions()) {
+  try_kv_attention(q, cache, batch, out, options).value();
 }
 
 // ---------------------------------------------------------------------------

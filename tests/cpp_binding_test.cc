@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The C++ binding (include/hwyattn.hpp): hwyattn::sdpa and merge_states
-// against the double-precision oracle (tests/reference.h, given C options
-// built here by hand, not by the binding), the error paths in both styles
-// (exceptions and Result), the refusal of an explicit scale of 0, and the
-// RAII MultiheadAttention against the C calls' bits. Compiled with
+// The C++ binding (include/hwyattn.hpp): hwyattn::sdpa, merge_states and
+// the KV cache (kv_cache_write, kv_attention over paged and contiguous F32,
+// BF16 and I8 caches) against the double-precision oracle (tests/reference.h,
+// given C structs built here by hand, not by the binding), the error paths
+// in both styles (exceptions and Result), the refusal of an explicit scale
+// of 0, and the RAII MultiheadAttention against the C calls' bits. Compiled with
 // -std=c++17 -Wall -Wextra -pedantic -Werror, so the header is held to that.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -541,6 +543,423 @@ TEST(CppMha, MoveSemantics) {
   EXPECT_EQ(raw, handle);
   EXPECT_FALSE(c.valid());
   hwyattn_mha_destroy(raw);
+}
+
+// ---------------------------------------------------------------------------
+// KV cache: kv_cache_write and kv_attention
+// ---------------------------------------------------------------------------
+
+using hwyattn::DType;
+using hwyattn::KvBatch;
+using hwyattn::KvCache;
+
+// bfloat16 by hand: round to nearest, ties to even (finite inputs).
+uint16_t ToBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// Pages of sequences of lengths kv_len, page_size S, taken from a shuffled
+// pool of P pages; block table [num_seqs, stride] padded with -1.
+struct Paging {
+  int64_t S, stride;
+  std::vector<int32_t> table;
+  Paging(const std::vector<int32_t>& kv_len, int64_t s, int64_t pages, uint32_t seed)
+      : S(s), stride(0) {
+    for (int32_t n : kv_len) stride = std::max<int64_t>(stride, (n + S - 1) / S);
+    stride += 1;  // a spare column: rows longer than needed are fine
+    std::vector<int32_t> pool(static_cast<size_t>(pages));
+    for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<int32_t>(i);
+    std::shuffle(pool.begin(), pool.end(), std::mt19937(seed));
+    table.assign(kv_len.size() * static_cast<size_t>(stride), -1);
+    size_t next = 0;
+    for (size_t q = 0; q < kv_len.size(); ++q) {
+      for (int64_t j = 0; j < (kv_len[q] + S - 1) / S; ++j) {
+        table[q * static_cast<size_t>(stride) + static_cast<size_t>(j)] = pool.at(next++);
+      }
+    }
+  }
+  int64_t Slot(size_t seq, int64_t t) const {
+    return table[seq * static_cast<size_t>(stride) + static_cast<size_t>(t / S)] * S + t % S;
+  }
+};
+
+// One step of a batch: sequences with kv_len keys (this step's included) and
+// q_len new tokens each; the raw keys/values of every token, [len, Hkv, D].
+struct KvStep {
+  int64_t Hq, Hkv, D, Dv;
+  std::vector<int32_t> kv_len, q_len, q_start;
+  std::vector<std::vector<float>> k, v;  // per sequence
+  std::vector<float> q;                  // [T, Hq, D]
+  int32_t T = 0;
+  KvStep(int64_t hq, int64_t hkv, int64_t d, int64_t dv, std::vector<int32_t> lens,
+         std::vector<int32_t> new_tokens, uint32_t seed)
+      : Hq(hq), Hkv(hkv), D(d), Dv(dv), kv_len(std::move(lens)), q_len(std::move(new_tokens)) {
+    q_start.push_back(0);
+    for (size_t s = 0; s < kv_len.size(); ++s) {
+      k.push_back(Random(static_cast<size_t>(kv_len[s] * Hkv * D), seed + 10 * s, 2.0f));
+      v.push_back(Random(static_cast<size_t>(kv_len[s] * Hkv * Dv), seed + 10 * s + 1, 2.0f));
+      T += q_len[s];
+      q_start.push_back(T);
+    }
+    q = Random(static_cast<size_t>(T * Hq * D), seed + 999);
+  }
+  // Writes every token through the binding: the history (t < kv_len - q_len)
+  // in one call, this step's tokens in another, plus one skipped token.
+  void Write(const KvCache& cache, const std::function<int64_t(size_t, int64_t)>& slot) const {
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<float> kn, vn;
+      std::vector<int64_t> slots;
+      for (size_t s = 0; s < kv_len.size(); ++s) {
+        const int64_t first_new = kv_len[s] - q_len[s];
+        for (int64_t t = pass == 0 ? 0 : first_new; t < (pass == 0 ? first_new : kv_len[s]); ++t) {
+          kn.insert(kn.end(), k[s].begin() + t * Hkv * D, k[s].begin() + (t + 1) * Hkv * D);
+          vn.insert(vn.end(), v[s].begin() + t * Hkv * Dv, v[s].begin() + (t + 1) * Hkv * Dv);
+          slots.push_back(slot(s, t));
+        }
+      }
+      // A token with a negative slot: skipped (its huge values would show).
+      kn.insert(kn.end(), static_cast<size_t>(Hkv * D), 1e6f);
+      vn.insert(vn.end(), static_cast<size_t>(Hkv * Dv), 1e6f);
+      slots.push_back(-1);
+      const int64_t n = static_cast<int64_t>(slots.size());
+      hwyattn::kv_cache_write(cache, ConstTensorView(kn, {n, Hkv, D}),
+                              ConstTensorView(vn, {n, Hkv, Dv}), slots);
+    }
+  }
+  ConstTensorView Q() const { return ConstTensorView(q, {T, Hq, D}); }
+  hwyattn_tensor CQ() const { return CDense(q.data(), {T, Hq, D}); }
+  hwyattn_kv_batch CBatch(const int32_t* q_pos = nullptr) const {
+    hwyattn_kv_batch b;
+    hwyattn_kv_batch_init(&b);
+    b.num_seqs = static_cast<int32_t>(kv_len.size());
+    b.q_start = q_start.data();
+    b.kv_len = kv_len.data();
+    b.q_pos = q_pos;
+    return b;
+  }
+};
+
+hwyattn_test::KvRefResult KvReference(const hwyattn_tensor& q, const hwyattn_kv_cache& cache,
+                                      const hwyattn_kv_batch& batch,
+                                      const hwyattn_sdpa_options& opts) {
+  hwyattn_test::KvRefResult ref;
+  std::string error;
+  EXPECT_TRUE(hwyattn_test::ReferenceKvAttention(q, cache, batch, &opts, &ref, &error)) << error;
+  return ref;
+}
+
+// A C cache descriptor built by hand (not through the binding).
+hwyattn_kv_cache CCache(void* k, void* v, hwyattn_dtype dtype, std::vector<int64_t> kshape,
+                        std::vector<int64_t> vshape) {
+  hwyattn_kv_cache c;
+  hwyattn_kv_cache_init(&c);
+  EXPECT_EQ(hwyattn_tensor_contiguous(&c.k, k, dtype, 4, kshape.data()), HWYATTN_OK);
+  EXPECT_EQ(hwyattn_tensor_contiguous(&c.v, v, dtype, 4, vshape.data()), HWYATTN_OK);
+  return c;
+}
+
+TEST(CppKv, PagedF32MixedBatchWithModifiers) {
+  // A chunked prefill (3 new of 9), a decode (1 of 6), a one-token prompt
+  // and a full prefill (7 of 7); GQA 4 over 2, D 8, Dv 6, pages of 4.
+  const KvStep st(4, 2, 8, 6, {9, 6, 1, 7}, {3, 1, 1, 7}, 101);
+  const int64_t P = 11, S = 4;
+  const Paging pg(st.kv_len, S, P, 7);
+  std::vector<float> kpool(static_cast<size_t>(P * st.Hkv * S * st.D), kPattern);
+  std::vector<float> vpool(static_cast<size_t>(P * st.Hkv * S * st.Dv), kPattern);
+  const KvCache cache =
+      KvCache(TensorView(kpool, {P, st.Hkv, S, st.D}), TensorView(vpool, {P, st.Hkv, S, st.Dv}))
+          .block_table(pg.table, pg.stride);
+  st.Write(cache, [&](size_t s, int64_t t) { return pg.Slot(s, t); });
+
+  // F32 pages hold the tokens exactly, at their slots; nothing else changed.
+  size_t written = 0;
+  for (size_t s = 0; s < st.kv_len.size(); ++s) {
+    for (int64_t t = 0; t < st.kv_len[s]; ++t, ++written) {
+      const int64_t page = pg.Slot(s, t) / S, off = pg.Slot(s, t) % S;
+      for (int64_t h = 0; h < st.Hkv; ++h) {
+        for (int64_t d = 0; d < st.D; ++d) {
+          ASSERT_EQ(kpool[static_cast<size_t>(((page * st.Hkv + h) * S + off) * st.D + d)],
+                    st.k[s][static_cast<size_t>((t * st.Hkv + h) * st.D + d)]);
+        }
+        for (int64_t d = 0; d < st.Dv; ++d) {
+          ASSERT_EQ(vpool[static_cast<size_t>(((page * st.Hkv + h) * S + off) * st.Dv + d)],
+                    st.v[s][static_cast<size_t>((t * st.Hkv + h) * st.Dv + d)]);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(static_cast<size_t>(std::count(kpool.begin(), kpool.end(), kPattern)),
+            kpool.size() - written * static_cast<size_t>(st.Hkv * st.D));
+
+  // The C view of the same memory, for the oracle.
+  hwyattn_kv_cache c =
+      CCache(kpool.data(), vpool.data(), HWYATTN_F32, {P, st.Hkv, S, st.D}, {P, st.Hkv, S, st.Dv});
+  c.block_table = pg.table.data();
+  c.block_table_stride = pg.stride;
+
+  const std::vector<float> slopes = {0.25f, -0.5f, 0.125f, 0.0f},
+                           sinks = {0.5f, -1.0f, 2.0f, -3.0f};
+  std::vector<float> out(static_cast<size_t>(st.T * st.Hq * st.Dv), kPattern);
+  std::vector<float> lse(static_cast<size_t>(st.T * st.Hq), kPattern);
+  hwyattn::kv_attention(st.Q(), cache, KvBatch(st.q_start, st.kv_len),
+                        TensorView(out, {st.T, st.Hq, st.Dv}),
+                        SdpaOptions()
+                            .scale(0.3f)
+                            .causal(Causal::kBottomRight)
+                            .window_left(5)
+                            .softcap(1.5f)
+                            .alibi_slopes(slopes)
+                            .sinks(sinks)
+                            .lse(TensorView(lse, {st.T, st.Hq})));
+  hwyattn_sdpa_options o = COptions();
+  o.scale = 0.3f;
+  o.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+  o.window_left = 5;
+  o.softcap = 1.5f;
+  o.alibi_slopes = slopes.data();
+  o.sinks = sinks.data();
+  const hwyattn_tensor cq = st.CQ();
+  const hwyattn_kv_batch cb = st.CBatch();
+  const hwyattn_test::KvRefResult ref = KvReference(cq, c, cb, o);
+  EXPECT_LT(RelErr(out, ref.out), kTol);
+  EXPECT_LT(RelErr(lse, ref.lse), kTol);
+
+  // Defaults (scale unset = 1/sqrt(D), no causal rule) and explicit
+  // positions through the vector batch.
+  const std::vector<int32_t> q_pos = {2, 5, 0, 0};
+  std::fill(out.begin(), out.end(), kPattern);
+  hwyattn::kv_attention(st.Q(), cache, KvBatch(st.q_start, st.kv_len, q_pos),
+                        TensorView(out, {st.T, st.Hq, st.Dv}), SdpaOptions().window_right(2));
+  o = COptions();
+  o.scale = static_cast<float>(1.0 / std::sqrt(8.0));
+  o.window_right = 2;
+  const hwyattn_kv_batch cb_pos = st.CBatch(q_pos.data());
+  EXPECT_LT(RelErr(out, KvReference(cq, c, cb_pos, o).out), kTol);
+}
+
+TEST(CppKv, ContiguousBf16InFlashAttentionLayout) {
+  // No block table: sequence s is page s, page_size 12 = each sequence's
+  // capacity. Memory [pages, slot, Hkv, D] (FlashAttention's), described as
+  // [pages, Hkv, slot, D] with strides.
+  const KvStep st(6, 3, 16, 16, {12, 4, 7}, {2, 1, 7}, 202);
+  const int64_t P = 3, S = 12, H = st.Hkv, D = st.D;
+  std::vector<uint16_t> kpool(static_cast<size_t>(P * S * H * D), 0xFFFF);
+  std::vector<uint16_t> vpool(kpool.size(), 0xFFFF);
+  const std::vector<int64_t> strides = {S * H * D, D, H * D, 1};
+  const KvCache cache(TensorView(kpool.data(), DType::kBF16, {P, H, S, D}, strides),
+                      TensorView(vpool.data(), DType::kBF16, {P, H, S, D}, strides));
+  st.Write(cache, [&](size_t s, int64_t t) { return static_cast<int64_t>(s) * S + t; });
+  for (size_t s = 0; s < st.kv_len.size(); ++s) {
+    for (int64_t t = 0; t < st.kv_len[s]; ++t) {
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t d = 0; d < D; ++d) {
+          const size_t at =
+              static_cast<size_t>(((static_cast<int64_t>(s) * S + t) * H + h) * D + d);
+          const size_t raw = static_cast<size_t>((t * H + h) * D + d);
+          ASSERT_EQ(kpool[at], ToBf16(st.k[s][raw])) << s << " " << t << " " << h << " " << d;
+          ASSERT_EQ(vpool[at], ToBf16(st.v[s][raw]));
+        }
+      }
+    }
+  }
+
+  hwyattn_kv_cache c;
+  hwyattn_kv_cache_init(&c);
+  c.k.data = kpool.data();
+  c.v.data = vpool.data();
+  c.k.dtype = c.v.dtype = HWYATTN_BF16;
+  c.k.rank = c.v.rank = 4;
+  const int64_t shape[4] = {P, H, S, D};
+  for (int i = 0; i < 4; ++i) {
+    c.k.shape[i] = c.v.shape[i] = shape[i];
+    c.k.stride[i] = c.v.stride[i] = strides[static_cast<size_t>(i)];
+  }
+  std::vector<float> out(static_cast<size_t>(st.T * st.Hq * st.Dv), kPattern);
+  hwyattn::kv_attention(st.Q(), cache, KvBatch(st.q_start, st.kv_len),
+                        TensorView(out, {st.T, st.Hq, st.Dv}),
+                        SdpaOptions().causal(Causal::kTopLeft));
+  hwyattn_sdpa_options o = COptions();
+  o.scale = 0.25f;  // 1/sqrt(16)
+  o.causal = HWYATTN_CAUSAL_TOP_LEFT;
+  const hwyattn_tensor cq = st.CQ();
+  const hwyattn_kv_batch cb = st.CBatch();
+  EXPECT_LT(RelErr(out, KvReference(cq, c, cb, o).out), kTol);
+}
+
+TEST(CppKv, Int8PerTokenAndPerChannelScales) {
+  // Paged I8: keys with per-token scales (written by kv_cache_write), values
+  // with per-channel scales the caller fixed.
+  const KvStep st(2, 1, 8, 4, {10, 3}, {1, 3}, 303);
+  const int64_t P = 6, S = 4, H = st.Hkv;
+  const Paging pg(st.kv_len, S, P, 11);
+  std::vector<int8_t> kpool(static_cast<size_t>(P * H * S * st.D), 99);
+  std::vector<int8_t> vpool(static_cast<size_t>(P * H * S * st.Dv), 99);
+  std::vector<float> kscale(static_cast<size_t>(P * H * S), kPattern);
+  std::vector<float> vscale = {0.004f, 0.008f, 0.012f, 0.016f};  // [1, 1, 1, Dv]
+  const KvCache cache =
+      KvCache(TensorView(kpool.data(), DType::kI8, {P, H, S, st.D}),
+              TensorView(vpool.data(), DType::kI8, {P, H, S, st.Dv}))
+          .scales(TensorView(kscale, {P, H, S, 1}), ConstTensorView(vscale, {1, H, 1, st.Dv}))
+          .block_table(pg.table, pg.stride);
+  st.Write(cache, [&](size_t s, int64_t t) { return pg.Slot(s, t); });
+  for (size_t s = 0; s < st.kv_len.size(); ++s) {
+    for (int64_t t = 0; t < st.kv_len[s]; ++t) {
+      const int64_t page = pg.Slot(s, t) / S, off = pg.Slot(s, t) % S;
+      const float* x = &st.k[s][static_cast<size_t>(t * st.D)];
+      float amax = 0.0f;
+      for (int64_t d = 0; d < st.D; ++d) amax = std::max(amax, std::fabs(x[d]));
+      const float scale = kscale[static_cast<size_t>(page * S + off)];
+      EXPECT_FLOAT_EQ(scale, amax / 127.0f);
+      for (int64_t d = 0; d < st.D; ++d) {  // within half a step of the input
+        const int8_t qk = kpool[static_cast<size_t>((page * S + off) * st.D + d)];
+        EXPECT_LE(std::fabs(qk * static_cast<double>(scale) - x[d]), amax / 254.0 * 1.0001);
+      }
+      for (int64_t d = 0; d < st.Dv; ++d) {
+        const double xv = st.v[s][static_cast<size_t>(t * st.Dv + d)];
+        const double step = vscale[static_cast<size_t>(d)];
+        const double want = std::max(-127.0, std::min(127.0, std::nearbyint(xv / step)));
+        EXPECT_EQ(vpool[static_cast<size_t>((page * S + off) * st.Dv + d)], want);
+      }
+    }
+  }
+
+  hwyattn_kv_cache c =
+      CCache(kpool.data(), vpool.data(), HWYATTN_I8, {P, H, S, st.D}, {P, H, S, st.Dv});
+  const hwyattn_tensor ks = CDense(kscale.data(), {P, H, S, 1});
+  const hwyattn_tensor vs = CDense(vscale.data(), {1, H, 1, st.Dv});
+  c.k_scale = &ks;
+  c.v_scale = &vs;
+  c.block_table = pg.table.data();
+  c.block_table_stride = pg.stride;
+  std::vector<float> out(static_cast<size_t>(st.T * st.Hq * st.Dv), kPattern);
+  hwyattn::kv_attention(st.Q(), cache, KvBatch(st.q_start, st.kv_len),
+                        TensorView(out, {st.T, st.Hq, st.Dv}),
+                        SdpaOptions().scale(0.5f).causal(Causal::kBottomRight));
+  hwyattn_sdpa_options o = COptions();
+  o.scale = 0.5f;
+  o.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+  const hwyattn_tensor cq = st.CQ();
+  const hwyattn_kv_batch cb = st.CBatch();
+  EXPECT_LT(RelErr(out, KvReference(cq, c, cb, o).out), kTol);
+}
+
+// A pool that runs every task on the calling thread, in reverse order.
+void SerialReverse(void* pool, int64_t n, hwyattn_task_fn task, void* ctx) {
+  ++*static_cast<int*>(pool);
+  for (int64_t i = n - 1; i >= 0; --i) task(ctx, i);
+}
+
+TEST(CppKv, CallerPoolGivesTheSameBits) {
+  const KvStep st(4, 2, 32, 32, {300, 1}, {300, 1}, 404);
+  const int64_t P = 2, S = 320;
+  std::vector<float> kpool(static_cast<size_t>(P * st.Hkv * S * st.D), 0.0f), vpool = kpool;
+  const KvCache cache(TensorView(kpool, {P, st.Hkv, S, st.D}),
+                      TensorView(vpool, {P, st.Hkv, S, st.Dv}));
+  int calls = 0;
+  hwyattn_parallel pool;
+  hwyattn_parallel_init(&pool);
+  pool.num_workers = 3;
+  pool.pool = &calls;
+  pool.parallel_for = SerialReverse;
+  st.Write(cache, [&](size_t s, int64_t t) { return static_cast<int64_t>(s) * S + t; });
+  std::vector<float> own(static_cast<size_t>(st.T * st.Hq * st.Dv), kPattern), pooled = own;
+  const KvBatch batch(st.q_start, st.kv_len);
+  hwyattn::kv_attention(st.Q(), cache, batch, TensorView(own, {st.T, st.Hq, st.Dv}),
+                        SdpaOptions().causal(Causal::kBottomRight));
+  hwyattn::kv_attention(st.Q(), cache, batch, TensorView(pooled, {st.T, st.Hq, st.Dv}),
+                        SdpaOptions().causal(Causal::kBottomRight).parallel(&pool));
+  EXPECT_GT(calls, 0);
+  EXPECT_TRUE(SameBits(own, pooled));
+}
+
+TEST(CppKv, Errors) {
+  const KvStep st(2, 1, 4, 4, {5, 2}, {1, 1}, 505);
+  const int64_t P = 4, S = 4;
+  std::vector<float> kpool(static_cast<size_t>(P * S * st.D), kPattern), vpool = kpool;
+  std::vector<int32_t> table = {0, 1, 2, -1};  // [2, 2]
+  const KvCache cache =
+      KvCache(TensorView(kpool, {P, 1, S, st.D}), TensorView(vpool, {P, 1, S, st.Dv}))
+          .block_table(table, 2);
+  std::vector<float> out(static_cast<size_t>(st.T * st.Hq * st.Dv), kPattern);
+  const TensorView o(out, {st.T, st.Hq, st.Dv});
+  const KvBatch batch(st.q_start, st.kv_len);
+
+  // A page outside the pool: the library's message, as an exception...
+  table[2] = 99;
+  try {
+    hwyattn::kv_attention(st.Q(), cache, batch, o, SdpaOptions().causal(Causal::kBottomRight));
+    FAIL() << "no exception";
+  } catch (const hwyattn::Error& e) {
+    EXPECT_EQ(e.status(), HWYATTN_INVALID_ARGUMENT);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("block_table[1][0]"), std::string::npos) << what;
+    EXPECT_NE(what.find("99"), std::string::npos) << what;
+    EXPECT_STREQ(e.what(), hwyattn_last_error());
+  }
+  // ... and as a Result.
+  hwyattn::Result<void> r = hwyattn::try_kv_attention(st.Q(), cache, batch, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.error().what()).find("block_table"), std::string::npos);
+  table[2] = 2;
+  EXPECT_TRUE(AllEqual(out, kPattern)) << "a failed call wrote its output";
+
+  // A slot written twice in one call: nothing is written.
+  std::vector<float> kn = Random(static_cast<size_t>(2 * st.D), 1), vn = kn;
+  r = hwyattn::try_kv_cache_write(cache, ConstTensorView(kn, {2, 1, st.D}),
+                                  ConstTensorView(vn, {2, 1, st.Dv}), std::vector<int64_t>{5, 5});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status(), HWYATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(r.error().what()).find("slot"), std::string::npos) << r.error().what();
+  EXPECT_TRUE(AllEqual(kpool, kPattern) && AllEqual(vpool, kPattern));
+  // A slot past the pool (P * S = 16).
+  EXPECT_THROW(
+      hwyattn::kv_cache_write(cache, ConstTensorView(kn, {2, 1, st.D}),
+                              ConstTensorView(vn, {2, 1, st.Dv}), std::vector<int64_t>{0, 16}),
+      hwyattn::Error);
+  EXPECT_TRUE(AllEqual(kpool, kPattern));
+
+  // The binding's own checks: vector sizes.
+  r = hwyattn::try_kv_cache_write(cache, ConstTensorView(kn, {2, 1, st.D}),
+                                  ConstTensorView(vn, {2, 1, st.Dv}), std::vector<int64_t>{3});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.error().what()).find("slot: 1 entries but k_new has 2 tokens"),
+            std::string::npos)
+      << r.error().what();
+  EXPECT_THROW(KvBatch({0, 1}, {5, 2}), hwyattn::Error);
+  try {
+    const KvBatch b({0, 1, 2}, {5, 2}, {0});
+    FAIL() << "no exception: " << b.num_seqs();
+  } catch (const hwyattn::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q_pos: 1 entries for 2 sequences"), std::string::npos)
+        << e.what();
+  }
+  const std::vector<int32_t> short_table = {0, 1};  // one row for two sequences
+  const KvCache short_cache = KvCache(cache).block_table(short_table, 2);
+  r = hwyattn::try_kv_attention(st.Q(), short_cache, batch, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(std::string(r.error().what()).rfind("block_table: 2 entries with stride 2", 0), 0u)
+      << r.error().what();
+
+  // An explicit scale of 0, in both calls; a mask (kv_attention takes none).
+  for (float zero : {0.0f, -0.0f}) {
+    r = hwyattn::try_kv_attention(st.Q(), cache, batch, o, SdpaOptions().scale(zero));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(std::string(r.error().what()).rfind("scale is 0", 0), 0u) << r.error().what();
+    r = hwyattn::try_kv_cache_write(cache, ConstTensorView(kn, {2, 1, st.D}),
+                                    ConstTensorView(vn, {2, 1, st.Dv}), std::vector<int64_t>{0, 1},
+                                    SdpaOptions().scale(zero));
+    ASSERT_FALSE(r.ok());
+  }
+  std::vector<uint8_t> mask(1, 1);
+  r = hwyattn::try_kv_attention(
+      st.Q(), cache, batch, o, SdpaOptions().mask(ConstTensorView(mask.data(), DType::kBool, {1})));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.error().what()).find("mask"), std::string::npos) << r.error().what();
+  EXPECT_TRUE(AllEqual(out, kPattern));
+  EXPECT_TRUE(AllEqual(kpool, kPattern) && AllEqual(vpool, kPattern));
 }
 
 }  // namespace

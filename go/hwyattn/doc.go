@@ -5,7 +5,10 @@
 //
 // SDPA computes scaled dot-product attention over float32 tensors in Go
 // slices, MergeStates combines the results of key shards, and
-// MultiheadAttention is a whole attention layer with packed weights. Every
+// MultiheadAttention is a whole attention layer with packed weights;
+// KVCache, KVCacheWrite and KVAttention are the paged KV-cache interface
+// (continuous batching: prefill chunks and decodes of many sequences in one
+// call, over F32, F16, BF16 or int8 pages in Go slices). Every
 // failure is an *Error carrying the library's Status and a message that
 // names the argument; nothing is written on failure. Slice lengths are
 // checked against shapes on the Go side before any C call, so a short slice
@@ -18,6 +21,7 @@
 // Differences from the C ABI: Options.Scale is a pointer, nil for the
 // default 1/sqrt(D), and an explicit 0 is an error (the C ABI reads 0 as the
 // default, PyTorch reads it as uniform weights). Inputs are float32 only
-// (the C ABI also takes F16 and BF16), and calls run on the library's own
+// (the C ABI also takes F16 and BF16; a KVCache's pages may be F16, BF16 or
+// int8, held as bits), and calls run on the library's own
 // threads (SetNumThreads), not on a caller's pool.
 package hwyattn

@@ -115,25 +115,10 @@ func attend(m *C.hwyattn_mha, q, k, v, out *Tensor, opts *Options, batch, heads 
 	if opts == nil {
 		opts = &Options{}
 	}
-	var copts C.hwyattn_sdpa_options
-	C.hwyattn_sdpa_options_init_sized(&copts, C.sizeof_hwyattn_sdpa_options)
-	if opts.Scale != nil {
-		s := *opts.Scale
-		if s == 0 {
-			return invalidf("opts.Scale is 0: explicit zero is rejected because the C ABI reads " +
-				"scale 0 as the default 1/sqrt(head_dim), while in PyTorch scale=0 means uniform " +
-				"weights; leave Scale nil for the default")
-		}
-		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
-			return invalidf("opts.Scale is %g; must be finite (nil = 1/sqrt(head_dim))", s)
-		}
-		copts.scale = C.float(s)
+	copts, err := scalarOptions(opts)
+	if err != nil {
+		return err
 	}
-	copts.causal = C.hwyattn_causal(opts.Causal)
-	copts.window_left = C.int64_t(opts.WindowLeft)
-	copts.window_right = C.int64_t(opts.WindowRight)
-	copts.softcap = C.float(opts.Softcap)
-	copts.precision = C.hwyattn_precision(opts.Precision)
 
 	names := [3]string{"q", "k", "v"}
 	if m != nil {
@@ -205,6 +190,32 @@ func attend(m *C.hwyattn_mha, q, k, v, out *Tensor, opts *Options, batch, heads 
 		data[C.HWYATTN_GO_OUT], data[C.HWYATTN_GO_MASK], data[C.HWYATTN_GO_WEIGHTS],
 		data[C.HWYATTN_GO_LSE], kvLen, slopes, sinks, &msg[0], C.size_t(len(msg)))
 	return statusError(status, &msg)
+}
+
+// scalarOptions is the C struct of opts's scalar fields (scale, causal,
+// windows, softcap, precision), its pointer fields left NULL. An explicit
+// Scale of 0 is rejected here, for every call that takes Options.
+func scalarOptions(opts *Options) (C.hwyattn_sdpa_options, error) {
+	var copts C.hwyattn_sdpa_options
+	C.hwyattn_sdpa_options_init_sized(&copts, C.sizeof_hwyattn_sdpa_options)
+	if opts.Scale != nil {
+		s := *opts.Scale
+		if s == 0 {
+			return copts, invalidf("opts.Scale is 0: explicit zero is rejected because the C ABI reads " +
+				"scale 0 as the default 1/sqrt(head_dim), while in PyTorch scale=0 means uniform " +
+				"weights; leave Scale nil for the default")
+		}
+		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+			return copts, invalidf("opts.Scale is %g; must be finite (nil = 1/sqrt(head_dim))", s)
+		}
+		copts.scale = C.float(s)
+	}
+	copts.causal = C.hwyattn_causal(opts.Causal)
+	copts.window_left = C.int64_t(opts.WindowLeft)
+	copts.window_right = C.int64_t(opts.WindowRight)
+	copts.softcap = C.float(opts.Softcap)
+	copts.precision = C.hwyattn_precision(opts.Precision)
+	return copts, nil
 }
 
 // perHead is the C pointer to values, which must hold n per-head values (nil

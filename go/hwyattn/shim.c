@@ -104,6 +104,64 @@ hwyattn_status hwyattn_go_mha_create(const hwyattn_mha_config* cfg, const float*
   return finish(hwyattn_mha_create(cfg, &w, out), err, err_size);
 }
 
+/* Copies the descriptors, places the data pointers, and fills *cache; p[i]
+ * is &t[i] or NULL for an absent slot. */
+static void place_kv(const hwyattn_tensor* descs, uint32_t present, void** data, hwyattn_tensor* t,
+                     hwyattn_tensor** p, hwyattn_kv_cache* cache) {
+  for (int i = 0; i < HWYATTN_GO_KV_NUM_SLOTS; ++i) {
+    t[i] = descs[i];
+    t[i].data = data[i];
+    p[i] = (present >> i) & 1u ? &t[i] : NULL;
+  }
+  hwyattn_kv_cache_init(cache);
+  cache->k = t[HWYATTN_GO_KV_K];
+  cache->v = t[HWYATTN_GO_KV_V];
+  cache->k_scale = p[HWYATTN_GO_KV_K_SCALE];
+  cache->v_scale = p[HWYATTN_GO_KV_V_SCALE];
+}
+
+hwyattn_status hwyattn_go_kv_write(const hwyattn_tensor* descs, uint32_t present, void* k, void* v,
+                                   void* k_scale, void* v_scale, void* k_new, void* v_new,
+                                   const int64_t* slot, char* err, size_t err_size) {
+  void* data[HWYATTN_GO_KV_NUM_SLOTS] = {k, v, k_scale, v_scale, k_new, v_new, NULL};
+  hwyattn_tensor t[HWYATTN_GO_KV_NUM_SLOTS];
+  hwyattn_tensor* p[HWYATTN_GO_KV_NUM_SLOTS];
+  hwyattn_kv_cache cache;
+  place_kv(descs, present, data, t, p, &cache);
+  return finish(
+      hwyattn_kv_cache_write(&cache, &t[HWYATTN_GO_KV_X], &t[HWYATTN_GO_KV_Y], slot, NULL), err,
+      err_size);
+}
+
+hwyattn_status hwyattn_go_kv_attention(const hwyattn_tensor* descs, uint32_t present,
+                                       const hwyattn_sdpa_options* opts, void* k, void* v,
+                                       void* k_scale, void* v_scale, const int32_t* block_table,
+                                       int64_t block_table_stride, void* q, void* out, void* lse,
+                                       int32_t num_seqs, const int32_t* q_start,
+                                       const int32_t* kv_len, const int32_t* q_pos,
+                                       const float* alibi_slopes, const float* sinks, char* err,
+                                       size_t err_size) {
+  void* data[HWYATTN_GO_KV_NUM_SLOTS] = {k, v, k_scale, v_scale, q, out, lse};
+  hwyattn_tensor t[HWYATTN_GO_KV_NUM_SLOTS];
+  hwyattn_tensor* p[HWYATTN_GO_KV_NUM_SLOTS];
+  hwyattn_kv_cache cache;
+  place_kv(descs, present, data, t, p, &cache);
+  cache.block_table = block_table;
+  cache.block_table_stride = block_table_stride;
+  hwyattn_kv_batch batch;
+  hwyattn_kv_batch_init(&batch);
+  batch.num_seqs = num_seqs;
+  batch.q_start = q_start;
+  batch.kv_len = kv_len;
+  batch.q_pos = q_pos;
+  hwyattn_sdpa_options o = *opts;
+  o.lse = p[HWYATTN_GO_KV_LSE];
+  o.alibi_slopes = alibi_slopes;
+  o.sinks = sinks;
+  return finish(hwyattn_kv_attention(&t[HWYATTN_GO_KV_X], &cache, &batch, &t[HWYATTN_GO_KV_Y], &o),
+                err, err_size);
+}
+
 hwyattn_status hwyattn_go_set_num_threads(int n, char* err, size_t err_size) {
   return finish(hwyattn_set_num_threads(n), err, err_size);
 }

@@ -61,6 +61,39 @@ hwyattn_status hwyattn_go_mha_create(const hwyattn_mha_config* cfg, const float*
                                      const float* b_o, hwyattn_mha** out, char* err,
                                      size_t err_size);
 
+/* The slots of the descriptor array of hwyattn_go_kv_write and
+ * hwyattn_go_kv_attention (bits of `present` for the optional ones). */
+enum {
+  HWYATTN_GO_KV_K = 0,
+  HWYATTN_GO_KV_V,
+  HWYATTN_GO_KV_K_SCALE,
+  HWYATTN_GO_KV_V_SCALE,
+  HWYATTN_GO_KV_X, /* k_new (write) or q (attention) */
+  HWYATTN_GO_KV_Y, /* v_new (write) or out (attention) */
+  HWYATTN_GO_KV_LSE,
+  HWYATTN_GO_KV_NUM_SLOTS
+};
+
+/* hwyattn_kv_cache_write over descs[HWYATTN_GO_KV_NUM_SLOTS] (data NULL):
+ * the cache's k, v (and k_scale, v_scale when their bits of `present` are
+ * set), k_new and v_new get the matching data arguments. */
+hwyattn_status hwyattn_go_kv_write(const hwyattn_tensor* descs, uint32_t present, void* k, void* v,
+                                   void* k_scale, void* v_scale, void* k_new, void* v_new,
+                                   const int64_t* slot, char* err, size_t err_size);
+
+/* hwyattn_kv_attention over descs[HWYATTN_GO_KV_NUM_SLOTS] (data NULL): the
+ * cache as in hwyattn_go_kv_write with block_table (NULL = none) and its
+ * stride, q, out and lse (when its bit is set), the batch's arrays, and
+ * *opts (NULL pointer fields) completed with lse, alibi_slopes and sinks. */
+hwyattn_status hwyattn_go_kv_attention(const hwyattn_tensor* descs, uint32_t present,
+                                       const hwyattn_sdpa_options* opts, void* k, void* v,
+                                       void* k_scale, void* v_scale, const int32_t* block_table,
+                                       int64_t block_table_stride, void* q, void* out, void* lse,
+                                       int32_t num_seqs, const int32_t* q_start,
+                                       const int32_t* kv_len, const int32_t* q_pos,
+                                       const float* alibi_slopes, const float* sinks, char* err,
+                                       size_t err_size);
+
 /* hwyattn_set_num_threads with its message. */
 hwyattn_status hwyattn_go_set_num_threads(int n, char* err, size_t err_size);
 

@@ -8,6 +8,10 @@
 //!   key lengths, sliding windows, softcap, ALiBi, sinks, lse/weights).
 //! - [`merge_states`]: combine results over shards of the keys.
 //! - [`MultiheadAttention`]: a layer with packed weights, `Send + Sync`.
+//! - [`KvCache`], [`KvBatch`], [`kv_cache_write`] and [`kv_attention`]: a
+//!   paged KV cache in the caller's slices (f32, F16, Bf16 or i8 pages, a
+//!   block table) and attention of prefill chunks and decodes of several
+//!   sequences in one call.
 //!
 //! Every call returns `Result<_, Error>`; an [`Error`] carries the status and
 //! a message naming the argument and the value. Slices too short for their
@@ -30,12 +34,14 @@
 
 mod attention;
 mod error;
+mod kv;
 mod mha;
 mod options;
 mod tensor;
 
 pub use attention::{merge_states, sdpa};
 pub use error::{Error, Result, Status};
+pub use kv::{kv_attention, kv_cache_write, CacheElement, KvBatch, KvCache, KvScale};
 pub use mha::{MhaBiases, MhaConfig, MhaWeights, MultiheadAttention};
 pub use options::{Causal, MaskElement, Precision, SdpaOptions};
 pub use tensor::{Bf16, Element, Tensor, TensorMut, F16};

@@ -73,7 +73,7 @@ pub(crate) struct Layout {
 impl Layout {
     /// Checks rank 1..4, sizes >= 1, and that the furthest element the shape
     /// and strides reach is inside `len` elements (all in int64).
-    fn new(len: usize, shape: &[usize], strides: Option<&[usize]>) -> Result<Layout> {
+    pub(crate) fn new(len: usize, shape: &[usize], strides: Option<&[usize]>) -> Result<Layout> {
         let rank = shape.len();
         if !(1..=4).contains(&rank) {
             return Err(Error::invalid(format!(
@@ -160,7 +160,7 @@ impl Layout {
         self.shape[..self.rank.saturating_sub(2)].iter().product()
     }
 
-    fn raw(&self, data: *mut c_void, dtype: sys::hwyattn_dtype) -> sys::hwyattn_tensor {
+    pub(crate) fn raw(&self, data: *mut c_void, dtype: sys::hwyattn_dtype) -> sys::hwyattn_tensor {
         let mut t = sys::hwyattn_tensor {
             data,
             dtype,

@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package hwyattn
+
+// #include "shim.h"
+import "C"
+
+import (
+	"math"
+	"unsafe"
+)
+
+// CacheDType is the element type of a KVCache's pages.
+type CacheDType int32
+
+const (
+	// CacheF32: float32 pages (F32Pages).
+	CacheF32 CacheDType = C.HWYATTN_F32
+	// CacheF16: IEEE binary16 pages, as bits (F16Pages).
+	CacheF16 CacheDType = C.HWYATTN_F16
+	// CacheBF16: bfloat16 pages, as bits (BF16Pages).
+	CacheBF16 CacheDType = C.HWYATTN_BF16
+	// CacheI8: symmetric int8 pages (I8Pages), value = x * scale, with
+	// KVCache.KScale and VScale.
+	CacheI8 CacheDType = C.HWYATTN_I8
+)
+
+// Pages is the memory of a cache's K or V pages: one of F32Pages,
+// F16Pages, BF16Pages or I8Pages (Go has no half-precision type: F16 and
+// BF16 pages hold the bits).
+type Pages interface {
+	// pages is the first element, the element count and the C dtype.
+	pages() (unsafe.Pointer, int, C.hwyattn_dtype)
+}
+
+// F32Pages are float32 pages.
+type F32Pages []float32
+
+// F16Pages are IEEE binary16 pages, as their bits.
+type F16Pages []uint16
+
+// BF16Pages are bfloat16 pages, as their bits.
+type BF16Pages []uint16
+
+// I8Pages are symmetric int8 pages (value = x * scale).
+type I8Pages []int8
+
+func first[T any](s []T) unsafe.Pointer {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&s[0])
+}
+
+func (p F32Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_F32
+}
+func (p F16Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_F16
+}
+func (p BF16Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_BF16
+}
+func (p I8Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_I8
+}
+
+// PageTensor is a cache's K or V: [num_pages, Hkv, page_size, D] over Data,
+// with Shape and Strides as in Tensor (Strides nil = dense, vLLM's layout;
+// FlashAttention's [pages, page, Hkv, D] memory is Strides {page*Hkv*D, D,
+// Hkv*D, 1}).
+type PageTensor struct {
+	Data    Pages
+	Shape   []int64
+	Strides []int64
+}
+
+// KVCache is a paged KV cache in Go memory (the C ABI's hwyattn_kv_cache):
+// a pool of pages that KVCacheWrite writes and KVAttention reads. Slot s is
+// offset s % page_size of page s / page_size. include/hwyattn.h documents
+// every rule.
+type KVCache struct {
+	// K [num_pages, Hkv, page_size, D] and V [num_pages, Hkv, page_size, Dv],
+	// of one dtype.
+	K, V PageTensor
+	// KScale, VScale: I8 caches only (nil otherwise), float32: per token
+	// [num_pages, Hkv, page_size, 1] (KVCacheWrite computes and stores them)
+	// or per channel [1, Hkv, 1, D] ([1, Hkv, 1, Dv] for VScale), fixed by
+	// the caller.
+	KScale, VScale *Tensor
+	// BlockTable [num_seqs * BlockTableStride], optional: row s lists the
+	// pages of sequence s of a KVAttention batch in order (only its first
+	// ceil(kv_len / page_size) entries are read). nil: sequence s is page s
+	// (a padded contiguous cache, page_size = each sequence's capacity).
+	BlockTable       []int32
+	BlockTableStride int64
+}
+
+// NewKVCache allocates a zero cache of numPages pages of pageSize slots in
+// vLLM's dense layout: K [numPages, kvHeads, pageSize, headDim], V [..,
+// valueDim]. An I8 cache gets per-token scales [numPages, kvHeads,
+// pageSize, 1]; for per-channel scales, set KScale and VScale yourself.
+func NewKVCache(dtype CacheDType, numPages, kvHeads, pageSize, headDim, valueDim int64) (*KVCache, error) {
+	count := func(last int64) (int64, error) {
+		n := int64(1)
+		for _, d := range []int64{numPages, kvHeads, pageSize, last} {
+			if d < 1 {
+				return 0, invalidf("NewKVCache: sizes %v; each must be >= 1",
+					[]int64{numPages, kvHeads, pageSize, headDim, valueDim})
+			}
+			if n > math.MaxInt/d {
+				return 0, invalidf("NewKVCache: [%d, %d, %d, %d] has too many elements",
+					numPages, kvHeads, pageSize, last)
+			}
+			n *= d
+		}
+		return n, nil
+	}
+	n, err := count(headDim)
+	if err != nil {
+		return nil, err
+	}
+	nv, err := count(valueDim)
+	if err != nil {
+		return nil, err
+	}
+	c := &KVCache{
+		K: PageTensor{Shape: []int64{numPages, kvHeads, pageSize, headDim}},
+		V: PageTensor{Shape: []int64{numPages, kvHeads, pageSize, valueDim}},
+	}
+	switch dtype {
+	case CacheF32:
+		c.K.Data, c.V.Data = make(F32Pages, n), make(F32Pages, nv)
+	case CacheF16:
+		c.K.Data, c.V.Data = make(F16Pages, n), make(F16Pages, nv)
+	case CacheBF16:
+		c.K.Data, c.V.Data = make(BF16Pages, n), make(BF16Pages, nv)
+	case CacheI8:
+		c.K.Data, c.V.Data = make(I8Pages, n), make(I8Pages, nv)
+		ks := NewTensor(numPages, kvHeads, pageSize, 1)
+		vs := NewTensor(numPages, kvHeads, pageSize, 1)
+		c.KScale, c.VScale = &ks, &vs
+	default:
+		return nil, invalidf("NewKVCache: dtype %d; must be CacheF32, CacheF16, CacheBF16 or CacheI8", dtype)
+	}
+	return c, nil
+}
+
+// KVBatch is the sequences of one KVAttention call (the C ABI's
+// hwyattn_kv_batch): sequence s owns query tokens [QStart[s], QStart[s+1])
+// of q [T, Hq, D] and has KVLen[s] keys in the cache, this step's included.
+// QPos, optional, is the position of each sequence's first query token; nil
+// = KVLen - q_len (the new tokens are the last ones of the cache).
+type KVBatch struct {
+	QStart []int32 // [num_seqs + 1]: 0, non-decreasing, T last
+	KVLen  []int32 // [num_seqs]
+	QPos   []int32 // nil or [num_seqs]
+}
+
+// describe describes the cache's tensors into descs and data (the scales'
+// bits in present), after checking each against its slice.
+func (c *KVCache) describe(descs *[C.HWYATTN_GO_KV_NUM_SLOTS]C.hwyattn_tensor,
+	data *[C.HWYATTN_GO_KV_NUM_SLOTS]unsafe.Pointer, present *C.uint32_t) error {
+	if c == nil {
+		return invalidf("cache is nil")
+	}
+	for _, p := range []struct {
+		slot int
+		name string
+		t    *PageTensor
+	}{{C.HWYATTN_GO_KV_K, "cache.K", &c.K}, {C.HWYATTN_GO_KV_V, "cache.V", &c.V}} {
+		if p.t.Data == nil {
+			return invalidf("%s.Data is nil", p.name)
+		}
+		ptr, n, dtype := p.t.Data.pages()
+		d, err := describe(p.name, n, p.t.Shape, p.t.Strides, dtype)
+		if err != nil {
+			return err
+		}
+		descs[p.slot], data[p.slot] = d, ptr
+	}
+	for _, s := range []struct {
+		slot int
+		name string
+		t    *Tensor
+	}{{C.HWYATTN_GO_KV_K_SCALE, "cache.KScale", c.KScale}, {C.HWYATTN_GO_KV_V_SCALE, "cache.VScale", c.VScale}} {
+		if s.t == nil {
+			continue
+		}
+		d, err := s.t.describe(s.name)
+		if err != nil {
+			return err
+		}
+		descs[s.slot], data[s.slot] = d, unsafe.Pointer(&s.t.Data[0])
+		*present |= 1 << s.slot
+	}
+	return nil
+}
+
+// KVCacheWrite writes token t of kNew [T, Hkv, D] and vNew [T, Hkv, Dv]
+// into slot slots[t] of the cache (page slots[t] / page_size, offset
+// slots[t] % page_size, every kv head; a negative slot skips the token),
+// converting to the cache's dtype: F32 exactly, F16 and BF16 rounded to
+// nearest even, I8 quantized (per-token scales max|x| / 127 stored at the
+// token's slot, or the caller's per-channel scales). slots has exactly T
+// entries; a slot written twice in one call is an error. On error nothing
+// is written. Call it before KVAttention, with KVLen counting the written
+// tokens.
+func KVCacheWrite(cache *KVCache, kNew, vNew Tensor, slots []int64) error {
+	var descs [C.HWYATTN_GO_KV_NUM_SLOTS]C.hwyattn_tensor
+	var data [C.HWYATTN_GO_KV_NUM_SLOTS]unsafe.Pointer
+	var present C.uint32_t
+	if err := cache.describe(&descs, &data, &present); err != nil {
+		return err
+	}
+	for _, x := range []struct {
+		slot int
+		name string
+		t    *Tensor
+	}{{C.HWYATTN_GO_KV_X, "kNew", &kNew}, {C.HWYATTN_GO_KV_Y, "vNew", &vNew}} {
+		d, err := x.t.describe(x.name)
+		if err != nil {
+			return err
+		}
+		descs[x.slot], data[x.slot] = d, unsafe.Pointer(&x.t.Data[0])
+	}
+	tokens := dim4(kNew.Shape, 1) // [T, Hkv, D], right-aligned
+	if int64(len(slots)) != tokens {
+		return invalidf("slots has %d entries but kNew has %d tokens", len(slots), tokens)
+	}
+	var msg [errorBufferSize]C.char
+	status := C.hwyattn_go_kv_write(&descs[0], present, data[C.HWYATTN_GO_KV_K],
+		data[C.HWYATTN_GO_KV_V], data[C.HWYATTN_GO_KV_K_SCALE], data[C.HWYATTN_GO_KV_V_SCALE],
+		data[C.HWYATTN_GO_KV_X], data[C.HWYATTN_GO_KV_Y], (*C.int64_t)(unsafe.Pointer(&slots[0])),
+		&msg[0], C.size_t(len(msg)))
+	return statusError(status, &msg)
+}
+
+// KVAttention is attention of the packed varlen queries q [T, Hq, D] of
+// batch over the cache, into out [T, Hq, Dv]: prefill, chunked prefill and
+// decode rows in one call (the C ABI's hwyattn_kv_attention). Per sequence
+// s, query token i has position QPos[s] + i and key t position t; the
+// options compare these positions:
+//
+//   - Causal: any value but CausalNone keeps keys at positions <= the
+//     query's (usually CausalBottomRight);
+//   - Scale (nil = 1/sqrt(D); an explicit 0 is an error), WindowLeft,
+//     WindowRight, Softcap, ALiBiSlopes and Sinks [Hq], Precision;
+//   - LSE, an output [T, Hq].
+//
+// Mask, BoolMask, KVLen and Weights must be unset (the batch has its own
+// lengths, and a mask has no dense shape in a varlen batch). Every slice is
+// checked against its shape and the batch before the C call; the library
+// checks the rest (page ids, positions, q_start). On error nothing is
+// written.
+func KVAttention(q Tensor, cache *KVCache, batch KVBatch, out *Tensor, opts *Options) error {
+	if out == nil {
+		return invalidf("out is nil")
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	switch {
+	case opts.Mask != nil || opts.BoolMask != nil:
+		return invalidf("opts: KVAttention takes no Mask or BoolMask (a mask has no dense shape in a varlen batch)")
+	case opts.KVLen != nil:
+		return invalidf("opts.KVLen: KVAttention takes the lengths from batch.KVLen")
+	case opts.Weights != nil:
+		return invalidf("opts.Weights: KVAttention has no weights output")
+	}
+	copts, err := scalarOptions(opts)
+	if err != nil {
+		return err
+	}
+	var descs [C.HWYATTN_GO_KV_NUM_SLOTS]C.hwyattn_tensor
+	var data [C.HWYATTN_GO_KV_NUM_SLOTS]unsafe.Pointer
+	var present C.uint32_t
+	if err := cache.describe(&descs, &data, &present); err != nil {
+		return err
+	}
+	for _, x := range []struct {
+		slot int
+		name string
+		t    *Tensor
+	}{{C.HWYATTN_GO_KV_X, "q", &q}, {C.HWYATTN_GO_KV_Y, "out", out}, {C.HWYATTN_GO_KV_LSE, "opts.LSE", opts.LSE}} {
+		if x.t == nil {
+			continue
+		}
+		d, err := x.t.describe(x.name)
+		if err != nil {
+			return err
+		}
+		descs[x.slot], data[x.slot] = d, unsafe.Pointer(&x.t.Data[0])
+		present |= 1 << x.slot
+	}
+
+	// The library reads q_start[0..n], kv_len[0..n), q_pos[0..n) and the
+	// block table's rows through bare pointers: their lengths stop here.
+	n := len(batch.KVLen)
+	if n < 1 || n > math.MaxInt32 {
+		return invalidf("batch.KVLen has %d entries; need 1 .. 2^31 - 1 sequences", n)
+	}
+	if len(batch.QStart) != n+1 {
+		return invalidf("batch.QStart has %d entries for %d sequences; need num_seqs + 1 = %d",
+			len(batch.QStart), n, n+1)
+	}
+	var qPos *C.int32_t
+	if batch.QPos != nil {
+		if len(batch.QPos) != n {
+			return invalidf("batch.QPos has %d entries for %d sequences; need one each (or nil)",
+				len(batch.QPos), n)
+		}
+		qPos = (*C.int32_t)(unsafe.Pointer(&batch.QPos[0]))
+	}
+	var table *C.int32_t
+	if cache.BlockTable != nil {
+		st := cache.BlockTableStride
+		if st < 1 || int64(n) > int64(len(cache.BlockTable))/st {
+			return invalidf("cache.BlockTable has %d entries; %d sequences with BlockTableStride %d need %d rows of it "+
+				"(BlockTableStride >= 1; nil for no table)", len(cache.BlockTable), n, st, n)
+		}
+		table = (*C.int32_t)(unsafe.Pointer(&cache.BlockTable[0]))
+	}
+	heads := dim4(q.Shape, 2) // [T, Hq, D], right-aligned
+	slopes, err := perHead("opts.ALiBiSlopes", opts.ALiBiSlopes, heads)
+	if err != nil {
+		return err
+	}
+	sinks, err := perHead("opts.Sinks", opts.Sinks, heads)
+	if err != nil {
+		return err
+	}
+
+	var msg [errorBufferSize]C.char
+	status := C.hwyattn_go_kv_attention(&descs[0], present, &copts, data[C.HWYATTN_GO_KV_K],
+		data[C.HWYATTN_GO_KV_V], data[C.HWYATTN_GO_KV_K_SCALE], data[C.HWYATTN_GO_KV_V_SCALE],
+		table, C.int64_t(cache.BlockTableStride), data[C.HWYATTN_GO_KV_X], data[C.HWYATTN_GO_KV_Y],
+		data[C.HWYATTN_GO_KV_LSE], C.int32_t(n), (*C.int32_t)(unsafe.Pointer(&batch.QStart[0])),
+		(*C.int32_t)(unsafe.Pointer(&batch.KVLen[0])), qPos, slopes, sinks, &msg[0], C.size_t(len(msg)))
+	return statusError(status, &msg)
+}

@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The paged KV cache: KvCache, KvBatch, kv_cache_write and kv_attention
+// (hwyattn_kv_cache, hwyattn_kv_batch, hwyattn_kv_cache_write,
+// hwyattn_kv_attention).
+
+use crate::error::{Error, Result};
+use crate::options::SdpaOptions;
+use crate::tensor::{Bf16, Element, Layout, Tensor, TensorMut, F16};
+use hwyattn_sys as sys;
+use std::mem::{size_of, MaybeUninit};
+use std::os::raw::c_void;
+use std::ptr;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The element type of a cache's pages: `f32`, [`F16`], [`Bf16`] or `i8`
+/// (symmetric int8, value = x * scale, with [`KvScale`]s). Sealed.
+pub trait CacheElement: Copy + sealed::Sealed {
+    /// The C dtype of the pages.
+    const DTYPE: sys::hwyattn_dtype;
+}
+impl sealed::Sealed for f32 {}
+impl sealed::Sealed for F16 {}
+impl sealed::Sealed for Bf16 {}
+impl sealed::Sealed for i8 {}
+impl CacheElement for f32 {
+    const DTYPE: sys::hwyattn_dtype = sys::HWYATTN_F32;
+}
+impl CacheElement for F16 {
+    const DTYPE: sys::hwyattn_dtype = sys::HWYATTN_F16;
+}
+impl CacheElement for Bf16 {
+    const DTYPE: sys::hwyattn_dtype = sys::HWYATTN_BF16;
+}
+impl CacheElement for i8 {
+    const DTYPE: sys::hwyattn_dtype = sys::HWYATTN_I8;
+}
+
+/// The scales of an int8 cache's K or V (f32, dense).
+#[derive(Debug)]
+pub enum KvScale<'a> {
+    /// `[num_pages, Hkv, page_size]`: one scale per token and kv head, at the
+    /// token's slot; [`kv_cache_write`] computes and stores it (max |x| / 127).
+    PerToken(&'a mut [f32]),
+    /// `[Hkv, D]` (or `[Hkv, Dv]` for V): one scale per kv head and channel,
+    /// fixed by the caller (calibrated), each finite and > 0.
+    PerChannel(&'a [f32]),
+}
+
+/// A scale tensor: its layout and its first element.
+#[derive(Debug)]
+struct ScaleView {
+    layout: Layout,
+    data: *mut f32,
+}
+
+/// A paged KV cache in the caller's memory (`hwyattn_kv_cache`): a pool of
+/// `num_pages` pages of `page_size` token slots; slot s is offset
+/// `s % page_size` of page `s / page_size`.
+///
+/// ```text
+/// k  [num_pages, Hkv, page_size, D ]
+/// v  [num_pages, Hkv, page_size, Dv]   same element type
+/// ```
+///
+/// [`KvCache::new`] takes dense slices (vLLM's layout);
+/// [`KvCache::with_strides`] any strides (FlashAttention's
+/// `[pages, page, Hkv, D]` memory is the strides
+/// `[page * Hkv * D, D, Hkv * D, 1]`). The cache borrows the pages mutably
+/// for `'a` ([`kv_cache_write`] writes them). An `i8` cache needs
+/// [`KvCache::scales`]; [`KvCache::block_table`] lists each sequence's pages
+/// (without one, sequence s is page s: a padded contiguous cache whose
+/// `page_size` is each sequence's capacity).
+#[derive(Debug)]
+pub struct KvCache<'a, T: CacheElement> {
+    k: &'a mut [T],
+    v: &'a mut [T],
+    k_layout: Layout,
+    v_layout: Layout,
+    scales: Option<(ScaleView, ScaleView)>,
+    block_table: Option<(&'a [i32], usize)>,
+    // The scales' slices, borrowed for 'a.
+    _scales: std::marker::PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: the raw pointers of the scale views come from borrows the cache
+// keeps for 'a (a unique borrow for per-token scales, a shared one of Sync
+// f32 for per-channel ones), as the slices it holds; moving or sharing the
+// cache moves or shares those borrows, as the references would.
+unsafe impl<T: CacheElement + Send> Send for KvCache<'_, T> {}
+unsafe impl<T: CacheElement + Sync> Sync for KvCache<'_, T> {}
+
+fn named(name: &str, e: Error) -> Error {
+    Error::invalid(format!("{}: {}", name, e.message()))
+}
+
+impl<'a, T: CacheElement> KvCache<'a, T> {
+    /// Dense pages: `k` holds `[num_pages, kv_heads, page_size, head_dim]`,
+    /// `v` `[num_pages, kv_heads, page_size, value_dim]` (exactly, or more).
+    pub fn new(
+        k: &'a mut [T],
+        v: &'a mut [T],
+        num_pages: usize,
+        kv_heads: usize,
+        page_size: usize,
+        head_dim: usize,
+        value_dim: usize,
+    ) -> Result<Self> {
+        let ks = [num_pages, kv_heads, page_size, head_dim];
+        let vs = [num_pages, kv_heads, page_size, value_dim];
+        Self::build(k, &ks, None, v, &vs, None)
+    }
+
+    /// Pages of any shape and strides (in elements, one per dimension):
+    /// `k_shape` `[num_pages, Hkv, page_size, D]`, `v_shape` with `Dv`.
+    pub fn with_strides(
+        k: &'a mut [T],
+        k_shape: &[usize],
+        k_strides: &[usize],
+        v: &'a mut [T],
+        v_shape: &[usize],
+        v_strides: &[usize],
+    ) -> Result<Self> {
+        Self::build(k, k_shape, Some(k_strides), v, v_shape, Some(v_strides))
+    }
+
+    fn build(
+        k: &'a mut [T],
+        k_shape: &[usize],
+        k_strides: Option<&[usize]>,
+        v: &'a mut [T],
+        v_shape: &[usize],
+        v_strides: Option<&[usize]>,
+    ) -> Result<Self> {
+        let k_layout = Layout::new(k.len(), k_shape, k_strides).map_err(|e| named("k", e))?;
+        let v_layout = Layout::new(v.len(), v_shape, v_strides).map_err(|e| named("v", e))?;
+        Ok(KvCache {
+            k,
+            v,
+            k_layout,
+            v_layout,
+            scales: None,
+            block_table: None,
+            _scales: std::marker::PhantomData,
+        })
+    }
+
+    /// The scales of an `i8` cache (required there, refused by the library
+    /// for other element types). K and V may use different layouts.
+    pub fn scales(mut self, k_scale: KvScale<'a>, v_scale: KvScale<'a>) -> Result<Self> {
+        let k = self.scale_view("k_scale", k_scale, &self.k_layout)?;
+        let v = self.scale_view("v_scale", v_scale, &self.v_layout)?;
+        self.scales = Some((k, v));
+        Ok(self)
+    }
+
+    fn scale_view(&self, name: &str, s: KvScale<'a>, pages: &Layout) -> Result<ScaleView> {
+        let (p, h, sz, d) = (pages.dim4(0), pages.dim4(1), pages.dim4(2), pages.dim4(3));
+        let (len, data, shape) = match s {
+            KvScale::PerToken(x) => (x.len(), x.as_mut_ptr(), [p, h, sz, 1]),
+            KvScale::PerChannel(x) => (x.len(), x.as_ptr() as *mut f32, [1, h, 1, d]),
+        };
+        let layout = Layout::new(len, &shape, None).map_err(|e| named(name, e))?;
+        Ok(ScaleView { layout, data })
+    }
+
+    /// The block table, int32 `[num_seqs, stride]`: row s lists the pages of
+    /// sequence s of a batch in order (only its first
+    /// `ceil(kv_len[s] / page_size)` entries are read). It must hold
+    /// `num_seqs` whole rows for each [`kv_attention`] (checked there).
+    pub fn block_table(mut self, table: &'a [i32], stride: usize) -> Self {
+        self.block_table = Some((table, stride));
+        self
+    }
+
+    /// The page shape `[num_pages, Hkv, page_size, D]` of K.
+    pub fn k_shape(&self) -> [usize; 4] {
+        let l = &self.k_layout;
+        [l.dim4(0), l.dim4(1), l.dim4(2), l.dim4(3)]
+    }
+
+    /// The pages of K and V, to read them.
+    pub fn pages(&self) -> (&[T], &[T]) {
+        (self.k, self.v)
+    }
+
+    /// The C struct. Its pointers point into the borrowed pages, scales and
+    /// table, and to the scale descriptors in `holder`.
+    fn raw(&self, holder: &mut [sys::hwyattn_tensor; 2]) -> sys::hwyattn_kv_cache {
+        let mut c = MaybeUninit::<sys::hwyattn_kv_cache>::uninit();
+        // SAFETY: init_sized writes exactly size_of bytes: every field.
+        let mut c = unsafe {
+            sys::hwyattn_kv_cache_init_sized(c.as_mut_ptr(), size_of::<sys::hwyattn_kv_cache>());
+            c.assume_init()
+        };
+        c.k = self.k_layout.raw(self.k.as_ptr() as *mut c_void, T::DTYPE);
+        c.v = self.v_layout.raw(self.v.as_ptr() as *mut c_void, T::DTYPE);
+        if let Some((k, v)) = &self.scales {
+            holder[0] = k.layout.raw(k.data as *mut c_void, sys::HWYATTN_F32);
+            holder[1] = v.layout.raw(v.data as *mut c_void, sys::HWYATTN_F32);
+            c.k_scale = &holder[0];
+            c.v_scale = &holder[1];
+        }
+        if let Some((t, stride)) = self.block_table {
+            c.block_table = t.as_ptr();
+            c.block_table_stride = stride as i64; // <= t.len(), checked by the caller
+        }
+        c
+    }
+}
+
+/// The sequences of one [`kv_attention`] call (`hwyattn_kv_batch`): sequence
+/// s owns the query tokens `q_start[s]..q_start[s + 1]` of q `[T, Hq, D]`
+/// and has `kv_len[s]` keys in the cache, this step's included. Its first
+/// query token has position `q_pos[s]`, by default `kv_len[s] - q_len`
+/// (the new tokens are the last ones of the cache).
+#[derive(Debug, Clone, Copy)]
+pub struct KvBatch<'a> {
+    q_start: &'a [i32],
+    kv_len: &'a [i32],
+    q_pos: Option<&'a [i32]>,
+}
+
+impl<'a> KvBatch<'a> {
+    /// `kv_len.len()` sequences (at least one) and `q_start` one more entry.
+    pub fn new(q_start: &'a [i32], kv_len: &'a [i32]) -> Result<Self> {
+        if kv_len.is_empty() || kv_len.len() > i32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "kv_len has {} entries; need 1 .. 2^31 - 1 sequences",
+                kv_len.len()
+            )));
+        }
+        if q_start.len() != kv_len.len() + 1 {
+            return Err(Error::invalid(format!(
+                "q_start has {} entries for {} sequences; need num_seqs + 1 = {}",
+                q_start.len(),
+                kv_len.len(),
+                kv_len.len() + 1
+            )));
+        }
+        Ok(KvBatch {
+            q_start,
+            kv_len,
+            q_pos: None,
+        })
+    }
+
+    /// Explicit positions of each sequence's first query token, one per
+    /// sequence.
+    pub fn q_pos(mut self, q_pos: &'a [i32]) -> Result<Self> {
+        if q_pos.len() != self.kv_len.len() {
+            return Err(Error::invalid(format!(
+                "q_pos has {} entries for {} sequences; need one each",
+                q_pos.len(),
+                self.kv_len.len()
+            )));
+        }
+        self.q_pos = Some(q_pos);
+        Ok(self)
+    }
+
+    /// The number of sequences.
+    pub fn num_seqs(&self) -> usize {
+        self.kv_len.len()
+    }
+
+    fn raw(&self) -> sys::hwyattn_kv_batch {
+        let mut b = MaybeUninit::<sys::hwyattn_kv_batch>::uninit();
+        // SAFETY: init_sized writes exactly size_of bytes: every field.
+        let mut b = unsafe {
+            sys::hwyattn_kv_batch_init_sized(b.as_mut_ptr(), size_of::<sys::hwyattn_kv_batch>());
+            b.assume_init()
+        };
+        b.num_seqs = self.kv_len.len() as i32; // checked by new()
+        b.q_start = self.q_start.as_ptr();
+        b.kv_len = self.kv_len.as_ptr();
+        b.q_pos = self.q_pos.map_or(ptr::null(), |p| p.as_ptr());
+        b
+    }
+}
+
+/// Writes token t of `k_new` `[T, Hkv, D]` and `v_new` `[T, Hkv, Dv]` (f32,
+/// F16 or Bf16) into slot `slots[t]` of the cache (page
+/// `slots[t] / page_size`, offset `slots[t] % page_size`, every kv head; a
+/// negative slot skips the token), converting to the cache's type
+/// (`hwyattn_kv_cache_write`): f32 exactly, F16/Bf16 rounded to nearest
+/// even, i8 quantized (per-token scales max |x| / 127, stored at the slot,
+/// or the caller's per-channel scales). `slots` has exactly T entries; a
+/// slot written twice in one call is an error. Nothing is written on error.
+pub fn kv_cache_write<T: CacheElement, K: Element, V: Element>(
+    cache: &mut KvCache<'_, T>,
+    k_new: &Tensor<'_, K>,
+    v_new: &Tensor<'_, V>,
+    slots: &[i64],
+) -> Result<()> {
+    let tokens = k_new.layout().dim4(1); // [T, Hkv, D], right-aligned
+    if slots.len() != tokens {
+        return Err(Error::invalid(format!(
+            "slots has {} entries but k_new has {} tokens",
+            slots.len(),
+            tokens
+        )));
+    }
+    let mut holder = [empty_tensor(); 2];
+    let c = cache.raw(&mut holder);
+    let (tk, tv) = (k_new.raw(), v_new.raw());
+    // SAFETY: every descriptor covers only elements of its slice (checked
+    // when the views were made); slots has the T entries the library reads;
+    // the cache's pages and per-token scales are borrowed mutably through
+    // `cache`, so the inputs cannot alias them; no pointer is kept.
+    Error::check(unsafe { sys::hwyattn_kv_cache_write(&c, &tk, &tv, slots.as_ptr(), ptr::null()) })
+}
+
+/// Attention of the packed varlen queries `q` `[T, Hq, D]` (f32, F16 or
+/// Bf16) of `batch` over the cache into `out` `[T, Hq, Dv]`: prefill,
+/// chunked prefill and decode rows in one call (`hwyattn_kv_attention`).
+///
+/// Options that apply: `scale` (None = 1/sqrt(D); `Some(0.0)` is an
+/// error), `causal` (any rule but [`Causal::None`](crate::Causal::None):
+/// key position <= query position), `window_left`, `window_right`,
+/// `softcap`, `alibi_slopes` and `sinks` `[Hq]`, `precision`, and `lse`
+/// (an f32 `[T, Hq]` output). `mask`, `kv_len` and `weights` must be unset
+/// (the library refuses them). The block table must hold `num_seqs` whole
+/// rows. Nothing is written on error.
+pub fn kv_attention<T: CacheElement, Q: Element>(
+    q: &Tensor<'_, Q>,
+    cache: &KvCache<'_, T>,
+    batch: &KvBatch<'_>,
+    out: &mut TensorMut<'_>,
+    opts: &SdpaOptions<'_>,
+) -> Result<()> {
+    let n = batch.num_seqs();
+    if let Some((t, stride)) = cache.block_table {
+        // The library reads row s at s * stride, at most stride entries.
+        if stride == 0 || stride > i64::MAX as usize || t.len() / stride < n {
+            return Err(Error::invalid(format!(
+                "block_table has {} entries; {} sequences with stride {} need {} whole rows \
+                 (stride >= 1)",
+                t.len(),
+                n,
+                stride,
+                n
+            )));
+        }
+    }
+    // kv_len (refused by the library here) would be read for one batch.
+    let raw_opts = opts.to_raw(1, q.layout().dim4(2))?;
+    let mut holder = [empty_tensor(); 2];
+    let c = cache.raw(&mut holder);
+    let b = batch.raw();
+    let tq = q.raw();
+    let mut to = out.raw();
+    // SAFETY: views checked against their slices, the batch's arrays against
+    // num_seqs, the block table's rows above, the per-head arrays by to_raw;
+    // out and lse are borrowed mutably, so they alias nothing else; the
+    // library validates indices (pages, positions) before reading through
+    // them and keeps no pointer.
+    Error::check(unsafe { sys::hwyattn_kv_attention(&tq, &c, &b, &mut to, &raw_opts) })
+}
+
+fn empty_tensor() -> sys::hwyattn_tensor {
+    sys::hwyattn_tensor {
+        data: ptr::null_mut(),
+        dtype: sys::HWYATTN_F32,
+        rank: 1,
+        shape: [1; 4],
+        stride: [0; 4],
+    }
+}

@@ -1,0 +1,658 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// kv_cache_write and kv_attention against an f64 oracle written here from
+// include/hwyattn.h's rules: the pages the write leaves (exact f32, bf16
+// rounded by hand, i8 within half a quantization step) and attention of
+// mixed batches (chunked prefill, decode, full prefill) over paged and
+// contiguous caches; errors from the library and from the crate.
+
+mod common;
+
+use common::{assert_close, Rng};
+use hwyattn::{
+    kv_attention, kv_cache_write, Bf16, Causal, KvBatch, KvCache, KvScale, SdpaOptions, Status,
+    Tensor, TensorMut,
+};
+
+#[derive(Default)]
+struct RefOpts {
+    scale: f64, // 0 = 1/sqrt(D)
+    causal: bool,
+    window_left: i64,
+    window_right: i64,
+    softcap: f64,
+    alibi: Option<Vec<f64>>,
+    sinks: Option<Vec<f64>>,
+}
+
+/// out [T, Hq, Dv] and lse [T, Hq]; key(s, t, h, d) / val(..) are the
+/// (dequantized) cache values of sequence s's key t at kv head h.
+#[allow(clippy::too_many_arguments)]
+fn reference(
+    q: &[f32],
+    hq: usize,
+    hkv: usize,
+    d: usize,
+    dv: usize,
+    key: &dyn Fn(usize, usize, usize, usize) -> f64,
+    val: &dyn Fn(usize, usize, usize, usize) -> f64,
+    q_start: &[i32],
+    kv_len: &[i32],
+    q_pos: Option<&[i32]>,
+    o: &RefOpts,
+) -> (Vec<f64>, Vec<f64>) {
+    let t_all = *q_start.last().unwrap() as usize;
+    let scale = if o.scale == 0.0 {
+        1.0 / (d as f64).sqrt()
+    } else {
+        o.scale
+    };
+    let mut out = vec![0.0; t_all * hq * dv];
+    let mut lse = vec![0.0; t_all * hq];
+    for s in 0..kv_len.len() {
+        let (q0, n) = (q_start[s] as usize, kv_len[s] as usize);
+        let q_len = q_start[s + 1] as usize - q0;
+        let first = q_pos.map_or(n as i64 - q_len as i64, |p| p[s] as i64);
+        for h in 0..hq {
+            let hk = h / (hq / hkv);
+            let sink = o.sinks.as_ref().map_or(f64::NEG_INFINITY, |x| x[h]);
+            for i in 0..q_len {
+                let pos = first + i as i64;
+                let mut keys = Vec::new();
+                for t in 0..n {
+                    let ti = t as i64;
+                    if (o.causal && ti > pos)
+                        || (o.window_left > 0 && ti <= pos - o.window_left)
+                        || (o.window_right > 0 && ti >= pos + o.window_right)
+                    {
+                        continue;
+                    }
+                    let mut x = 0.0;
+                    for c in 0..d {
+                        x += q[((q0 + i) * hq + h) * d + c] as f64 * key(s, t, hk, c);
+                    }
+                    x *= scale;
+                    if o.softcap > 0.0 {
+                        x = o.softcap * (x / o.softcap).tanh();
+                    }
+                    if let Some(a) = &o.alibi {
+                        x += a[h] * (ti - pos) as f64;
+                    }
+                    keys.push((t, x));
+                }
+                let row = (q0 + i) * hq + h;
+                if keys.is_empty() {
+                    lse[row] = sink;
+                    continue;
+                }
+                let m = keys.iter().fold(sink, |m, &(_, x)| m.max(x));
+                let mut sum: f64 = keys.iter().map(|&(_, x)| (x - m).exp()).sum();
+                if sink > f64::NEG_INFINITY {
+                    sum += (sink - m).exp();
+                }
+                lse[row] = m + sum.ln();
+                for &(t, x) in &keys {
+                    let w = (x - lse[row]).exp();
+                    for c in 0..dv {
+                        out[row * dv + c] += w * val(s, t, hk, c);
+                    }
+                }
+            }
+        }
+    }
+    (out, lse)
+}
+
+/// One step: sequences with kv_len keys (this step's included) of which
+/// q_len are new; raw keys/values [len, Hkv, D] and the queries [T, Hq, D].
+struct Step {
+    hkv: usize,
+    d: usize,
+    dv: usize,
+    kv_len: Vec<i32>,
+    q_len: Vec<i32>,
+    q_start: Vec<i32>,
+    k: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
+    q: Vec<f32>,
+    t: usize,
+}
+
+impl Step {
+    fn new(
+        seed: u64,
+        hq: usize,
+        hkv: usize,
+        d: usize,
+        dv: usize,
+        kv_len: &[i32],
+        q_len: &[i32],
+    ) -> Step {
+        let mut r = Rng::new(seed);
+        let mut q_start = vec![0];
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        for s in 0..kv_len.len() {
+            let n = kv_len[s] as usize;
+            k.push(r.vec(n * hkv * d).iter().map(|x| 2.0 * x).collect());
+            v.push(r.vec(n * hkv * dv).iter().map(|x| 2.0 * x).collect());
+            q_start.push(q_start[s] + q_len[s]);
+        }
+        let t = *q_start.last().unwrap() as usize;
+        let q = r.vec(t * hq * d);
+        Step {
+            hkv,
+            d,
+            dv,
+            kv_len: kv_len.to_vec(),
+            q_len: q_len.to_vec(),
+            q_start,
+            k,
+            v,
+            q,
+            t,
+        }
+    }
+
+    fn raw(&self, values: bool, s: usize, t: usize, h: usize, c: usize) -> f64 {
+        if values {
+            self.v[s][(t * self.hkv + h) * self.dv + c] as f64
+        } else {
+            self.k[s][(t * self.hkv + h) * self.d + c] as f64
+        }
+    }
+
+    /// Writes every token: the history in one call, this step's tokens in
+    /// another, each with a skipped token (slot -1) of huge values.
+    fn write<T: hwyattn::CacheElement>(
+        &self,
+        cache: &mut KvCache<'_, T>,
+        slot: &dyn Fn(usize, usize) -> i64,
+    ) {
+        for pass in 0..2 {
+            let (mut kn, mut vn, mut slots) = (Vec::new(), Vec::new(), Vec::new());
+            for s in 0..self.kv_len.len() {
+                let first_new = (self.kv_len[s] - self.q_len[s]) as usize;
+                let range = if pass == 0 {
+                    0..first_new
+                } else {
+                    first_new..self.kv_len[s] as usize
+                };
+                for t in range {
+                    kn.extend_from_slice(
+                        &self.k[s][t * self.hkv * self.d..(t + 1) * self.hkv * self.d],
+                    );
+                    vn.extend_from_slice(
+                        &self.v[s][t * self.hkv * self.dv..(t + 1) * self.hkv * self.dv],
+                    );
+                    slots.push(slot(s, t));
+                }
+            }
+            kn.extend(std::iter::repeat(1e6f32).take(self.hkv * self.d));
+            vn.extend(std::iter::repeat(1e6f32).take(self.hkv * self.dv));
+            slots.push(-1);
+            let n = slots.len();
+            kv_cache_write(
+                cache,
+                &Tensor::new(&kn, &[n, self.hkv, self.d]).unwrap(),
+                &Tensor::new(&vn, &[n, self.hkv, self.dv]).unwrap(),
+                &slots,
+            )
+            .unwrap();
+        }
+    }
+}
+
+/// Each sequence's pages from a shuffled pool; a block table with a spare
+/// column, padded with -1. Returns (table, stride).
+fn paging(seed: u64, kv_len: &[i32], page: usize, pages: usize) -> (Vec<i32>, usize) {
+    let need: Vec<usize> = kv_len
+        .iter()
+        .map(|&n| (n as usize + page - 1) / page)
+        .collect();
+    let stride = need.iter().max().unwrap() + 1;
+    let mut pool: Vec<i32> = (0..pages as i32).collect();
+    let mut r = Rng::new(seed);
+    for i in (1..pool.len()).rev() {
+        let j = ((r.uniform() as f64 + 1.0) / 2.0 * (i + 1) as f64) as usize;
+        pool.swap(i, j.min(i));
+    }
+    let mut table = vec![-1; kv_len.len() * stride];
+    let mut next = 0;
+    for (s, &c) in need.iter().enumerate() {
+        for j in 0..c {
+            table[s * stride + j] = pool[next];
+            next += 1;
+        }
+    }
+    (table, stride)
+}
+
+const TOL: f64 = 1e-5;
+
+#[test]
+fn paged_f32_mixed_batch_with_modifiers() {
+    // A chunked prefill (3 new of 9), a decode, a one-token prompt, a full
+    // prefill; GQA 4 over 2 heads, D 8, Dv 6, pages of 4.
+    let st = Step::new(21, 4, 2, 8, 6, &[9, 6, 1, 7], &[3, 1, 1, 7]);
+    let (p, sz) = (11, 4);
+    let (table, stride) = paging(5, &st.kv_len, sz, p);
+    let slot = |s: usize, t: usize| table[s * stride + t / sz] as i64 * sz as i64 + (t % sz) as i64;
+    let mut kp = vec![0.0f32; p * 2 * sz * 8];
+    let mut vp = vec![0.0f32; p * 2 * sz * 6];
+    let mut cache = KvCache::new(&mut kp, &mut vp, p, 2, sz, 8, 6)
+        .unwrap()
+        .block_table(&table, stride);
+    st.write(&mut cache, &slot);
+
+    let mut written = 0;
+    {
+        let (kp, vp) = cache.pages();
+        for s in 0..st.kv_len.len() {
+            for t in 0..st.kv_len[s] as usize {
+                let (page, off) = (slot(s, t) as usize / sz, slot(s, t) as usize % sz);
+                for h in 0..2 {
+                    for c in 0..8 {
+                        assert_eq!(
+                            kp[((page * 2 + h) * sz + off) * 8 + c] as f64,
+                            st.raw(false, s, t, h, c)
+                        );
+                    }
+                    for c in 0..6 {
+                        assert_eq!(
+                            vp[((page * 2 + h) * sz + off) * 6 + c] as f64,
+                            st.raw(true, s, t, h, c)
+                        );
+                    }
+                }
+                written += 1;
+            }
+        }
+        let nonzero = kp.iter().filter(|&&x| x != 0.0).count();
+        assert_eq!(
+            nonzero,
+            written * 2 * 8,
+            "only the written slots changed (not the skipped token)"
+        );
+    }
+
+    let slopes = [0.25f32, -0.5, 0.125, 0.0];
+    let sinks = [0.5f32, -1.0, 2.0, -3.0];
+    let mut out = vec![0.0f32; st.t * 4 * 6];
+    let mut lse = vec![0.0f32; st.t * 4];
+    let batch = KvBatch::new(&st.q_start, &st.kv_len).unwrap();
+    {
+        let opts = SdpaOptions::new()
+            .scale(Some(0.3))
+            .causal(Causal::BottomRight)
+            .window_left(5)
+            .softcap(1.5)
+            .alibi_slopes(&slopes)
+            .sinks(&sinks)
+            .lse(TensorMut::new(&mut lse, &[st.t, 4]).unwrap());
+        kv_attention(
+            &Tensor::new(&st.q, &[st.t, 4, 8]).unwrap(),
+            &cache,
+            &batch,
+            &mut TensorMut::new(&mut out, &[st.t, 4, 6]).unwrap(),
+            &opts,
+        )
+        .unwrap();
+    }
+    let key = |s: usize, t: usize, h: usize, c: usize| st.raw(false, s, t, h, c);
+    let val = |s: usize, t: usize, h: usize, c: usize| st.raw(true, s, t, h, c);
+    let ro = RefOpts {
+        scale: 0.3f32 as f64,
+        causal: true,
+        window_left: 5,
+        softcap: 1.5,
+        alibi: Some(slopes.iter().map(|&x| x as f64).collect()),
+        sinks: Some(sinks.iter().map(|&x| x as f64).collect()),
+        ..Default::default()
+    };
+    let (want, want_lse) = reference(
+        &st.q,
+        4,
+        2,
+        8,
+        6,
+        &key,
+        &val,
+        &st.q_start,
+        &st.kv_len,
+        None,
+        &ro,
+    );
+    assert_close(&out, &want, TOL, "out");
+    assert_close(&lse, &want_lse, TOL, "lse");
+
+    // Defaults (scale None = 1/sqrt(D), no causal rule) with explicit positions.
+    let q_pos = [2, 5, 0, 0];
+    let batch = batch.q_pos(&q_pos).unwrap();
+    kv_attention(
+        &Tensor::new(&st.q, &[st.t, 4, 8]).unwrap(),
+        &cache,
+        &batch,
+        &mut TensorMut::new(&mut out, &[st.t, 4, 6]).unwrap(),
+        &SdpaOptions::new().window_right(2),
+    )
+    .unwrap();
+    let ro = RefOpts {
+        window_right: 2,
+        ..Default::default()
+    };
+    let (want, _) = reference(
+        &st.q,
+        4,
+        2,
+        8,
+        6,
+        &key,
+        &val,
+        &st.q_start,
+        &st.kv_len,
+        Some(&q_pos),
+        &ro,
+    );
+    assert_close(&out, &want, TOL, "out with q_pos");
+}
+
+#[test]
+fn contiguous_bf16_in_flash_attention_layout() {
+    // No block table: sequence s is page s (page_size 12, each sequence's
+    // capacity). Memory [pages, slot, Hkv, D] described with strides.
+    let st = Step::new(22, 6, 3, 16, 16, &[12, 4, 7], &[2, 1, 7]);
+    let (p, sz, h, d) = (3, 12, 3, 16);
+    let strides = [sz * h * d, d, h * d, 1];
+    let mut kp = vec![Bf16(0xFFFF); p * sz * h * d];
+    let mut vp = kp.clone();
+    let mut cache = KvCache::with_strides(
+        &mut kp,
+        &[p, h, sz, d],
+        &strides,
+        &mut vp,
+        &[p, h, sz, d],
+        &strides,
+    )
+    .unwrap();
+    st.write(&mut cache, &|s, t| (s * sz + t) as i64);
+    let at = |s: usize, t: usize, hh: usize, c: usize| ((s * sz + t) * h + hh) * d + c;
+    // bf16 by hand: round to nearest, ties to even (finite values).
+    let to_bf16 = |x: f64| {
+        let b = (x as f32).to_bits();
+        ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) as u16
+    };
+    let (kq, vq) = cache.pages();
+    for s in 0..st.kv_len.len() {
+        for t in 0..st.kv_len[s] as usize {
+            for hh in 0..h {
+                for c in 0..d {
+                    assert_eq!(kq[at(s, t, hh, c)].0, to_bf16(st.raw(false, s, t, hh, c)));
+                    assert_eq!(vq[at(s, t, hh, c)].0, to_bf16(st.raw(true, s, t, hh, c)));
+                }
+            }
+        }
+    }
+    let key = |s: usize, t: usize, hh: usize, c: usize| kq[at(s, t, hh, c)].to_f32() as f64;
+    let val = |s: usize, t: usize, hh: usize, c: usize| vq[at(s, t, hh, c)].to_f32() as f64;
+    let mut out = vec![0.0f32; st.t * 6 * 16];
+    let batch = KvBatch::new(&st.q_start, &st.kv_len).unwrap();
+    kv_attention(
+        &Tensor::new(&st.q, &[st.t, 6, 16]).unwrap(),
+        &cache,
+        &batch,
+        &mut TensorMut::new(&mut out, &[st.t, 6, 16]).unwrap(),
+        &SdpaOptions::new().causal(Causal::TopLeft),
+    )
+    .unwrap();
+    let ro = RefOpts {
+        causal: true,
+        ..Default::default()
+    };
+    let (want, _) = reference(
+        &st.q,
+        6,
+        3,
+        16,
+        16,
+        &key,
+        &val,
+        &st.q_start,
+        &st.kv_len,
+        None,
+        &ro,
+    );
+    assert_close(&out, &want, TOL, "out");
+}
+
+#[test]
+fn paged_i8_per_token_and_per_channel_scales() {
+    let st = Step::new(23, 2, 1, 8, 4, &[10, 3], &[1, 3]);
+    let (p, sz) = (6, 4);
+    let (table, stride) = paging(9, &st.kv_len, sz, p);
+    let slot = |s: usize, t: usize| table[s * stride + t / sz] as i64 * sz as i64 + (t % sz) as i64;
+    let mut kp = vec![0i8; p * sz * 8];
+    let mut vp = vec![0i8; p * sz * 4];
+    let mut ks = vec![0.0f32; p * sz];
+    let vs = [0.004f32, 0.008, 0.012, 0.016];
+    let mut cache = KvCache::new(&mut kp, &mut vp, p, 1, sz, 8, 4)
+        .unwrap()
+        .scales(KvScale::PerToken(&mut ks), KvScale::PerChannel(&vs))
+        .unwrap()
+        .block_table(&table, stride);
+    st.write(&mut cache, &slot);
+    let mut out = vec![0.0f32; st.t * 2 * 4];
+    let batch = KvBatch::new(&st.q_start, &st.kv_len).unwrap();
+    kv_attention(
+        &Tensor::new(&st.q, &[st.t, 2, 8]).unwrap(),
+        &cache,
+        &batch,
+        &mut TensorMut::new(&mut out, &[st.t, 2, 4]).unwrap(),
+        &SdpaOptions::new()
+            .scale(Some(0.5))
+            .causal(Causal::BottomRight),
+    )
+    .unwrap();
+    let (kq, vq) = cache.pages();
+    let (kq, vq) = (kq.to_vec(), vq.to_vec());
+    drop(cache);
+    for s in 0..st.kv_len.len() {
+        for t in 0..st.kv_len[s] as usize {
+            let sl = slot(s, t) as usize;
+            let amax = (0..8)
+                .map(|c| st.raw(false, s, t, 0, c).abs())
+                .fold(0.0, f64::max);
+            assert_eq!(
+                ks[sl],
+                amax as f32 / 127.0,
+                "scale of seq {} token {}",
+                s,
+                t
+            );
+            for c in 0..8 {
+                let e = (kq[sl * 8 + c] as f64 * ks[sl] as f64 - st.raw(false, s, t, 0, c)).abs();
+                assert!(
+                    e <= amax / 254.0 * 1.0001,
+                    "seq {} token {} k[{}] off by {}",
+                    s,
+                    t,
+                    c,
+                    e
+                );
+            }
+            for c in 0..4 {
+                let x = st.raw(true, s, t, 0, c) / vs[c] as f64;
+                let mut want = x.round(); // half away from zero; ties go to even:
+                if (x - x.trunc()).abs() == 0.5 {
+                    want = 2.0 * (x / 2.0).round();
+                }
+                assert_eq!(
+                    vq[sl * 4 + c] as f64,
+                    want.clamp(-127.0, 127.0),
+                    "seq {} token {} v[{}]",
+                    s,
+                    t,
+                    c
+                );
+            }
+        }
+    }
+    let key = |s: usize, t: usize, _h: usize, c: usize| {
+        let sl = slot(s, t) as usize;
+        kq[sl * 8 + c] as f64 * ks[sl] as f64
+    };
+    let val = |s: usize, t: usize, _h: usize, c: usize| {
+        vq[slot(s, t) as usize * 4 + c] as f64 * vs[c] as f64
+    };
+    let ro = RefOpts {
+        scale: 0.5,
+        causal: true,
+        ..Default::default()
+    };
+    let (want, _) = reference(
+        &st.q,
+        2,
+        1,
+        8,
+        4,
+        &key,
+        &val,
+        &st.q_start,
+        &st.kv_len,
+        None,
+        &ro,
+    );
+    assert_close(&out, &want, TOL, "out");
+}
+
+#[test]
+fn errors_name_the_argument_and_write_nothing() {
+    let mut kp = vec![0.0f32; 4 * 4 * 4];
+    let mut vp = kp.clone();
+    let table = [0, 1, 99, -1];
+    let mut cache = KvCache::new(&mut kp, &mut vp, 4, 1, 4, 4, 4)
+        .unwrap()
+        .block_table(&table, 2);
+    let q = vec![0.5f32; 2 * 2 * 4];
+    let qv = Tensor::new(&q, &[2, 2, 4]).unwrap();
+    let mut out = vec![-7.0f32; 2 * 2 * 4];
+    let (q_start, kv_len) = ([0, 1, 2], [5, 2]);
+    let batch = KvBatch::new(&q_start, &kv_len).unwrap();
+
+    // The library's message: a page outside the pool.
+    let e = kv_attention(
+        &qv,
+        &cache,
+        &batch,
+        &mut TensorMut::new(&mut out, &[2, 2, 4]).unwrap(),
+        &SdpaOptions::new().causal(Causal::BottomRight),
+    )
+    .unwrap_err();
+    assert_eq!(e.status(), Status::InvalidArgument);
+    assert!(
+        e.message().contains("block_table[1][0]") && e.message().contains("99"),
+        "{}",
+        e
+    );
+
+    let kn = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+    let knv = Tensor::new(&kn, &[2, 1, 4]).unwrap();
+    for (slots, want) in [
+        (&[5i64, 5][..], "slot"),
+        (&[0, 16][..], "slot"),
+        (&[0][..], "slots has 1 entries but k_new has 2 tokens"),
+    ] {
+        let e = kv_cache_write(&mut cache, &knv, &knv, slots).unwrap_err();
+        assert_eq!(e.status(), Status::InvalidArgument);
+        assert!(e.message().contains(want), "{:?}: {}", slots, e);
+    }
+    assert!(
+        cache.pages().0.iter().all(|&x| x == 0.0),
+        "a failed write wrote the cache"
+    );
+
+    let mut attend = |cache: &KvCache<'_, f32>, batch: &KvBatch<'_>, opts: &SdpaOptions<'_>| {
+        kv_attention(
+            &qv,
+            cache,
+            batch,
+            &mut TensorMut::new(&mut out, &[2, 2, 4]).unwrap(),
+            opts,
+        )
+        .unwrap_err()
+    };
+    let zero = attend(&cache, &batch, &SdpaOptions::new().scale(Some(0.0)));
+    assert!(zero.message().starts_with("scale is Some(0.0)"), "{}", zero);
+    let kv = [5, 2];
+    let one_mask = [true];
+    let masked = attend(
+        &cache,
+        &batch,
+        &SdpaOptions::new()
+            .mask(Tensor::new(&one_mask, &[1]).unwrap())
+            .kv_len(&kv),
+    );
+    assert_eq!(masked.status(), Status::InvalidArgument);
+    assert!(
+        masked.message().contains("mask") || masked.message().contains("kv_len"),
+        "{}",
+        masked
+    );
+    let sinks = [0.0f32];
+    let short = attend(&cache, &batch, &SdpaOptions::new().sinks(&sinks));
+    assert!(
+        short.message().contains("sinks has 1 elements"),
+        "{}",
+        short
+    );
+    let short_table = [0, 1];
+    let mut kp2 = vec![0.0f32; 64];
+    let mut vp2 = kp2.clone();
+    let c2 = KvCache::new(&mut kp2, &mut vp2, 4, 1, 4, 4, 4)
+        .unwrap()
+        .block_table(&short_table, 2);
+    let e = attend(&c2, &batch, &SdpaOptions::new());
+    assert!(
+        e.message().starts_with("block_table has 2 entries"),
+        "{}",
+        e
+    );
+    drop(attend);
+    assert!(out.iter().all(|&x| x == -7.0), "a failed call wrote out");
+
+    // The crate's own shape checks.
+    assert!(KvBatch::new(&[0, 1], &[5, 2])
+        .unwrap_err()
+        .message()
+        .contains("q_start has 2 entries for 2 sequences"));
+    assert!(batch
+        .q_pos(&[0])
+        .unwrap_err()
+        .message()
+        .contains("q_pos has 1 entries"));
+    let mut small = vec![0.0f32; 10];
+    let mut vsmall = vec![0.0f32; 64];
+    let e = KvCache::new(&mut small, &mut vsmall, 4, 1, 4, 4, 4).unwrap_err();
+    assert!(e.message().starts_with("k: "), "{}", e);
+    let mut k8 = vec![0i8; 64];
+    let mut v8 = vec![0i8; 64];
+    let mut few = vec![0.0f32; 3];
+    let e = KvCache::new(&mut k8, &mut v8, 4, 1, 4, 4, 4)
+        .unwrap()
+        .scales(KvScale::PerToken(&mut few), KvScale::PerChannel(&[1.0; 4]))
+        .unwrap_err();
+    assert!(e.message().starts_with("k_scale: "), "{}", e);
+    // An i8 cache without scales: the library says so.
+    let c8 = KvCache::new(&mut k8, &mut v8, 4, 1, 4, 4, 4)
+        .unwrap()
+        .block_table(&[0, 1, 2, -1], 2);
+    let mut out8 = vec![0.0f32; 16];
+    let e = kv_attention(
+        &qv,
+        &c8,
+        &batch,
+        &mut TensorMut::new(&mut out8, &[2, 2, 4]).unwrap(),
+        &SdpaOptions::new(),
+    )
+    .unwrap_err();
+    assert!(e.message().contains("scale"), "{}", e);
+}

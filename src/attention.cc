@@ -195,12 +195,14 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops, bool reserve_only) {
   plan.problem = &p;
   plan.geometry = g;
   plan.key_panels = (p.kv_len + mr - 1) / mr;
-  plan.keys_in_place =
-      !p.Paged() && p.k.dtype == Dtype::kF32 && (p.k.stride[3] == 1 || p.head_dim == 1);
+  // bf16 products read K and V rounded, from their packed copies.
+  const bool f32_products = !p.Bf16Products();
+  plan.keys_in_place = f32_products && !p.Paged() && p.k.dtype == Dtype::kF32 &&
+                       (p.k.stride[3] == 1 || p.head_dim == 1);
   const int64_t lanes = static_cast<int64_t>(g.lanes);
   plan.value_dim_pad = (p.value_dim + lanes - 1) / lanes * lanes;
-  plan.values_in_place =
-      !p.Paged() && p.v.dtype == Dtype::kF32 && (p.v.stride[3] == 1 || p.value_dim == 1);
+  plan.values_in_place = f32_products && !p.Paged() && p.v.dtype == Dtype::kF32 &&
+                         (p.v.stride[3] == 1 || p.value_dim == 1);
   plan.q_scale = p.scale * kLog2e;
 
   // Sizes: every product is checked, a failure is reported as out of memory
@@ -280,19 +282,30 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops, bool reserve_only) {
 
 }  // namespace
 
+namespace {
+
+// bf16 products (precision = BF16) run on the prefill kernel, whatever the
+// size: it is the one that rounds its operands (RoundToBf16).
+bool SmallFor(const SdpaProblem& p, double flops) {
+  return !p.Bf16Products() && SmallApplies(p, flops);
+}
+bool DecodeFor(const SdpaProblem& p) { return !p.Bf16Products() && DecodeApplies(p); }
+
+}  // namespace
+
 hwyattn_status RunSdpa(const SdpaProblem& p) {
   const double flops = AttentionFlops(p);
-  if (SmallApplies(p, flops)) {
+  if (SmallFor(p, flops)) {
     SmallAttention(p);
     return HWYATTN_OK;
   }
-  return DecodeApplies(p) ? RunDecode(p, flops, false) : RunFlash(p, flops, false);
+  return DecodeFor(p) ? RunDecode(p, flops, false) : RunFlash(p, flops, false);
 }
 
 hwyattn_status ReserveSdpaScratch(const SdpaProblem& p) {
   const double flops = AttentionFlops(p);
-  if (SmallApplies(p, flops)) return HWYATTN_OK;  // no scratch
-  return DecodeApplies(p) ? RunDecode(p, flops, true) : RunFlash(p, flops, true);
+  if (SmallFor(p, flops)) return HWYATTN_OK;  // no scratch
+  return DecodeFor(p) ? RunDecode(p, flops, true) : RunFlash(p, flops, true);
 }
 
 void RunMerge(const MergeProblem& p) { GetMergeKernels().merge(p); }

@@ -153,10 +153,18 @@ class RowLinesAhead {
 
 // ---------------------------------------------------------------- packing
 
+// An element of Q, K or V as a product's operand: widened exactly, and
+// under bf16 products (kRound) rounded to bf16 (BF16 inputs stay as they are).
+template <bool kRound, typename T>
+HWY_INLINE float Operand(T x) {
+  return kRound ? hwyattn::RoundToBf16(ToFloat(x)) : ToFloat(x);
+}
+
 // K of (b, kvh) as [panel][D][MR]: step d of a panel holds keys panel*MR + r,
 // the broadcast operand of TileMul. Keys at or past the batch's key end are 0.
 // Paged K is gathered here (its rows are never read in place).
-template <typename T>
+// Under bf16 products (kRound) every element is rounded (RoundToBf16).
+template <typename T, bool kRound>
 void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
   const int64_t sd = p.k.stride[3];
   const int64_t dim = p.head_dim, key_end = p.KeyEnd(b);
@@ -167,7 +175,7 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
       const int64_t j = panel * static_cast<int64_t>(kMR) + static_cast<int64_t>(r);
       if (j < key_end) {
         const T* row = p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, j);
-        for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = ToFloat(row[d * sd]);
+        for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = Operand<kRound>(row[d * sd]);
       } else {
         for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = 0.0f;
       }
@@ -175,15 +183,16 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
   }
 }
 
-// V of (b, kvh) as [Lk][Dv] rows, for keys below the batch's key end.
-template <typename T>
+// V of (b, kvh) as [Lk][Dv] rows, for keys below the batch's key end
+// (rounded under kRound).
+template <typename T, bool kRound>
 void PackValues(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
   const int64_t sd = p.v.stride[3];
   const int64_t value_dim = p.value_dim, key_end = p.KeyEnd(b);
   for (int64_t j = 0; j < key_end; ++j) {
     const T* row = p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, j);
     float* HWY_RESTRICT out = dst + j * value_dim;
-    for (int64_t dv = 0; dv < value_dim; ++dv) out[dv] = ToFloat(row[dv * sd]);
+    for (int64_t dv = 0; dv < value_dim; ++dv) out[dv] = Operand<kRound>(row[dv * sd]);
   }
 }
 
@@ -193,12 +202,19 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   HWY_DASSERT(0 <= b && b < plan.problem->batch && 0 <= kvh && kvh < plan.problem->kv_heads);
   const SdpaProblem& p = *plan.problem;
   float* k_dst = const_cast<float*>(plan.PackedK(b, kvh));
+  const bool round = p.Bf16Products();
   if (!plan.keys_in_place) {
-    DispatchFloatDtype(p.k.dtype, [&](auto tag) { PackKeys<decltype(tag)>(p, b, kvh, k_dst); });
+    DispatchFloatDtype(p.k.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      round ? PackKeys<T, true>(p, b, kvh, k_dst) : PackKeys<T, false>(p, b, kvh, k_dst);
+    });
   }
   if (!plan.values_in_place) {
     float* v_dst = k_dst + plan.packed_k_floats;
-    DispatchFloatDtype(p.v.dtype, [&](auto tag) { PackValues<decltype(tag)>(p, b, kvh, v_dst); });
+    DispatchFloatDtype(p.v.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      round ? PackValues<T, true>(p, b, kvh, v_dst) : PackValues<T, false>(p, b, kvh, v_dst);
+    });
   }
   if (plan.nonfinite_values == nullptr) return;
   int64_t ldv;
@@ -241,6 +257,7 @@ HWY_INLINE void TransposeBlock(hn::Vec<DF> (&rows)[kLanes]) {
 // loaded as vectors, scaled, transposed in registers and stored as vectors;
 // the dims past the last whole vector one by one. Same layout and values as
 // PackQueries.
+template <bool kRound>
 void PackQueriesF32(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int64_t rows,
                     float q_scale, float* HWY_RESTRICT dst) {
   const DF df;
@@ -266,7 +283,12 @@ void PackQueriesF32(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, 
       hn::Vec<DF> block[kLanes];
       HWY_UNROLL(16)
       for (size_t i = 0; i < kLanes; ++i) {
-        block[i] = src[i] ? hn::Mul(hn::LoadU(df, src[i] + d0), scale) : hn::Zero(df);
+        if (src[i] == nullptr) {
+          block[i] = hn::Zero(df);
+          continue;
+        }
+        const auto q = hn::LoadU(df, src[i] + d0);
+        block[i] = hn::Mul(kRound ? RoundToBf16(df, q) : q, scale);
       }
       TransposeBlock(block);
       HWY_UNROLL(16)
@@ -276,20 +298,24 @@ void PackQueriesF32(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, 
     }
     for (int64_t d = dim_vec; d < dim; ++d) {
       for (size_t i = 0; i < kLanes; ++i)
-        dst[d * kQueryTile + c0 + i] = src[i] ? src[i][d] * q_scale : 0.0f;
+        dst[d * kQueryTile + c0 + i] = src[i] ? Operand<kRound>(src[i][d]) * q_scale : 0.0f;
     }
   }
 }
 
 // Q rows of the tile, scaled, as [D][Bq]; lanes past the last row are 0.
-template <typename T>
+// Under kRound each element is rounded to bf16 before the scale (the scale
+// is applied to the product, in fp32).
+template <typename T, bool kRound>
 void PackQueries(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int64_t rows,
                  float q_scale, float* HWY_RESTRICT dst) {
   const int64_t dim = p.head_dim, sd = p.q.stride[3];
   for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
     if (c < rows) {
       const T* row = p.q.As<T>() + p.RowOffset(p.q, b, kvh, row0 + c);
-      for (int64_t d = 0; d < dim; ++d) dst[d * kQueryTile + c] = ToFloat(row[d * sd]) * q_scale;
+      for (int64_t d = 0; d < dim; ++d) {
+        dst[d * kQueryTile + c] = Operand<kRound>(row[d * sd]) * q_scale;
+      }
     } else {
       for (int64_t d = 0; d < dim; ++d) dst[d * kQueryTile + c] = 0.0f;
     }
@@ -312,6 +338,18 @@ void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64
 }
 
 // ---------------------------------------------------------------- P . V
+
+// P^T [keys][Bq] (the first `cols` lanes of each row) rounded to bf16 in
+// place: the operand of P . V under bf16 products.
+void RoundProbabilities(float* HWY_RESTRICT p_t, size_t keys, size_t cols) {
+  const DF df;
+  for (size_t j = 0; j < keys; ++j) {
+    float* row = p_t + j * kQueryTile;
+    for (size_t c = 0; c < cols; c += kLanes) {
+      hn::Store(RoundToBf16(df, hn::Load(df, row + c)), df, row + c);
+    }
+  }
+}
 
 // O^T = O^T * alpha + V_tile^T . P^T is the S^T = K . Q^T register tile again:
 // MR value dims (broadcast from V's rows, where the MR dims of a key are
@@ -625,11 +663,15 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   const LaneModifiers lane_mods{&rule, rule.slopes != nullptr ? lane_slope : nullptr, lane_pos};
   const LaneModifiers* mods = rule.any ? &lane_mods : nullptr;
 
+  const bool bf16 = p.Bf16Products();
   if (p.q.dtype == Dtype::kF32 && p.q.stride[3] == 1) {
-    PackQueriesF32(p, b, kvh, row0, rows, plan.q_scale, q_t);
+    bf16 ? PackQueriesF32<true>(p, b, kvh, row0, rows, plan.q_scale, q_t)
+         : PackQueriesF32<false>(p, b, kvh, row0, rows, plan.q_scale, q_t);
   } else {
     DispatchFloatDtype(p.q.dtype, [&](auto tag) {
-      PackQueries<decltype(tag)>(p, b, kvh, row0, rows, plan.q_scale, q_t);
+      using T = decltype(tag);
+      bf16 ? PackQueries<T, true>(p, b, kvh, row0, rows, plan.q_scale, q_t)
+           : PackQueries<T, false>(p, b, kvh, row0, rows, plan.q_scale, q_t);
     });
   }
   for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
@@ -789,6 +831,9 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
 
     SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, q_vectors * kLanes, tile_max, row_max,
                       row_sum, rescale);
+    // bf16 products: P rounded after the exp, for P . V only (the row sums
+    // above and the weights output keep the fp32 probabilities).
+    if (bf16) RoundProbabilities(s_t, tile_keys, q_vectors * kLanes);
 
     // O^T = O^T * alpha + V^T . P^T over the tile's real keys (not the padding).
     const bool masked_tile = p.has_mask || jt0 < free_begin || jt1 > free_end;

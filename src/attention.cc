@@ -204,6 +204,8 @@ hwyattn_status RunFlash(const SdpaProblem& p, double flops, bool reserve_only) {
   plan.values_in_place = f32_products && !p.Paged() && p.v.dtype == Dtype::kF32 &&
                          (p.v.stride[3] == 1 || p.value_dim == 1);
   plan.q_scale = p.scale * kLog2e;
+  // K and V packed as bf16 pairs (no larger than their fp32 packing).
+  plan.bf16_dot = p.Bf16Products() && Bf16DotFor(kernels.target);
 
   // Sizes: every product is checked, a failure is reported as out of memory
   // (the request is valid, just too large to hold).
@@ -310,6 +312,9 @@ hwyattn_status ReserveSdpaScratch(const SdpaProblem& p) {
 
 void RunMerge(const MergeProblem& p) { GetMergeKernels().merge(p); }
 
-const char* KernelTargetName() { return TargetName(GetFlashKernels().target); }
+const char* KernelTargetName() {
+  const int64_t target = GetFlashKernels().target;
+  return Bf16DotFor(target) ? kBf16DotTargetName : TargetName(target);
+}
 
 }  // namespace hwyattn

@@ -136,7 +136,7 @@ volatile float g_sink;
 constexpr int kDotAcc = 24;
 constexpr double kDotFlopsPerIteration = kDotAcc * 16 * 2 * 2;
 __attribute__((target("avx512f,avx512bw,avx512bf16"), noinline)) float DotLoop(size_t iters,
-                                                                                 float seed) {
+                                                                               float seed) {
   __m512 acc[kDotAcc];
   for (int i = 0; i < kDotAcc; ++i) acc[i] = _mm512_set1_ps(seed + 0.01f * static_cast<float>(i));
   const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3A803A80);  // bf16 pairs of 2^-10

@@ -79,8 +79,8 @@ struct Input {
         int e;
         std::frexp(x, &e);
         const int biased = std::max(1, std::min(30, e - 1 + 15));
-        const uint16_t b = static_cast<uint16_t>((x < 0 ? 0x8000 : 0) | (biased << 10) |
-                                                 ((*rng)() & 0x3FF));
+        const uint16_t b =
+            static_cast<uint16_t>((x < 0 ? 0x8000 : 0) | (biased << 10) | ((*rng)() & 0x3FF));
         bits.push_back(b);
         x = F16Value(b);
       }
@@ -160,11 +160,10 @@ TEST_P(Bf16Sdpa, AgainstRoundedOperands) {
   ref_opts.causal = c.causal;
   hwyattn_test::RefResult rounded_ref, plain_ref;
   std::string error;
-  ASSERT_TRUE(hwyattn_test::ReferenceSdpa(q.rounded_desc, k.rounded_desc, v.rounded_desc,
-                                          &ref_opts, &rounded_ref, &error))
+  ASSERT_TRUE(hwyattn_test::ReferenceSdpa(q.rounded_desc, k.rounded_desc, v.rounded_desc, &ref_opts,
+                                          &rounded_ref, &error))
       << error;
-  ASSERT_TRUE(
-      hwyattn_test::ReferenceSdpa(q.desc, k.desc, v.desc, &ref_opts, &plain_ref, &error))
+  ASSERT_TRUE(hwyattn_test::ReferenceSdpa(q.desc, k.desc, v.desc, &ref_opts, &plain_ref, &error))
       << error;
 
   double v_max = 0.0;
@@ -195,10 +194,10 @@ TEST_P(Bf16Sdpa, AgainstRoundedOperands) {
   } else {
     EXPECT_EQ(err, plain_err);  // bf16 inputs are rounded already
   }
-  std::printf("[%s] max|out - ref(rounded)| / max|ref| = %.3g (bound %.3g); against the "
-              "unrounded oracle %.3g; lse rel %.3g / unrounded %.3g\n",
-              c.name, err / out_max, bound / out_max, plain_err / MaxAbs(plain_ref.out), l_err,
-              l_plain);
+  std::printf(
+      "[%s] max|out - ref(rounded)| / max|ref| = %.3g (bound %.3g); against the "
+      "unrounded oracle %.3g; lse rel %.3g / unrounded %.3g\n",
+      c.name, err / out_max, bound / out_max, plain_err / MaxAbs(plain_ref.out), l_err, l_plain);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Sdpa, ::testing::ValuesIn(kCases),
@@ -216,7 +215,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Sdpa, ::testing::ValuesIn(kCases),
 void ExactProbabilities(hwyattn_causal causal, int64_t k_len, int threads) {
   const int64_t B = 2, Hq = 2, Hkv = 1, Lq = 20, Dv = 24;
   std::vector<float> q(static_cast<size_t>(B * Hq * Lq), 1.0f + 0x1p-10f);
-  std::vector<float> k(static_cast<size_t>(B * Hkv * k_len)), v(static_cast<size_t>(B * k_len * Dv));
+  std::vector<float> k(static_cast<size_t>(B * Hkv * k_len)),
+      v(static_cast<size_t>(B * k_len * Dv));
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (int64_t b = 0; b < B; ++b) {

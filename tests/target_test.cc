@@ -25,9 +25,10 @@ std::string Upper(std::string s) {
 
 // Every name hwyattn_simd_target() may give (Highway's target names, and
 // AVX3_BF16: AVX3 with the AVX512_BF16 dot products of precision = BF16).
-const char* const kKnownTargets[] = {
-    "AVX3_BF16", "AVX3_ZEN4", "AVX3_DL", "AVX3",    "AVX2",     "SSE4", "SSSE3", "EMU128",      "SCALAR", "NEON",
-    "SVE",       "SVE2",    "SVE_256", "SVE2_128", "RVV",  "WASM",  "WASM_EMU256", "PPC8"};
+const char* const kKnownTargets[] = {"AVX3_BF16", "AVX3_ZEN4",   "AVX3_DL", "AVX3",     "AVX2",
+                                     "SSE4",      "SSSE3",       "EMU128",  "SCALAR",   "NEON",
+                                     "SVE",       "SVE2",        "SVE_256", "SVE2_128", "RVV",
+                                     "WASM",      "WASM_EMU256", "PPC8"};
 
 bool IsKnown(const std::string& name) {
   for (const char* known : kKnownTargets) {

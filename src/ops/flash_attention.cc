@@ -222,7 +222,8 @@ void PackKeyPairs(const SdpaProblem& p, int64_t b, int64_t kvh, uint32_t* HWY_RE
       const T* row = j < key_end ? p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, j) : nullptr;
       for (int64_t i = 0; i < pairs; ++i) {
         const uint32_t lo = row != nullptr ? Bf16Bits(row[2 * i * sd]) : 0u;
-        const uint32_t hi = row != nullptr && 2 * i + 1 < dim ? Bf16Bits(row[(2 * i + 1) * sd]) : 0u;
+        const uint32_t hi =
+            row != nullptr && 2 * i + 1 < dim ? Bf16Bits(row[(2 * i + 1) * sd]) : 0u;
         out[i * static_cast<int64_t>(kMR) + static_cast<int64_t>(r)] = Bf16Pair(lo, hi);
       }
     }
@@ -257,8 +258,8 @@ HWY_INLINE float PairedValue(const uint32_t* v_pairs, int64_t value_dim, int64_t
 void PackKVPairs(const FlashPlan& plan, int64_t b, int64_t kvh) {
   const SdpaProblem& p = *plan.problem;
   uint32_t* k_dst = reinterpret_cast<uint32_t*>(const_cast<float*>(plan.PackedK(b, kvh)));
-  uint32_t* v_dst = reinterpret_cast<uint32_t*>(const_cast<float*>(plan.PackedK(b, kvh)) +
-                                                plan.packed_k_floats);
+  uint32_t* v_dst =
+      reinterpret_cast<uint32_t*>(const_cast<float*>(plan.PackedK(b, kvh)) + plan.packed_k_floats);
   DispatchFloatDtype(p.k.dtype, [&](auto tag) { PackKeyPairs<decltype(tag)>(p, b, kvh, k_dst); });
   DispatchFloatDtype(p.v.dtype, [&](auto tag) { PackValuePairs<decltype(tag)>(p, b, kvh, v_dst); });
   if (plan.nonfinite_values == nullptr) return;
@@ -528,16 +529,15 @@ struct Bf16ValueOperands {
 // the first `vectors` query vectors, `keys` keys from an even key (pairs
 // rows of v_pairs, Dv apart, and of p_pairs, Bq apart).
 void WeightedValuesBf16(size_t dims, size_t vectors, size_t keys, const uint32_t* p_pairs,
-                        const uint32_t* v_pairs, size_t value_dim, const float* alpha,
-                        float* o_t) {
+                        const uint32_t* v_pairs, size_t value_dim, const float* alpha, float* o_t) {
 #if HWY_TARGET == HWY_AVX3
   for (size_t d0 = 0; d0 < dims; d0 += kMR) {
     Bf16ValueTile(std::min(kMR, dims - d0), vectors, (keys + 1) / 2, v_pairs + d0, value_dim,
                   p_pairs, kQueryTile, alpha, o_t + d0 * kQueryTile, kQueryTile);
   }
 #else
-  (void)dims, (void)vectors, (void)keys, (void)p_pairs, (void)v_pairs, (void)value_dim,
-      (void)alpha, (void)o_t;
+  (void)dims, (void)vectors, (void)keys, (void)p_pairs, (void)v_pairs, (void)value_dim, (void)alpha,
+      (void)o_t;
   HWY_ABORT("hwyattn: bf16 dot products reached a kernel of target %s",
             hwy::TargetName(HWY_TARGET));
 #endif
@@ -860,7 +860,8 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   uint32_t* HWY_RESTRICT q_pairs = reinterpret_cast<uint32_t*>(scratch + layout.q_pairs);
   uint32_t* HWY_RESTRICT p_pairs = reinterpret_cast<uint32_t*>(scratch + layout.p_pairs);
   const size_t dim_pairs = static_cast<size_t>(dim + 1) / 2;
-  if (bf16_dot) Bf16PairRows(static_cast<size_t>(dim), kQueryTile, q_t, kQueryTile, q_pairs, kQueryTile);
+  if (bf16_dot)
+    Bf16PairRows(static_cast<size_t>(dim), kQueryTile, q_t, kQueryTile, q_pairs, kQueryTile);
   for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
     if (c < rows) {
       const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;

@@ -7,8 +7,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-#define HWYATTN_BF16_TARGET \
-  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+#define HWYATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
 namespace hwyattn {
 namespace {
@@ -65,9 +64,8 @@ HWYATTN_BF16_TARGET inline void ValueTile(size_t pairs, const uint32_t* v_pairs,
 
 template <size_t kRows>
 HWYATTN_BF16_TARGET void ValueTileRows(size_t rows, size_t vectors, size_t pairs,
-                                       const uint32_t* v_pairs, size_t ldv,
-                                       const uint32_t* p_pairs, size_t ldp, const float* alpha,
-                                       float* o, size_t ldo) {
+                                       const uint32_t* v_pairs, size_t ldv, const uint32_t* p_pairs,
+                                       size_t ldp, const float* alpha, float* o, size_t ldo) {
   if constexpr (kRows > 1) {
     if (rows < kRows) {
       ValueTileRows<kRows - 1>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
@@ -94,9 +92,8 @@ HWYATTN_BF16_TARGET void Bf16ScoreTile(size_t vectors, size_t pairs, const uint3
 }
 
 HWYATTN_BF16_TARGET void Bf16ValueTile(size_t rows, size_t vectors, size_t pairs,
-                                       const uint32_t* v_pairs, size_t ldv,
-                                       const uint32_t* p_pairs, size_t ldp, const float* alpha,
-                                       float* o, size_t ldo) {
+                                       const uint32_t* v_pairs, size_t ldv, const uint32_t* p_pairs,
+                                       size_t ldp, const float* alpha, float* o, size_t ldo) {
   ValueTileRows<kBf16TileRows>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
 }
 
@@ -109,8 +106,8 @@ HWYATTN_BF16_TARGET void Bf16PairRows(size_t rows, size_t lanes, const float* p,
       // maskz: GCC 12 warns on the undefined source of the plain form.
       const __m512i l =
           _mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(_mm512_loadu_ps(lo + c)), 16);
-      const __m512i h = hi != nullptr ? _mm512_castps_si512(_mm512_loadu_ps(hi + c))
-                                      : _mm512_setzero_si512();
+      const __m512i h =
+          hi != nullptr ? _mm512_castps_si512(_mm512_loadu_ps(hi + c)) : _mm512_setzero_si512();
       const __m512i pair = _mm512_or_si512(_mm512_and_si512(h, _mm512_set1_epi32(-65536)), l);
       _mm512_storeu_si512(p_pairs + i * ld_pairs + c, pair);
     }

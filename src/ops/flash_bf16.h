@@ -22,8 +22,8 @@
 
 namespace hwyattn {
 
-constexpr size_t kBf16TileRows = 8;      // MR
-constexpr size_t kBf16TileVectors = 3;   // query vectors of 16 lanes
+constexpr size_t kBf16TileRows = 8;     // MR
+constexpr size_t kBf16TileVectors = 3;  // query vectors of 16 lanes
 constexpr size_t kBf16Lanes = 16;
 
 // A pair of floats that are bf16 values (low 16 bits zero) as one 32-bit

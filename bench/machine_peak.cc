@@ -23,6 +23,11 @@
 
 #include <omp.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 #include "bench/machine_peak.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -123,9 +128,46 @@ double Now() {
 // Sink for results, so no loop is optimised away.
 volatile float g_sink;
 
-// Runs FmaLoop(iters) on `threads` threads at once; returns the wall time from
-// the common start to the last thread's end.
-double TimeFmaLoop(int threads, size_t iters) {
+// The AVX512_BF16 dot-product loop: 24 independent vdpbf16ps chains (each
+// 16 lanes x 2 bf16 products = 64 FLOPs), the same register budget as the
+// fp32 FmaLoop on AVX3. The operands (2^-10 each) keep every sum far from
+// denormals and overflow.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+constexpr int kDotAcc = 24;
+constexpr double kDotFlopsPerIteration = kDotAcc * 16 * 2 * 2;
+__attribute__((target("avx512f,avx512bw,avx512bf16"), noinline)) float DotLoop(size_t iters,
+                                                                               float seed) {
+  __m512 acc[kDotAcc];
+  for (int i = 0; i < kDotAcc; ++i) acc[i] = _mm512_set1_ps(seed + 0.01f * static_cast<float>(i));
+  const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3A803A80);  // bf16 pairs of 2^-10
+  const __m512bh b = a;
+  for (size_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 32
+    for (int i = 0; i < kDotAcc; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
+  __m512 sum = acc[0];
+  for (int i = 1; i < kDotAcc; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  float total = 0.0f;
+  for (float x : lanes) total += x;
+  return total;
+}
+bool CpuHasBf16Dot() {
+  unsigned eax, ebx, ecx, edx;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0 || !((ebx >> 16) & 1u)) return false;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (eax >> 5) & 1u;
+}
+#else
+constexpr double kDotFlopsPerIteration = 1;
+float DotLoop(size_t, float) { return 0.0f; }
+bool CpuHasBf16Dot() { return false; }
+#endif
+
+// Runs FmaLoop(iters) (or DotLoop) on `threads` threads at once; returns the
+// wall time from the common start to the last thread's end.
+double TimeFmaLoop(int threads, size_t iters, bool dot = false) {
   double start = 0, end = 0;
   float total = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : total)
@@ -133,7 +175,8 @@ double TimeFmaLoop(int threads, size_t iters) {
 #pragma omp barrier
 #pragma omp master
     start = Now();
-    total += HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, 1.0f + 0.1f * omp_get_thread_num());
+    const float seed = 1.0f + 0.1f * omp_get_thread_num();
+    total += dot ? DotLoop(iters, seed) : HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, seed);
 #pragma omp barrier
 #pragma omp master
     end = Now();
@@ -146,26 +189,40 @@ double TimeFmaLoop(int threads, size_t iters) {
 
 const char* PeakTargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameHere)(); }
 
-double MeasureFmaPeakGflops(int threads, double seconds, int repeats) {
+namespace {
+
+double MeasurePeak(int threads, double seconds, int repeats, bool dot) {
   threads = std::max(threads, 1);
-  const double flops_per_iter = static_cast<double>(HWY_DYNAMIC_DISPATCH(FmaFlopsPerIteration)());
+  const double flops_per_iter =
+      dot ? kDotFlopsPerIteration
+          : static_cast<double>(HWY_DYNAMIC_DISPATCH(FmaFlopsPerIteration)());
   // Calibrate: grow the iteration count until one run takes >= 20 ms.
   size_t iters = 1 << 16;
-  double t = TimeFmaLoop(threads, iters);
+  double t = TimeFmaLoop(threads, iters, dot);
   while (t < 0.02) {
     iters *= 2;
-    t = TimeFmaLoop(threads, iters);
+    t = TimeFmaLoop(threads, iters, dot);
   }
   const size_t timed_iters = std::max<size_t>(1, static_cast<size_t>(iters * seconds / t));
   // Warm-up: at least `seconds` of full load, so the clock has ramped up.
-  TimeFmaLoop(threads, timed_iters);
+  TimeFmaLoop(threads, timed_iters, dot);
   double best = 0;
   for (int r = 0; r < std::max(repeats, 1); ++r) {
-    const double s = TimeFmaLoop(threads, timed_iters);
+    const double s = TimeFmaLoop(threads, timed_iters, dot);
     const double gflops = flops_per_iter * static_cast<double>(timed_iters) * threads / s * 1e-9;
     best = std::max(best, gflops);
   }
   return best;
+}
+
+}  // namespace
+
+double MeasureFmaPeakGflops(int threads, double seconds, int repeats) {
+  return MeasurePeak(threads, seconds, repeats, false);
+}
+
+double MeasureBf16DotPeakGflops(int threads, double seconds, int repeats) {
+  return CpuHasBf16Dot() ? MeasurePeak(threads, seconds, repeats, true) : 0.0;
 }
 
 double MeasureReadBandwidthGBps(int threads, size_t bytes, int passes, ReadStat stat) {

@@ -26,6 +26,11 @@ const char* PeakTargetName();
 // `repeats` timed runs of about `seconds` each.
 double MeasureFmaPeakGflops(int threads, double seconds, int repeats);
 
+// AVX512_BF16 dot-product throughput in GFLOP/s: vdpbf16ps (16 lanes x 2
+// bf16 multiply-adds = 64 FLOPs per instruction) on 24 independent chains per
+// thread, measured like MeasureFmaPeakGflops; 0 on a CPU without AVX512_BF16.
+double MeasureBf16DotPeakGflops(int threads, double seconds, int repeats);
+
 // Streaming read bandwidth in GB/s (1e9 bytes/s) of `threads` OpenMP threads
 // summing disjoint slices of one `bytes`-long buffer (first touched by the
 // thread that reads it) with full-vector aligned loads into 8 accumulators.

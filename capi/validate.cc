@@ -57,6 +57,9 @@ static_assert(static_cast<int>(Causal::kNone) == HWYATTN_CAUSAL_NONE &&
                   static_cast<int>(Causal::kTopLeft) == HWYATTN_CAUSAL_TOP_LEFT &&
                   static_cast<int>(Causal::kBottomRight) == HWYATTN_CAUSAL_BOTTOM_RIGHT,
               "Causal mirrors hwyattn_causal");
+static_assert(static_cast<int>(Precision::kF32) == HWYATTN_PRECISION_F32 &&
+                  static_cast<int>(Precision::kBF16) == HWYATTN_PRECISION_BF16,
+              "Precision mirrors hwyattn_precision");
 
 constexpr unsigned Bit(hwyattn_dtype t) { return 1u << static_cast<unsigned>(t); }
 constexpr unsigned kFloatTypes = Bit(HWYATTN_F32) | Bit(HWYATTN_F16) | Bit(HWYATTN_BF16);
@@ -326,8 +329,9 @@ hwyattn_status CheckHeadValues(const char* name, const float* values, int64_t Hq
 }
 
 // The 0.2 fields of opts: score modifiers, the caller's pool (copied into
-// *executor once valid), precision.
-hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq, Executor* executor) {
+// *executor once valid), precision (into *precision).
+hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq, Executor* executor,
+                              Precision* precision_out) {
   if (opts->window_left < 0) {
     return Fail(kInvalid, "opts: window_left is %" PRId64 "; must be >= 0 (0 = unbounded)",
                 opts->window_left);
@@ -372,12 +376,7 @@ hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq, Exec
                 "HWYATTN_PRECISION_BF16",
                 precision);
   }
-  // Valid requests that this build does not run yet.
-  if (precision == HWYATTN_PRECISION_BF16) {
-    return Fail(HWYATTN_UNSUPPORTED,
-                "opts: precision is HWYATTN_PRECISION_BF16, which this "
-                "build does not implement yet");
-  }
+  *precision_out = static_cast<Precision>(precision);
   return HWYATTN_OK;
 }
 
@@ -415,7 +414,7 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
                             SdpaProblem* p) {
   const int64_t B = p->batch, Hq = p->q_heads, Lq = p->q_len, Lk = p->kv_len;
   HWYATTN_RETURN_IF_ERROR(CheckCommonOptions(opts));
-  HWYATTN_RETURN_IF_ERROR(CheckModifiers(opts, Hq, &p->executor));
+  HWYATTN_RETURN_IF_ERROR(CheckModifiers(opts, Hq, &p->executor, &p->precision));
   const Checked* all_inputs[8];
   const Checked* all_outputs[8];
   size_t n_in = 0, n_out = 0;
@@ -1037,7 +1036,7 @@ hwyattn_status CheckKvOptions(const hwyattn_sdpa_options* opts, int64_t Hq, int6
   if (opts->weights != nullptr) {
     return Fail(kInvalid, "opts: weights is given; hwyattn_kv_attention does not output weights");
   }
-  HWYATTN_RETURN_IF_ERROR(CheckModifiers(opts, Hq, &rules->executor));
+  HWYATTN_RETURN_IF_ERROR(CheckModifiers(opts, Hq, &rules->executor, &rules->precision));
   rules->scale =
       opts->scale != 0.0f ? opts->scale : static_cast<float>(1.0 / sqrt(static_cast<double>(D)));
   // Positions are explicit: any causal rule keeps keys at positions <= the query's.
@@ -1270,7 +1269,8 @@ hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache_arg, const hwyattn_
     hwyattn_sdpa_options only_pool;
     memset(static_cast<void*>(&only_pool), 0, sizeof(only_pool));
     only_pool.parallel = opts->parallel;
-    HWYATTN_RETURN_IF_ERROR(CheckModifiers(&only_pool, 0, &p->executor));
+    Precision unused;
+    HWYATTN_RETURN_IF_ERROR(CheckModifiers(&only_pool, 0, &p->executor, &unused));
   }
   // Per-channel scales divide: finite and > 0.
   const TensorView* scales[2] = {&kv.k_scale, &kv.v_scale};

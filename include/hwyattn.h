@@ -263,9 +263,21 @@ typedef enum hwyattn_causal {
 typedef enum hwyattn_precision {
   /** fp32 products; F16/BF16 inputs are widened exactly. The default. */
   HWYATTN_PRECISION_F32 = 0,
-  /** Operands rounded to bf16 (nearest even), fp32 accumulation: AVX512_BF16
-   *  dot products where the CPU has them. Not in this build yet:
-   *  HWYATTN_UNSUPPORTED. */
+  /** bf16 products, fp32 accumulation (oneDNN / PyTorch CPU "bf16
+   *  attention"): Q K^T takes q and k rounded to the nearest bf16 (ties to
+   *  even; BF16 inputs are used as they are, F32 and F16 inputs are rounded),
+   *  the scale is applied to the fp32 product; P V takes the probabilities
+   *  rounded to bf16 after the exp, and v rounded. The max, the softmax
+   *  denominator (a sum of the unrounded probabilities), lse, weights and out
+   *  stay fp32. Every CPU gives the same rounding rule (AVX512_BF16 dot
+   *  products where the CPU has them); results agree across SIMD targets
+   *  within fp32 accumulation-order differences, and are bit-identical for
+   *  any thread count, as with F32.
+   *  Accuracy: lse and weights are within fp32 rounding of exact attention on
+   *  the rounded q and k; out is within 2^-9 max|v| of exact attention on the
+   *  rounded q, k, v (the rounding of P). Against the unrounded inputs expect
+   *  bf16's own error, about 1e-3 to 5e-3 of max|out| for unit-scale data.
+   *  Values beyond bf16's range (|x| > 3.39e38) round to infinities. */
   HWYATTN_PRECISION_BF16 = 1
 } hwyattn_precision;
 
@@ -339,7 +351,10 @@ typedef struct hwyattn_sdpa_options {
    *  (hwyattn_set_num_threads). A struct_size that is not hwyattn_parallel's,
    *  num_workers < 1 or a NULL parallel_for: HWYATTN_INVALID_ARGUMENT. */
   const struct hwyattn_parallel* parallel;
-  /** HWYATTN_PRECISION_F32 (0, the default) or HWYATTN_PRECISION_BF16. */
+  /** HWYATTN_PRECISION_F32 (0, the default) or HWYATTN_PRECISION_BF16 (see
+   *  hwyattn_precision; honoured by hwyattn_sdpa, hwyattn_kv_attention and
+   *  the attention of hwyattn_mha_forward). Any other value:
+   *  HWYATTN_INVALID_ARGUMENT. */
   hwyattn_precision precision;
   /** Must be 0 (HWYATTN_UNSUPPORTED otherwise): room for a later field. */
   int32_t reserved0;

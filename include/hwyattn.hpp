@@ -350,7 +350,7 @@ enum class Causal : int {
 // hwyattn_precision.
 enum class Precision : int {
   kF32 = HWYATTN_PRECISION_F32,
-  kBF16 = HWYATTN_PRECISION_BF16,  // not in this build yet: UNSUPPORTED
+  kBF16 = HWYATTN_PRECISION_BF16,  // bf16 products, fp32 sums (hwyattn.h)
 };
 
 // The options of sdpa and MultiheadAttention::forward: a builder for

@@ -208,13 +208,19 @@ bool PlanFlash(Job* job) {
   plan.problem = &p;
   plan.geometry = g;
   plan.key_panels = (p.kv_len + mr - 1) / mr;
-  plan.keys_in_place =
-      !p.Paged() && p.k.dtype == Dtype::kF32 && (p.k.stride[3] == 1 || p.head_dim == 1);
+  // bf16 products read K and V rounded, from their packed copies.
+  const bool f32_products = !p.Bf16Products();
+  plan.keys_in_place = f32_products && !p.Paged() && p.k.dtype == Dtype::kF32 &&
+                       (p.k.stride[3] == 1 || p.head_dim == 1);
   const int64_t lanes = static_cast<int64_t>(g.lanes);
   plan.value_dim_pad = (p.value_dim + lanes - 1) / lanes * lanes;
-  plan.values_in_place =
-      !p.Paged() && p.v.dtype == Dtype::kF32 && (p.v.stride[3] == 1 || p.value_dim == 1);
+  plan.values_in_place = f32_products && !p.Paged() && p.v.dtype == Dtype::kF32 &&
+                         (p.v.stride[3] == 1 || p.value_dim == 1);
   plan.q_scale = p.scale * kLog2e;
+  // K and V packed as bf16 pairs (no larger than their fp32 packing); an
+  // I8 cache's are dequantized and rounded into the fp32 panels instead.
+  plan.bf16_dot = p.Bf16Products() && Bf16DotFor(GetFlashKernels().target) &&
+                  p.k_scale.layout == KvScales::kNone;
 
   size_t k_floats = 0, v_floats = 0, packed_floats;
   const size_t heads = static_cast<size_t>(job->heads);
@@ -392,6 +398,9 @@ hwyattn_status RunSdpaBatch(const SdpaProblem* problems, int64_t n, const Execut
 
 void RunMerge(const MergeProblem& p) { GetMergeKernels().merge(p); }
 
-const char* KernelTargetName() { return TargetName(GetFlashKernels().target); }
+const char* KernelTargetName() {
+  const int64_t target = GetFlashKernels().target;
+  return Bf16DotFor(target) ? kBf16DotTargetName : TargetName(target);
+}
 
 }  // namespace hwyattn

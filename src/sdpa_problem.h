@@ -38,6 +38,11 @@ struct KvScale {
 // The causal mask: hwyattn_causal's values (capi checks that they match).
 enum class Causal : int32_t { kNone = 0, kTopLeft = 1, kBottomRight = 2 };
 
+// Precision of the products Q K^T and P V: hwyattn_precision's values (capi
+// checks that they match). kBF16: their operands are rounded to bf16
+// (RoundToBf16, src/ops/convert.h), the sums stay fp32.
+enum class Precision : int32_t { kF32 = 0, kBF16 = 1 };
+
 // One hwyattn_sdpa call after validation: every view is rank 4 and
 // broadcastable as documented, sizes are consistent and overflow-free.
 struct SdpaProblem {
@@ -61,6 +66,7 @@ struct SdpaProblem {
   float softcap = 0.0f;
   const float* alibi_slopes = nullptr;  // [Hq]
   const float* sinks = nullptr;         // [Hq]
+  Precision precision = Precision::kF32;
   // Who runs the parallel phases: opts->parallel as validated, or OpenMP.
   Executor executor;
   // Paged K/V, or none (table null).
@@ -73,6 +79,7 @@ struct SdpaProblem {
   int64_t position_offset = 0;
 
   int64_t group() const { return q_heads / kv_heads; }
+  bool Bf16Products() const { return precision == Precision::kBF16; }
   // What validation established, checked by the kernels' preconditions
   // (HWY_DASSERT: on in debug and sanitizer builds, free in Release): sizes
   // >= 1, Hkv divides Hq, the views agree with the sizes, every tensor a

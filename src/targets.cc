@@ -46,7 +46,38 @@ StreamPrefetch PrefetchLevelFromCpu() {
 #endif
 }
 
+// CPUID.(EAX=7, ECX=1):EAX bit 5: AVX512_BF16 (with the AVX-512 state the
+// OS enables, which hwy::SupportedTargets already checked for AVX3).
+bool CpuHasAvx512Bf16() {
+#if defined(__x86_64__)
+  unsigned eax, ebx, ecx, edx;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (eax >> 5) & 1u;
+#else
+  return false;
+#endif
+}
+
+// HWYATTN_TARGET names a Highway target (which is then the cap: no bf16 dot
+// products above it), or is unset, "AVX3_BF16" or unknown (no cap).
+bool CapAllowsBf16Dot() {
+  const char* name = getenv("HWYATTN_TARGET");
+  if (name == nullptr || name[0] == '\0' || strcasecmp(name, kBf16DotTargetName) == 0) return true;
+  for (int bit = 0; bit < 63; ++bit) {
+    if (strcasecmp(name, hwy::TargetName(int64_t{1} << bit)) == 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+bool Bf16DotAvailable() {
+  static const bool available =
+      (AllowedTargets() & HWY_AVX3) != 0 && CpuHasAvx512Bf16() && CapAllowsBf16Dot();
+  return available;
+}
+
+bool Bf16DotFor(int64_t target) { return target == HWY_AVX3 && Bf16DotAvailable(); }
 
 StreamPrefetch StreamPrefetchLevel() {
   static const StreamPrefetch level = PrefetchLevelFromCpu();

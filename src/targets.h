@@ -50,6 +50,17 @@ const Kernels* PickKernels(const Kernels* (*const (&table)[kN])()) {
 enum class StreamPrefetch { kL1, kL2 };
 StreamPrefetch StreamPrefetchLevel();
 
+// The AVX512_BF16 dot products (vdpbf16ps) of the bf16-products prefill
+// (src/ops/flash_bf16.h): a variant inside the AVX3 kernels, used when the
+// CPU has AVX512_BF16, AVX3 is allowed and HWYATTN_TARGET is unset, unknown
+// or kBf16DotTargetName (any Highway target name caps below it). Highway
+// 1.0.3 has no target for it, so it has its own name, which
+// hwyattn_simd_target reports when it is on. Read once.
+constexpr const char* kBf16DotTargetName = "AVX3_BF16";
+bool Bf16DotAvailable();
+// Whether kernels of `target` (a Highway target bit) run the bf16 dot products.
+bool Bf16DotFor(int64_t target);
+
 // Highway's name of a target bit, e.g. "AVX3".
 const char* TargetName(int64_t target);
 

@@ -201,6 +201,9 @@ TEST(OutOfMemory, SdpaPrefillAndDecode) {
       opts.sinks = per_head.data();
       opts.lse = &tlse;
       ExpectCleanOutOfMemory([&] { return hwyattn_sdpa(&tq, &tk, &tv, &to, &opts); }, out);
+      // bf16 products: K and V always packed (rounded), decode rows included.
+      opts.precision = HWYATTN_PRECISION_BF16;
+      ExpectCleanOutOfMemory([&] { return hwyattn_sdpa(&tq, &tk, &tv, &to, &opts); }, out);
     }
   }
   EXPECT_EQ(pools.threads.violation(), "");

@@ -10,6 +10,9 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include "hwy/targets.h"
 #include "hwyattn.h"
 
@@ -20,10 +23,12 @@ std::string Upper(std::string s) {
   return s;
 }
 
-// Every name hwyattn_simd_target() may give (Highway's target names).
-const char* const kKnownTargets[] = {
-    "AVX3_ZEN4", "AVX3_DL", "AVX3",    "AVX2",     "SSE4", "SSSE3", "EMU128",      "SCALAR", "NEON",
-    "SVE",       "SVE2",    "SVE_256", "SVE2_128", "RVV",  "WASM",  "WASM_EMU256", "PPC8"};
+// Every name hwyattn_simd_target() may give (Highway's target names, and
+// AVX3_BF16: AVX3 with the AVX512_BF16 dot products of precision = BF16).
+const char* const kKnownTargets[] = {"AVX3_BF16", "AVX3_ZEN4",   "AVX3_DL", "AVX3",     "AVX2",
+                                     "SSE4",      "SSSE3",       "EMU128",  "SCALAR",   "NEON",
+                                     "SVE",       "SVE2",        "SVE_256", "SVE2_128", "RVV",
+                                     "WASM",      "WASM_EMU256", "PPC8"};
 
 bool IsKnown(const std::string& name) {
   for (const char* known : kKnownTargets) {
@@ -43,6 +48,17 @@ int64_t X86TargetBit(const std::string& name) {
   return 0;
 }
 
+// Whether the CPU has AVX512_BF16 (CPUID.(7, 1):EAX bit 5), asked directly.
+bool CpuHasAvx512Bf16() {
+#if HWY_ARCH_X86_64
+  unsigned eax, ebx, ecx, edx;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (eax >> 5) & 1u;
+#else
+  return false;
+#endif
+}
+
 TEST(TargetTest, HonoursHwyattnTarget) {
   const char* target = hwyattn_simd_target();
   ASSERT_NE(target, nullptr);
@@ -54,9 +70,19 @@ TEST(TargetTest, HonoursHwyattnTarget) {
   const char* requested_env = std::getenv("HWYATTN_TARGET");
   if (requested_env == nullptr || *requested_env == '\0') {
     GTEST_LOG_(INFO) << "HWYATTN_TARGET unset; running on " << got;
+    if (CpuHasAvx512Bf16() && (hwy::SupportedTargets() & HWY_AVX3) != 0) {
+      EXPECT_EQ(got, "AVX3_BF16") << "the CPU has AVX512_BF16";
+    }
     return;
   }
   const std::string requested = Upper(requested_env);
+  if (requested == "AVX3_BF16") {
+    if (!CpuHasAvx512Bf16() || (hwy::SupportedTargets() & HWY_AVX3) == 0) {
+      GTEST_SKIP() << "this CPU has no AVX512_BF16; the library chose " << got;
+    }
+    EXPECT_EQ(got, "AVX3_BF16");
+    return;
+  }
   // CMakeLists.txt registers only the targets /proc/cpuinfo showed at
   // configure time. If the tests run on another machine than the one that
   // configured them, a requested target may be missing here: the library then

@@ -264,9 +264,9 @@ func TestErrors(t *testing.T) {
 			alias := q
 			return SDPA(q, k, v, &alias, nil)
 		}, InvalidArgument, []string{"out"}},
-		{"bf16_precision", func(out *Tensor) error {
-			return SDPA(q, k, v, out, &Options{Precision: PrecisionBF16})
-		}, Unsupported, []string{"BF16"}},
+		{"bad_precision", func(out *Tensor) error {
+			return SDPA(q, k, v, out, &Options{Precision: Precision(7)})
+		}, InvalidArgument, []string{"precision is 7"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

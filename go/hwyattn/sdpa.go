@@ -29,8 +29,8 @@ type Precision int32
 const (
 	// PrecisionF32: fp32 products (the default).
 	PrecisionF32 Precision = C.HWYATTN_PRECISION_F32
-	// PrecisionBF16: operands rounded to bf16; not in this build yet
-	// (an Unsupported error).
+	// PrecisionBF16: operands of Q K^T and P V rounded to bf16, fp32
+	// accumulation (hwyattn.h's HWYATTN_PRECISION_BF16).
 	PrecisionBF16 Precision = C.HWYATTN_PRECISION_BF16
 )
 

@@ -57,6 +57,13 @@ inline BF16 FloatToBf16(float f) {
   return BF16{static_cast<uint16_t>((u + rounding) >> 16)};
 }
 
+// The bf16 products' rounding rule (precision = BF16): x rounded to the
+// nearest bf16, ties to even, as a float. Values beyond bf16's largest
+// finite value become infinities, NaN stays NaN (quiet). The one home of the
+// rule: the vector form (RoundToBf16 in score_rules-inl.h) gives the same
+// bits, and every kernel rounds its operands through one of the two.
+inline float RoundToBf16(float x) { return ToFloat(FloatToBf16(x)); }
+
 // float to IEEE binary16, rounded to nearest, ties to even (overflow gives
 // infinity, NaN stays a quiet NaN, small values become subnormals or zero).
 inline F16 FloatToF16(float f) {

@@ -33,9 +33,10 @@ constexpr int64_t kDecodeMaxRows = 8;
 
 // Whether the decode kernel can run this problem: few rows, K and V of one
 // dtype (F32, F16, BF16 or an I8 cache's) with contiguous head dims (read in place,
-// unpacked), no weights output. Everything else takes the prefill kernel.
+// unpacked), no weights output, fp32 products (bf16 products are the
+// prefill kernel's for now). Everything else takes the prefill kernel.
 inline bool DecodeApplies(const SdpaProblem& p) {
-  return p.q_len * p.group() <= kDecodeMaxRows && p.k.dtype == p.v.dtype &&
+  return p.q_len * p.group() <= kDecodeMaxRows && p.k.dtype == p.v.dtype && !p.Bf16Products() &&
          (p.k.stride[3] == 1 || p.head_dim == 1) && (p.v.stride[3] == 1 || p.value_dim == 1) &&
          !p.has_weights;
 }

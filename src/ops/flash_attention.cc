@@ -43,6 +43,7 @@
 
 #include "src/ops/convert.h"
 #include "src/ops/flash_attention.h"
+#include "src/ops/flash_bf16.h"
 #include "src/ops/score_rules.h"
 #include "src/targets.h"
 
@@ -72,6 +73,9 @@ constexpr size_t kQueryTile = kTileVectors * kLanes;
 constexpr size_t kKeyTile = 8 * kMR;
 
 constexpr size_t kLineFloats = 64 / sizeof(float);
+// Whether this target's kernels may run the AVX512_BF16 tiles (flash_bf16.h;
+// the planner sets plan.bf16_dot only for them).
+constexpr bool kBf16DotTarget = HWY_TARGET == HWY_AVX3;
 
 // ---------------------------------------------------------------- prefetch
 
@@ -154,11 +158,19 @@ class RowLinesAhead {
 
 // ---------------------------------------------------------------- packing
 
+// An element of Q, K or V as a product's operand: widened exactly, and
+// under bf16 products (kRound) rounded to bf16 (BF16 inputs stay as they are).
+template <bool kRound, typename T>
+HWY_INLINE float Operand(T x) {
+  return kRound ? hwyattn::RoundToBf16(ToFloat(x)) : ToFloat(x);
+}
+
 // K of (b, kvh) as [panel][D][MR]: step d of a panel holds keys panel*MR + r,
 // the broadcast operand of TileMul. Keys at or past the batch's key end are 0.
 // An I8 cache's keys are dequantized (x * scale, fp32) here.
 // Paged K is gathered here (its rows are never read in place).
-template <typename T>
+// Under bf16 products (kRound) every element is rounded (RoundToBf16).
+template <typename T, bool kRound>
 void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
   const int64_t sd = p.k.stride[3];
   const int64_t dim = p.head_dim, key_end = p.KeyEnd(b);
@@ -173,9 +185,9 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
           int64_t step;
           const float* scale = p.ScaleRow(p.k_scale, b, kvh, j, &step);
           for (int64_t d = 0; d < dim; ++d)
-            out[d * kMR + r] = ToFloat(row[d * sd]) * scale[d * step];
+            out[d * kMR + r] = Operand<kRound>(ToFloat(row[d * sd]) * scale[d * step]);
         } else {
-          for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = ToFloat(row[d * sd]);
+          for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = Operand<kRound>(row[d * sd]);
         }
       } else {
         for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = 0.0f;
@@ -185,8 +197,8 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
 }
 
 // V of (b, kvh) as [Lk][Dv] rows, for keys below the batch's key end
-// (dequantized, as keys are).
-template <typename T>
+// (dequantized as keys are, and rounded under kRound).
+template <typename T, bool kRound>
 void PackValues(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
   const int64_t sd = p.v.stride[3];
   const int64_t value_dim = p.value_dim, key_end = p.KeyEnd(b);
@@ -196,10 +208,89 @@ void PackValues(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRIC
     if constexpr (std::is_same_v<T, int8_t>) {
       int64_t step;
       const float* scale = p.ScaleRow(p.v_scale, b, kvh, j, &step);
-      for (int64_t dv = 0; dv < value_dim; ++dv) out[dv] = ToFloat(row[dv * sd]) * scale[dv * step];
+      for (int64_t dv = 0; dv < value_dim; ++dv)
+        out[dv] = Operand<kRound>(ToFloat(row[dv * sd]) * scale[dv * step]);
     } else {
-      for (int64_t dv = 0; dv < value_dim; ++dv) out[dv] = ToFloat(row[dv * sd]);
+      for (int64_t dv = 0; dv < value_dim; ++dv) out[dv] = Operand<kRound>(row[dv * sd]);
     }
+  }
+}
+
+// The bits of element x of a tensor rounded to bf16, as the high half of a
+// float's bits (the low half zero).
+template <typename T>
+HWY_INLINE uint32_t Bf16Bits(T x) {
+  return FloatBits(hwyattn::RoundToBf16(ToFloat(x)));
+}
+
+// bf16_dot packing (flash_bf16.h). K of (b, kvh) as [panel][ceil(D/2)][MR]
+// pairs along the head dim; keys past the key end and the odd dim's partner
+// are 0.
+template <typename T>
+void PackKeyPairs(const SdpaProblem& p, int64_t b, int64_t kvh, uint32_t* HWY_RESTRICT dst) {
+  const int64_t sd = p.k.stride[3], dim = p.head_dim, key_end = p.KeyEnd(b);
+  const int64_t pairs = (dim + 1) / 2;
+  const int64_t panels = (key_end + kMR - 1) / kMR;
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    uint32_t* HWY_RESTRICT out = dst + panel * pairs * kMR;
+    for (size_t r = 0; r < kMR; ++r) {
+      const int64_t j = panel * static_cast<int64_t>(kMR) + static_cast<int64_t>(r);
+      const T* row = j < key_end ? p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, j) : nullptr;
+      for (int64_t i = 0; i < pairs; ++i) {
+        const uint32_t lo = row != nullptr ? Bf16Bits(row[2 * i * sd]) : 0u;
+        const uint32_t hi =
+            row != nullptr && 2 * i + 1 < dim ? Bf16Bits(row[(2 * i + 1) * sd]) : 0u;
+        out[i * static_cast<int64_t>(kMR) + static_cast<int64_t>(r)] = Bf16Pair(lo, hi);
+      }
+    }
+  }
+}
+
+// V of (b, kvh) as [ceil(key_end/2)][Dv] pairs along the keys (the partner of
+// an odd last key is 0).
+template <typename T>
+void PackValuePairs(const SdpaProblem& p, int64_t b, int64_t kvh, uint32_t* HWY_RESTRICT dst) {
+  const int64_t sd = p.v.stride[3], value_dim = p.value_dim, key_end = p.KeyEnd(b);
+  for (int64_t j = 0; j < key_end; j += 2) {
+    const T* lo = p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, j);
+    const T* hi = j + 1 < key_end ? p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, j + 1) : nullptr;
+    uint32_t* HWY_RESTRICT out = dst + j / 2 * value_dim;
+    for (int64_t dv = 0; dv < value_dim; ++dv) {
+      const uint32_t l = Bf16Bits(lo[dv * sd]);
+      const uint32_t h = hi != nullptr ? Bf16Bits(hi[dv * sd]) : 0u;
+      out[dv] = Bf16Pair(l, h);
+    }
+  }
+}
+
+// The value of key j, dim d from V pairs (PackValuePairs).
+HWY_INLINE float PairedValue(const uint32_t* v_pairs, int64_t value_dim, int64_t j, int64_t d) {
+  const uint32_t pair = v_pairs[j / 2 * value_dim + d];
+  return BitsToFloat((j & 1) ? (pair & 0xFFFF0000u) : (pair << 16));
+}
+
+// bf16_dot: packs K and V as pairs, and flags the key tiles whose V is not
+// finite (when nonfinite_values is set).
+void PackKVPairs(const FlashPlan& plan, int64_t b, int64_t kvh) {
+  const SdpaProblem& p = *plan.problem;
+  uint32_t* k_dst = reinterpret_cast<uint32_t*>(const_cast<float*>(plan.PackedK(b, kvh)));
+  uint32_t* v_dst =
+      reinterpret_cast<uint32_t*>(const_cast<float*>(plan.PackedK(b, kvh)) + plan.packed_k_floats);
+  DispatchFloatDtype(p.k.dtype, [&](auto tag) { PackKeyPairs<decltype(tag)>(p, b, kvh, k_dst); });
+  DispatchFloatDtype(p.v.dtype, [&](auto tag) { PackValuePairs<decltype(tag)>(p, b, kvh, v_dst); });
+  if (plan.nonfinite_values == nullptr) return;
+  uint8_t* flags = plan.nonfinite_values + (b * p.kv_heads + kvh) * plan.key_tiles;
+  const int64_t key_end = p.KeyEnd(b), value_dim = p.value_dim;
+  for (int64_t t = 0; t < plan.key_tiles; ++t) {
+    const int64_t j0 = t * static_cast<int64_t>(kKeyTile);
+    const int64_t j1 = std::min<int64_t>(j0 + kKeyTile, key_end);
+    bool finite = true;
+    for (int64_t j = j0; j < j1 && finite; ++j) {
+      for (int64_t d = 0; d < value_dim; ++d) {
+        finite &= std::isfinite(PairedValue(v_dst, value_dim, j, d));
+      }
+    }
+    flags[t] = !finite;
   }
 }
 
@@ -207,14 +298,25 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   // Preconditions (free in Release).
   HWY_DASSERT(plan.problem != nullptr && plan.problem->Valid() && plan.packed != nullptr);
   HWY_DASSERT(0 <= b && b < plan.problem->batch && 0 <= kvh && kvh < plan.problem->kv_heads);
+  if (plan.bf16_dot) {
+    PackKVPairs(plan, b, kvh);
+    return;
+  }
   const SdpaProblem& p = *plan.problem;
   float* k_dst = const_cast<float*>(plan.PackedK(b, kvh));
+  const bool round = p.Bf16Products();
   if (!plan.keys_in_place) {
-    DispatchCacheDtype(p.k.dtype, [&](auto tag) { PackKeys<decltype(tag)>(p, b, kvh, k_dst); });
+    DispatchCacheDtype(p.k.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      round ? PackKeys<T, true>(p, b, kvh, k_dst) : PackKeys<T, false>(p, b, kvh, k_dst);
+    });
   }
   if (!plan.values_in_place) {
     float* v_dst = k_dst + plan.packed_k_floats;
-    DispatchCacheDtype(p.v.dtype, [&](auto tag) { PackValues<decltype(tag)>(p, b, kvh, v_dst); });
+    DispatchCacheDtype(p.v.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      round ? PackValues<T, true>(p, b, kvh, v_dst) : PackValues<T, false>(p, b, kvh, v_dst);
+    });
   }
   if (plan.nonfinite_values == nullptr) return;
   int64_t ldv;
@@ -257,6 +359,7 @@ HWY_INLINE void TransposeBlock(hn::Vec<DF> (&rows)[kLanes]) {
 // loaded as vectors, scaled, transposed in registers and stored as vectors;
 // the dims past the last whole vector one by one. Same layout and values as
 // PackQueries.
+template <bool kRound>
 void PackQueriesF32(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int64_t rows,
                     float q_scale, float* HWY_RESTRICT dst) {
   const DF df;
@@ -282,7 +385,12 @@ void PackQueriesF32(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, 
       hn::Vec<DF> block[kLanes];
       HWY_UNROLL(16)
       for (size_t i = 0; i < kLanes; ++i) {
-        block[i] = src[i] ? hn::Mul(hn::LoadU(df, src[i] + d0), scale) : hn::Zero(df);
+        if (src[i] == nullptr) {
+          block[i] = hn::Zero(df);
+          continue;
+        }
+        const auto q = hn::LoadU(df, src[i] + d0);
+        block[i] = hn::Mul(kRound ? RoundToBf16(df, q) : q, scale);
       }
       TransposeBlock(block);
       HWY_UNROLL(16)
@@ -292,20 +400,24 @@ void PackQueriesF32(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, 
     }
     for (int64_t d = dim_vec; d < dim; ++d) {
       for (size_t i = 0; i < kLanes; ++i)
-        dst[d * kQueryTile + c0 + i] = src[i] ? src[i][d] * q_scale : 0.0f;
+        dst[d * kQueryTile + c0 + i] = src[i] ? Operand<kRound>(src[i][d]) * q_scale : 0.0f;
     }
   }
 }
 
 // Q rows of the tile, scaled, as [D][Bq]; lanes past the last row are 0.
-template <typename T>
+// Under kRound each element is rounded to bf16 before the scale (the scale
+// is applied to the product, in fp32).
+template <typename T, bool kRound>
 void PackQueries(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int64_t rows,
                  float q_scale, float* HWY_RESTRICT dst) {
   const int64_t dim = p.head_dim, sd = p.q.stride[3];
   for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
     if (c < rows) {
       const T* row = p.q.As<T>() + p.RowOffset(p.q, b, kvh, row0 + c);
-      for (int64_t d = 0; d < dim; ++d) dst[d * kQueryTile + c] = ToFloat(row[d * sd]) * q_scale;
+      for (int64_t d = 0; d < dim; ++d) {
+        dst[d * kQueryTile + c] = Operand<kRound>(row[d * sd]) * q_scale;
+      }
     } else {
       for (int64_t d = 0; d < dim; ++d) dst[d * kQueryTile + c] = 0.0f;
     }
@@ -328,6 +440,18 @@ void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64
 }
 
 // ---------------------------------------------------------------- P . V
+
+// P^T [keys][Bq] (the first `cols` lanes of each row) rounded to bf16 in
+// place: the operand of P . V under bf16 products.
+void RoundProbabilities(float* HWY_RESTRICT p_t, size_t keys, size_t cols) {
+  const DF df;
+  for (size_t j = 0; j < keys; ++j) {
+    float* row = p_t + j * kQueryTile;
+    for (size_t c = 0; c < cols; c += kLanes) {
+      hn::Store(RoundToBf16(df, hn::Load(df, row + c)), df, row + c);
+    }
+  }
+}
 
 // O^T = O^T * alpha + V_tile^T . P^T is the S^T = K . Q^T register tile again:
 // MR value dims (broadcast from V's rows, where the MR dims of a key are
@@ -409,6 +533,61 @@ void WeightedValuesSkippingZeros(size_t dims, size_t vectors, size_t keys,
   }
 }
 
+// bf16_dot: V pairs of the head ([ceil(Lk/2)][Dv]) and P^T pairs of the key
+// tile ([Bk/2][Bq]) for Bf16ValueTile.
+struct Bf16ValueOperands {
+  const uint32_t* v_pairs;
+  const uint32_t* p_pairs;
+  size_t value_dim;
+};
+
+// O^T = O^T * alpha + V^T . P^T on the AVX512_BF16 tiles: `dims` value dims,
+// the first `vectors` query vectors, `keys` keys from an even key (pairs
+// rows of v_pairs, Dv apart, and of p_pairs, Bq apart).
+void WeightedValuesBf16(size_t dims, size_t vectors, size_t keys, const uint32_t* p_pairs,
+                        const uint32_t* v_pairs, size_t value_dim, const float* alpha, float* o_t) {
+#if HWY_TARGET == HWY_AVX3
+  for (size_t d0 = 0; d0 < dims; d0 += kMR) {
+    Bf16ValueTile(std::min(kMR, dims - d0), vectors, (keys + 1) / 2, v_pairs + d0, value_dim,
+                  p_pairs, kQueryTile, alpha, o_t + d0 * kQueryTile, kQueryTile);
+  }
+#else
+  (void)dims, (void)vectors, (void)keys, (void)p_pairs, (void)v_pairs, (void)value_dim, (void)alpha,
+      (void)o_t;
+  HWY_ABORT("hwyattn: bf16 dot products reached a kernel of target %s",
+            hwy::TargetName(HWY_TARGET));
+#endif
+}
+
+// WeightedValuesSkippingZeros on V pairs (keys from the even key j0): the
+// order of vdpbf16ps (per pair, the odd key's product, then the even key's,
+// each an exactly rounded add of an exact product: an FMA), so the rows the
+// non-finite value does not reach match the tile's bits.
+void WeightedValuesSkippingZerosPairs(size_t dims, size_t vectors, size_t keys,
+                                      const float* HWY_RESTRICT p_t,
+                                      const uint32_t* HWY_RESTRICT v_pairs, int64_t value_dim,
+                                      int64_t j0, const float* HWY_RESTRICT alpha,
+                                      float* HWY_RESTRICT o_t) {
+  const DF df;
+  for (size_t d = 0; d < dims; ++d) {
+    for (size_t c = 0; c < vectors * kLanes; c += kLanes) {
+      float* o = o_t + d * kQueryTile + c;
+      auto acc = hn::Mul(hn::Load(df, o), hn::Load(df, alpha + c));
+      for (size_t j = 0; j < keys; j += 2) {
+        for (size_t k : {j + 1, j}) {
+          if (k >= keys) continue;
+          const auto prob = hn::Load(df, p_t + k * kQueryTile + c);
+          const float value = PairedValue(v_pairs, value_dim, j0 + static_cast<int64_t>(k),
+                                          static_cast<int64_t>(d));
+          const auto sum = hn::MulAdd(hn::Set(df, value), prob, acc);
+          acc = hn::IfThenElse(hn::Eq(prob, hn::Zero(df)), acc, sum);
+        }
+      }
+      hn::Store(acc, df, o);
+    }
+  }
+}
+
 // The keys each query vector of a work item may see by position, [lo[c],
 // last[c]] (masks come on top): both grow with c.
 struct VectorRange {
@@ -436,7 +615,8 @@ struct VectorRange {
 void WeightedValuesByRange(const VectorRange& ranges, int64_t jt0, int64_t jt1, size_t dims,
                            const float* HWY_RESTRICT p_t, const float* HWY_RESTRICT v_rows,
                            size_t ldv, const float* HWY_RESTRICT alpha,
-                           float* HWY_RESTRICT alpha_once, float* HWY_RESTRICT o_t) {
+                           float* HWY_RESTRICT alpha_once, float* HWY_RESTRICT o_t,
+                           const Bf16ValueOperands* bf16) {
   const DF df;
   bool scaled[kTileVectors] = {};
   for (int64_t j = jt0; j < jt1;) {
@@ -454,6 +634,14 @@ void WeightedValuesByRange(const VectorRange& ranges, int64_t jt0, int64_t jt1, 
         scaled[c] = true;
       }
       const size_t lanes0 = v0 * kLanes;
+      if (bf16 != nullptr) {
+        WeightedValuesBf16(dims, v1 - v0, static_cast<size_t>(end - j),
+                           bf16->p_pairs + (j - jt0) / 2 * kQueryTile + lanes0,
+                           bf16->v_pairs + j / 2 * static_cast<int64_t>(bf16->value_dim),
+                           bf16->value_dim, alpha_once + lanes0, o_t + lanes0);
+        j = end;
+        continue;
+      }
       WeightedValues(dims, v1 - v0, static_cast<size_t>(end - j),
                      p_t + (j - jt0) * kQueryTile + lanes0, v_rows + j * static_cast<int64_t>(ldv),
                      ldv, alpha_once + lanes0, o_t + lanes0);
@@ -489,13 +677,23 @@ struct LaneModifiers {
 // vectors that hold rows. With a mask, blocked scores are stored as -inf.
 // While the scores are in registers, each query lane's tile_max takes their
 // max (the online softmax's new running max, without another pass).
+// bf16_dot: the panel's K pairs and Q^T pairs (at the panel's first query
+// vector) for Bf16ScoreTile, which applies `scale`.
+struct Bf16ScoreOperands {
+  const uint32_t* k_pairs;
+  const uint32_t* q_pairs;
+  size_t pairs;
+  float scale;
+};
+
 template <size_t kVectors, class AOperand>
 void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t, float* s_rows,
                 int64_t key0, const LaneModifiers* mods, const PanelMask* mask, float* tile_max,
-                const KeyPanelPrefetch& prefetch) {
+                const KeyPanelPrefetch& prefetch, const Bf16ScoreOperands* bf16 = nullptr) {
   if constexpr (kVectors > 1) {
     if (vectors < kVectors) {
-      ScorePanel<kVectors - 1>(vectors, dim, a, q_t, s_rows, key0, mods, mask, tile_max, prefetch);
+      ScorePanel<kVectors - 1>(vectors, dim, a, q_t, s_rows, key0, mods, mask, tile_max, prefetch,
+                               bf16);
       return;
     }
   }
@@ -503,12 +701,31 @@ void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t,
   using VF = hn::Vec<DF>;
   const hn::RebindToSigned<DF> di;
   VF acc[kMR][kVectors];
-  HWY_UNROLL(16)
-  for (size_t r = 0; r < kMR; ++r) {
-    HWY_UNROLL(8)
-    for (size_t c = 0; c < kVectors; ++c) acc[r][c] = hn::Zero(df);
+#if HWY_TARGET == HWY_AVX3
+  if (bf16 != nullptr) {
+    // The AVX512_BF16 tile stores the scaled scores; the epilogue below
+    // takes them from L1.
+    static_assert(kMR == kBf16TileRows && kLanes == kBf16Lanes, "bf16 tile geometry");
+    Bf16ScoreTile(kVectors, bf16->pairs, bf16->k_pairs, bf16->q_pairs, kQueryTile, bf16->scale,
+                  s_rows, kQueryTile);
+    HWY_UNROLL(16)
+    for (size_t r = 0; r < kMR; ++r) {
+      HWY_UNROLL(8)
+      for (size_t c = 0; c < kVectors; ++c) {
+        acc[r][c] = hn::LoadU(df, s_rows + r * kQueryTile + c * kLanes);
+      }
+    }
+  } else  // NOLINT(readability/braces)
+#endif
+  {
+    (void)bf16;
+    HWY_UNROLL(16)
+    for (size_t r = 0; r < kMR; ++r) {
+      HWY_UNROLL(8)
+      for (size_t c = 0; c < kVectors; ++c) acc[r][c] = hn::Zero(df);
+    }
+    TileMulAdd<kMR, kVectors>(df, dim, a, q_t, kQueryTile, acc, prefetch);
   }
-  TileMulAdd<kMR, kVectors>(df, dim, a, q_t, kQueryTile, acc, prefetch);
   const VF blocked_value = hn::Set(df, -INFINITY);
   VF mx[kVectors];
   HWY_UNROLL(8)
@@ -641,13 +858,26 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   const LaneModifiers lane_mods{&rule, rule.slopes != nullptr ? lane_slope : nullptr, lane_pos};
   const LaneModifiers* mods = rule.any ? &lane_mods : nullptr;
 
+  const bool bf16 = p.Bf16Products();
+  // The AVX512_BF16 tiles (AVX3 kernels only): Q^T unscaled (the tile
+  // scales its sums), then paired.
+  const bool bf16_dot = kBf16DotTarget && plan.bf16_dot;
+  const float q_scale = bf16_dot ? 1.0f : plan.q_scale;
   if (p.q.dtype == Dtype::kF32 && p.q.stride[3] == 1) {
-    PackQueriesF32(p, b, kvh, row0, rows, plan.q_scale, q_t);
+    bf16 ? PackQueriesF32<true>(p, b, kvh, row0, rows, q_scale, q_t)
+         : PackQueriesF32<false>(p, b, kvh, row0, rows, q_scale, q_t);
   } else {
     DispatchFloatDtype(p.q.dtype, [&](auto tag) {
-      PackQueries<decltype(tag)>(p, b, kvh, row0, rows, plan.q_scale, q_t);
+      using T = decltype(tag);
+      bf16 ? PackQueries<T, true>(p, b, kvh, row0, rows, q_scale, q_t)
+           : PackQueries<T, false>(p, b, kvh, row0, rows, q_scale, q_t);
     });
   }
+  uint32_t* HWY_RESTRICT q_pairs = reinterpret_cast<uint32_t*>(scratch + layout.q_pairs);
+  uint32_t* HWY_RESTRICT p_pairs = reinterpret_cast<uint32_t*>(scratch + layout.p_pairs);
+  const size_t dim_pairs = static_cast<size_t>(dim + 1) / 2;
+  if (bf16_dot)
+    Bf16PairRows(static_cast<size_t>(dim), kQueryTile, q_t, kQueryTile, q_pairs, kQueryTile);
   for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
     if (c < rows) {
       const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;
@@ -773,7 +1003,13 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
       const float* vq = q_t + lanes0;
       float* vs = s_rows + lanes0;
       float* vmax = tile_max + lanes0;
-      if (!plan.keys_in_place) {
+      if (bf16_dot) {
+        const Bf16ScoreOperands operands{
+            reinterpret_cast<const uint32_t*>(k_packed) + j * static_cast<int64_t>(dim_pairs),
+            q_pairs + lanes0, dim_pairs, plan.q_scale};
+        ScorePanel<kTileVectors>(v1 - v0, udim, PackedA{k_packed, kMR}, vq, vs, j, vmods, vmask,
+                                 vmax, prefetch, &operands);
+      } else if (!plan.keys_in_place) {
         ScorePanel<kTileVectors>(v1 - v0, udim, PackedA{k_packed + j * dim, kMR}, vq, vs, j, vmods,
                                  vmask, vmax, prefetch);
       } else if (j + static_cast<int64_t>(kMR) <= p.kv_len) {
@@ -805,6 +1041,10 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
 
     SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, q_vectors * kLanes, tile_max, row_max,
                       row_sum, rescale);
+    // bf16 products: P rounded after the exp, for P . V only (the row sums
+    // above and the weights output keep the fp32 probabilities).
+    if (bf16) RoundProbabilities(s_t, tile_keys, q_vectors * kLanes);
+    if (bf16_dot) Bf16PairRows(tile_keys, q_vectors * kLanes, s_t, kQueryTile, p_pairs, kQueryTile);
 
     // O^T = O^T * alpha + V^T . P^T over the tile's real keys (not the padding).
     const bool masked_tile = p.has_mask || jt0 < free_begin || jt1 > free_end;
@@ -813,12 +1053,19 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
     const auto nonfinite = [&](int64_t j) {
       return plan.nonfinite_values[(b * p.kv_heads + kvh) * plan.key_tiles + j / kKeyTile] != 0;
     };
+    const uint32_t* v_pairs = reinterpret_cast<const uint32_t*>(v_rows);
     if (masked_tile && plan.nonfinite_values != nullptr && (nonfinite(jt0) || nonfinite(jt1 - 1))) {
-      WeightedValuesSkippingZeros(value_dims, q_vectors, keys, s_t, v_rows + jt0 * ldv,
-                                  static_cast<size_t>(ldv), rescale, o_t);
+      if (bf16_dot) {
+        WeightedValuesSkippingZerosPairs(value_dims, q_vectors, keys, s_t, v_pairs, value_dim, jt0,
+                                         rescale, o_t);
+      } else {
+        WeightedValuesSkippingZeros(value_dims, q_vectors, keys, s_t, v_rows + jt0 * ldv,
+                                    static_cast<size_t>(ldv), rescale, o_t);
+      }
     } else {
+      const Bf16ValueOperands operands{v_pairs, p_pairs, value_dims};
       WeightedValuesByRange(ranges, jt0, jt1, value_dims, s_t, v_rows, static_cast<size_t>(ldv),
-                            rescale, alpha_once, o_t);
+                            rescale, alpha_once, o_t, bf16_dot ? &operands : nullptr);
     }
   }
 

@@ -49,6 +49,11 @@ struct FlashPlan {
   size_t packed_head_floats;
   size_t scratch_floats;  // per worker thread
   float q_scale;          // scale * log2(e): scores are computed in log2 units
+  // bf16 products on the AVX512_BF16 tiles (flash_bf16.h; AVX3 kernels only):
+  // K packed as [panel][ceil(D/2)][MR] and V as [ceil(Lk/2)][Dv] pairs of
+  // bf16 (uint32), in the space of their fp32 packing; Q^T and P^T paired in
+  // scratch.
+  bool bf16_dot = false;
 
   const float* PackedK(int64_t b, int64_t kvh) const {
     return packed + (b * problem->kv_heads + kvh) * packed_head_floats;
@@ -112,6 +117,8 @@ struct FlashScratchLayout {
   size_t lane_pos;    // [Bq] int32: the lane's query position (ALiBi)
   size_t lane_slope;  // [Bq]: the lane's ALiBi slope, log2 units
   size_t mask_row;    // [Bq] int64: offset of each row in the mask tensor
+  size_t q_pairs;     // [ceil(D/2)][Bq] uint32: Q^T as bf16 pairs (bf16_dot)
+  size_t p_pairs;     // [Bk/2][Bq] uint32: P^T as bf16 pairs (bf16_dot)
   size_t total;
 
   FlashScratchLayout(const SdpaProblem& p, const FlashGeometry& g, int64_t value_dim_pad) {
@@ -136,6 +143,8 @@ struct FlashScratchLayout {
     lane_pos = take(bq);
     lane_slope = take(bq);
     mask_row = take(2 * bq);
+    q_pairs = take((static_cast<size_t>(p.head_dim) + 1) / 2 * bq);
+    p_pairs = take(g.key_tile / 2 * bq);
     total = at;
   }
 };

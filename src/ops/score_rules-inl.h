@@ -46,6 +46,19 @@ HWY_INLINE hn::Vec<DF> LoadWide(const T* HWY_RESTRICT p) {
   }
 }
 
+// RoundToBf16 (convert.h) per lane, the same bits: nearest bf16, ties to
+// even, as floats; a NaN lane becomes the quiet NaN the scalar form gives.
+template <class DF>
+HWY_INLINE hn::Vec<DF> RoundToBf16(DF df, hn::Vec<DF> x) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto u = hn::BitCast(du, x);
+  const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  const auto rounded = hn::Add(u, hn::Add(hn::Set(du, 0x7FFFu), odd));
+  const auto nan = hn::Or(u, hn::Set(du, 0x00400000u));
+  const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(x)), nan, rounded);
+  return hn::BitCast(df, hn::And(bits, hn::Set(du, 0xFFFF0000u)));
+}
+
 // Whether keys x value_dim values of V (rows ldv apart) are all finite.
 // Masking (causal, windows, a mask tensor) gives some rows a probability of
 // exactly 0 at keys that other rows see; where such a key's V holds a NaN or

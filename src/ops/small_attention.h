@@ -21,10 +21,11 @@ constexpr int64_t kSmallMaxScores = 512;
 constexpr int64_t kSmallMaxDim = 64;
 
 // Paged K/V and I8 caches go to the tiled kernels, which read them through
-// the block table and apply the scales.
+// the block table and apply the scales; bf16 products to the prefill kernel,
+// the one that rounds its operands.
 inline bool SmallApplies(const SdpaProblem& p, double flops) {
   return flops <= kSmallMaxFlops && p.head_dim <= kSmallMaxDim && !p.Paged() &&
-         p.k_scale.layout == KvScales::kNone;
+         p.k_scale.layout == KvScales::kNone && !p.Bf16Products();
 }
 
 // Every feature of hwyattn_sdpa (masks, causal, key lengths, weights, lse,

@@ -251,7 +251,7 @@ bool AllFinite(const Arg& a) {
 // that a result small by cancellation is not held to a tighter bound than
 // float arithmetic gives.
 void Compare(const char* what, const hwyattn_tensor& t, const std::vector<double>& want,
-             double floor = 0.0) {
+             double floor = 0.0, double tol = 1e-5) {
   int64_t shape[4], stride[4];
   if (!hwyattn_test::LogicalDims(t, shape, stride)) Die(what, "bad dims");
   double max_ref = 0, max_err = 0;
@@ -267,10 +267,34 @@ void Compare(const char* what, const hwyattn_tensor& t, const std::vector<double
           max_ref = std::max(max_ref, std::fabs(w));
           max_err = std::max(max_err, std::fabs(got - w));
         }
-  if (max_err > 1e-5 * std::max({max_ref, floor, 1e-30}) && max_err > 1e-30) {
+  if (max_err > tol * std::max({max_ref, floor, 1e-30}) && max_err > 1e-30) {
     char buf[160];
     snprintf(buf, sizeof(buf), "max|err| %g vs max|ref| %g, floor %g", max_err, max_ref, floor);
     Die(what, buf);
+  }
+}
+
+// Rewrites every element of a (finite, |x| <= 1) F32 / F16 block as its
+// value rounded to bf16, in its own dtype (exact: a bf16-rounded f16 of
+// magnitude <= 1 is an f16): the operands precision = BF16 multiplies, for
+// the reference.
+void RoundOperandsToBf16(Arg* a) {
+  const size_t elem = ElemSize(a->t.dtype);
+  for (size_t i = 0; i + elem <= a->bytes; i += elem) {
+    unsigned char* at = a->block.get() + i;
+    if (a->t.dtype == HWYATTN_F32) {
+      float f;
+      memcpy(&f, at, 4);
+      f = static_cast<float>(hwyattn_test::Bf16ToDouble(hwyattn_test::FloatToBf16(f)));
+      memcpy(at, &f, 4);
+    } else if (a->t.dtype == HWYATTN_F16) {
+      uint16_t h;
+      memcpy(&h, at, 2);
+      const double r = hwyattn_test::Bf16ToDouble(
+          hwyattn_test::FloatToBf16(static_cast<float>(hwyattn_test::F16ToDouble(h))));
+      h = hwyattn_test::FloatToF16(static_cast<float>(r));
+      memcpy(at, &h, 2);
+    }
   }
 }
 
@@ -405,6 +429,8 @@ int FuzzSdpa(FuzzedDataProvider& in) {
     }
     opts.sinks = sinks.data();
   }
+  // bf16 products in one call of four (any other value is invalid).
+  if (in.ConsumeIntegralInRange(0, 3) == 0) opts.precision = HWYATTN_PRECISION_BF16;
   if (in.ConsumeIntegralInRange(0, 2) == 0) Corrupt(in, args, &opts, &kv_len);
   if (!slopes.empty() && in.ConsumeIntegralInRange(0, 7) == 0) slopes[0] = NAN;  // invalid
   if (!sinks.empty() && in.ConsumeIntegralInRange(0, 7) == 0)
@@ -452,12 +478,18 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   if (certainly_invalid) Die("status", "a certainly invalid call returned OK");
   bool finite = AllFinite(q) && AllFinite(k) && AllFinite(v);
   if (!finite) return 0;
+  // bf16 products: the oracle on the rounded operands; out also carries P's
+  // rounding (each weight within 2^-9 of itself: 2^-9 max|v| at most).
+  const bool bf16 = opts.precision == HWYATTN_PRECISION_BF16;
+  if (bf16) {
+    for (Arg* a : {&q, &k, &v}) RoundOperandsToBf16(a);
+  }
   hwyattn_test::RefResult ref;
   std::string error;
   if (!hwyattn_test::ReferenceSdpa(q.t, k.t, v.t, &opts, &ref, &error)) {
     Die("reference refused a call the library accepted", error);
   }
-  Compare("out", out.t, ref.out, /*floor=*/1.0);  // |v| <= 1
+  Compare("out", out.t, ref.out, /*floor=*/1.0, bf16 ? 1.01 / 512 + 1e-5 : 1e-5);  // |v| <= 1
   // Probabilities in [0, 1]: 1e-5 absolute (scores up to |40| carry ~40 ulp
   // of exponent error, more than 1e-5 of a small row maximum).
   if (has_w) Compare("weights", weights.t, ref.weights, /*floor=*/1.0);

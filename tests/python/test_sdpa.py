@@ -269,7 +269,7 @@ class RuntimeTest(unittest.TestCase):
         self.assertEqual(hwyattn.__version__, hwyattn.version())
         self.assertEqual(hwyattn.abi_version(), 1)
         self.assertEqual(hwyattn.abi_version(), hwyattn.ABI_VERSION)
-        self.assertIn(hwyattn.simd_target(), {"AVX3", "AVX3_ZEN4", "AVX3_DL", "AVX2", "SSE4",
+        self.assertIn(hwyattn.simd_target(), {"AVX3_BF16", "AVX3", "AVX3_ZEN4", "AVX3_DL", "AVX2", "SSE4",
                                               "SSSE3", "EMU128", "SCALAR", "NEON", "SVE",
                                               "SVE2", "WASM", "RVV", "PPC8", "PPC9", "PPC10"})
         self.assertTrue(os.path.exists(hwyattn.library_path()) or

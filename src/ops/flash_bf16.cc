@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// AVX512_BF16 register tiles (see flash_bf16.h). Not a foreach_target unit:
+// one copy for x86-64, each function under a target attribute.
+#include "src/ops/flash_bf16.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define HWYATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+
+namespace hwyattn {
+namespace {
+
+template <size_t kVectors>
+HWYATTN_BF16_TARGET inline void ScoreTile(size_t pairs, const uint32_t* k_pairs,
+                                          const uint32_t* q_pairs, size_t ldq, float scale,
+                                          float* s, size_t lds) {
+  __m512 acc[kBf16TileRows][kVectors];
+  for (size_t r = 0; r < kBf16TileRows; ++r)
+    for (size_t c = 0; c < kVectors; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (size_t i = 0; i < pairs; ++i) {
+    __m512bh q[kVectors];
+    for (size_t c = 0; c < kVectors; ++c) {
+      q[c] = (__m512bh)_mm512_loadu_si512(q_pairs + i * ldq + c * kBf16Lanes);
+    }
+    const uint32_t* k = k_pairs + i * kBf16TileRows;
+    for (size_t r = 0; r < kBf16TileRows; ++r) {
+      const __m512bh kr = (__m512bh)_mm512_set1_epi32(static_cast<int>(k[r]));
+      for (size_t c = 0; c < kVectors; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], kr, q[c]);
+    }
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (size_t r = 0; r < kBf16TileRows; ++r)
+    for (size_t c = 0; c < kVectors; ++c)
+      _mm512_storeu_ps(s + r * lds + c * kBf16Lanes, _mm512_mul_ps(acc[r][c], sc));
+}
+
+template <size_t kRows, size_t kVectors>
+HWYATTN_BF16_TARGET inline void ValueTile(size_t pairs, const uint32_t* v_pairs, size_t ldv,
+                                          const uint32_t* p_pairs, size_t ldp, const float* alpha,
+                                          float* o, size_t ldo) {
+  __m512 acc[kRows][kVectors];
+  for (size_t c = 0; c < kVectors; ++c) {
+    const __m512 a = _mm512_loadu_ps(alpha + c * kBf16Lanes);
+    for (size_t r = 0; r < kRows; ++r) {
+      acc[r][c] = _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c * kBf16Lanes), a);
+    }
+  }
+  for (size_t i = 0; i < pairs; ++i) {
+    __m512bh p[kVectors];
+    for (size_t c = 0; c < kVectors; ++c) {
+      p[c] = (__m512bh)_mm512_loadu_si512(p_pairs + i * ldp + c * kBf16Lanes);
+    }
+    const uint32_t* v = v_pairs + i * ldv;
+    for (size_t r = 0; r < kRows; ++r) {
+      const __m512bh vr = (__m512bh)_mm512_set1_epi32(static_cast<int>(v[r]));
+      for (size_t c = 0; c < kVectors; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], vr, p[c]);
+    }
+  }
+  for (size_t r = 0; r < kRows; ++r)
+    for (size_t c = 0; c < kVectors; ++c) _mm512_storeu_ps(o + r * ldo + c * kBf16Lanes, acc[r][c]);
+}
+
+template <size_t kRows>
+HWYATTN_BF16_TARGET void ValueTileRows(size_t rows, size_t vectors, size_t pairs,
+                                       const uint32_t* v_pairs, size_t ldv, const uint32_t* p_pairs,
+                                       size_t ldp, const float* alpha, float* o, size_t ldo) {
+  if constexpr (kRows > 1) {
+    if (rows < kRows) {
+      ValueTileRows<kRows - 1>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
+      return;
+    }
+  }
+  switch (vectors) {
+    case 1: ValueTile<kRows, 1>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
+    case 2: ValueTile<kRows, 2>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
+    default: ValueTile<kRows, 3>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
+  }
+}
+
+}  // namespace
+
+HWYATTN_BF16_TARGET void Bf16ScoreTile(size_t vectors, size_t pairs, const uint32_t* k_pairs,
+                                       const uint32_t* q_pairs, size_t ldq, float scale, float* s,
+                                       size_t lds) {
+  switch (vectors) {
+    case 1: ScoreTile<1>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
+    case 2: ScoreTile<2>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
+    default: ScoreTile<3>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
+  }
+}
+
+HWYATTN_BF16_TARGET void Bf16ValueTile(size_t rows, size_t vectors, size_t pairs,
+                                       const uint32_t* v_pairs, size_t ldv, const uint32_t* p_pairs,
+                                       size_t ldp, const float* alpha, float* o, size_t ldo) {
+  ValueTileRows<kBf16TileRows>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
+}
+
+HWYATTN_BF16_TARGET void Bf16PairRows(size_t rows, size_t lanes, const float* p, size_t ldp,
+                                      uint32_t* p_pairs, size_t ld_pairs) {
+  for (size_t i = 0; 2 * i < rows; ++i) {
+    const float* lo = p + 2 * i * ldp;
+    const float* hi = 2 * i + 1 < rows ? lo + ldp : nullptr;
+    for (size_t c = 0; c < lanes; c += kBf16Lanes) {
+      // maskz: GCC 12 warns on the undefined source of the plain form.
+      const __m512i l =
+          _mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(_mm512_loadu_ps(lo + c)), 16);
+      const __m512i h =
+          hi != nullptr ? _mm512_castps_si512(_mm512_loadu_ps(hi + c)) : _mm512_setzero_si512();
+      const __m512i pair = _mm512_or_si512(_mm512_and_si512(h, _mm512_set1_epi32(-65536)), l);
+      _mm512_storeu_si512(p_pairs + i * ld_pairs + c, pair);
+    }
+  }
+}
+
+}  // namespace hwyattn
+
+#else  // not x86-64: Bf16DotAvailable() is false, nothing calls these
+
+#include "hwy/base.h"
+
+namespace hwyattn {
+void Bf16ScoreTile(size_t, size_t, const uint32_t*, const uint32_t*, size_t, float, float*,
+                   size_t) {
+  HWY_ABORT("hwyattn: AVX512_BF16 tile called on a CPU without it");
+}
+void Bf16ValueTile(size_t, size_t, size_t, const uint32_t*, size_t, const uint32_t*, size_t,
+                   const float*, float*, size_t) {
+  HWY_ABORT("hwyattn: AVX512_BF16 tile called on a CPU without it");
+}
+void Bf16PairRows(size_t, size_t, const float*, size_t, uint32_t*, size_t) {
+  HWY_ABORT("hwyattn: AVX512_BF16 tile called on a CPU without it");
+}
+}  // namespace hwyattn
+
+#endif

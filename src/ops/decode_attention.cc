@@ -213,13 +213,29 @@ constexpr size_t GroupRows(size_t rows) {
   return g;
 }
 
+// A run of keys whose V (or K) rows follow each other `ld` apart: the
+// whole chunk, or what of it a page holds. `rows` is the run's first key's
+// row, `ahead` the prefetch distance (AheadOffset), `first` its first key's
+// index in the chunk's probabilities.
+template <typename T>
+struct KeyRun {
+  const T* rows;
+  int64_t ahead;
+  size_t first, count;
+};
+
+// Runs per batch of ValuesChunk: a 512-key chunk in pages of 8 or more keys
+// is one batch (2 KiB of runs on the stack).
+constexpr size_t kMaxRuns = 65;
+
 // out[r][dv] = sum_j p[r][j] v[j][dv] for kRows rows (p rows `ldp` apart) and
-// kVecs vectors of value dims from dv0, keys [0, keys); with `accumulate`,
-// the sums continue from out's values (the next run of a chunk's keys: the
-// same operations in the same order as one run over all of them).
+// kVecs vectors of value dims from dv, over the keys of `num_runs` runs, in
+// their order, the accumulators in registers throughout; with `accumulate`,
+// the sums continue from out's values (the next batch of runs: the same
+// operations in the same order as one pass over all of them).
 template <bool kL2, size_t kRows, size_t kVecs, typename T>
-HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t keys,
-                               const T* HWY_RESTRICT v, int64_t ldv, int64_t ahead, bool accumulate,
+HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, const KeyRun<T>* runs,
+                               size_t num_runs, size_t dv, int64_t ldv, bool accumulate,
                                float* HWY_RESTRICT out, size_t ldo) {
   const DF df;
   VF acc[kRows][kVecs];
@@ -230,21 +246,26 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t k
       acc[r][c] = accumulate ? hn::LoadU(df, out + r * ldo + c * kLanes) : hn::Zero(df);
     }
   }
-  for (size_t j = 0; j < keys; ++j) {
-    HWY_UNROLL(4)
-    for (size_t c = 0; c < kVecs; ++c) {
-      if (PrefetchAt<T>(c * kLanes))
-        PrefetchStream<kL2>(v + static_cast<int64_t>(j) * ldv + ahead + c * kLanes);
-    }
-    VF vv[kVecs];
-    HWY_UNROLL(4)
-    for (size_t c = 0; c < kVecs; ++c)
-      vv[c] = LoadWide(v + static_cast<int64_t>(j) * ldv + c * kLanes);
-    HWY_UNROLL(4)
-    for (size_t r = 0; r < kRows; ++r) {
-      const VF pr = hn::Set(df, p[r * ldp + j]);
+  for (size_t k = 0; k < num_runs; ++k) {
+    const T* HWY_RESTRICT v = runs[k].rows + dv;
+    const int64_t ahead = runs[k].ahead;
+    const float* HWY_RESTRICT pk = p + runs[k].first;
+    for (size_t j = 0; j < runs[k].count; ++j) {
       HWY_UNROLL(4)
-      for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::MulAdd(pr, vv[c], acc[r][c]);
+      for (size_t c = 0; c < kVecs; ++c) {
+        if (PrefetchAt<T>(dv + c * kLanes))
+          PrefetchStream<kL2>(v + static_cast<int64_t>(j) * ldv + ahead + c * kLanes);
+      }
+      VF vv[kVecs];
+      HWY_UNROLL(4)
+      for (size_t c = 0; c < kVecs; ++c)
+        vv[c] = LoadWide(v + static_cast<int64_t>(j) * ldv + c * kLanes);
+      HWY_UNROLL(4)
+      for (size_t r = 0; r < kRows; ++r) {
+        const VF pr = hn::Set(df, pk[r * ldp + j]);
+        HWY_UNROLL(4)
+        for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::MulAdd(pr, vv[c], acc[r][c]);
+      }
     }
   }
   HWY_UNROLL(4)
@@ -256,14 +277,21 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, size_t k
 
 // WeightedValues for `rows` <= 4 rows: a switch to the compiled tile shapes.
 template <bool kL2, size_t kVecs, typename T>
-void WeightedValuesRows(size_t rows, const float* p, size_t ldp, size_t keys, const T* v,
-                        int64_t ldv, int64_t ahead, bool accumulate, float* out, size_t ldo) {
+void WeightedValuesRows(size_t rows, const float* p, size_t ldp, const KeyRun<T>* runs,
+                        size_t num_runs, size_t dv, int64_t ldv, bool accumulate, float* out,
+                        size_t ldo) {
   switch (rows) {
-    case 1: WeightedValues<kL2, 1, kVecs>(p, ldp, keys, v, ldv, ahead, accumulate, out, ldo); break;
-    case 2: WeightedValues<kL2, 2, kVecs>(p, ldp, keys, v, ldv, ahead, accumulate, out, ldo); break;
-    case 3: WeightedValues<kL2, 3, kVecs>(p, ldp, keys, v, ldv, ahead, accumulate, out, ldo); break;
+    case 1:
+      WeightedValues<kL2, 1, kVecs>(p, ldp, runs, num_runs, dv, ldv, accumulate, out, ldo);
+      break;
+    case 2:
+      WeightedValues<kL2, 2, kVecs>(p, ldp, runs, num_runs, dv, ldv, accumulate, out, ldo);
+      break;
+    case 3:
+      WeightedValues<kL2, 3, kVecs>(p, ldp, runs, num_runs, dv, ldv, accumulate, out, ldo);
+      break;
     default:
-      WeightedValues<kL2, 4, kVecs>(p, ldp, keys, v, ldv, ahead, accumulate, out, ldo);
+      WeightedValues<kL2, 4, kVecs>(p, ldp, runs, num_runs, dv, ldv, accumulate, out, ldo);
       break;
   }
 }
@@ -511,15 +539,24 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
   const size_t ld = DecodeScoreStride(kLanes);
   const int64_t ldv = p.v.stride[2];
   const size_t dv_vec = static_cast<size_t>(value_dim) / kLanes * kLanes;
-  // Runs of keys whose rows are ldv apart (the whole chunk, or a page's);
-  // each run continues the sums of the one before: the same operations in
-  // the same order as a chunk in one piece.
-  const auto for_runs = [&](const auto& body) {
+  // The chunk's runs of keys (the whole chunk, or a page's each), in
+  // batches of up to kMaxRuns: each batch continues the sums of the one
+  // before, the same operations in the same order as a chunk in one piece.
+  KeyRun<T> runs[kMaxRuns];
+  const auto for_batches = [&](const auto& body) {
+    size_t n = 0;
+    bool first = true;
     for (int64_t j0 = 0; j0 < keys;) {
       const int64_t run = p.KeysInRun(c0 + j0, keys - j0);
-      body(p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, c0 + j0), AheadOffset(p, p.v, b, kvh, c0 + j0),
-           j0, static_cast<size_t>(run));
+      runs[n++] = {p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, c0 + j0),
+                   AheadOffset(p, p.v, b, kvh, c0 + j0), static_cast<size_t>(j0),
+                   static_cast<size_t>(run)};
       j0 += run;
+      if (n == kMaxRuns || j0 == keys) {
+        body(n, !first);
+        first = false;
+        n = 0;
+      }
     }
   };
   // With masking, a row may have a zero probability at a key whose V holds a
@@ -528,37 +565,45 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
   // that never see the value are bit-identical to a run without it.
   bool finite = true;
   if (p.MayBlockPerRow()) {
-    for_runs([&](const T* v, int64_t, int64_t, size_t run) {
-      finite = finite && ValuesFinite(v, run, ldv, static_cast<size_t>(value_dim));
+    for_batches([&](size_t n, bool) {
+      for (size_t k = 0; k < n; ++k) {
+        finite = finite &&
+                 ValuesFinite(runs[k].rows, runs[k].count, ldv, static_cast<size_t>(value_dim));
+      }
     });
   }
   if (!finite) {
-    for_runs([&](const T* v, int64_t, int64_t j0, size_t run) {
-      WeightedValuesSkippingZeros(static_cast<size_t>(rows), run, s + j0, ld, v, ldv,
-                                  static_cast<size_t>(value_dim), j0 > 0, out);
+    for_batches([&](size_t n, bool) {
+      for (size_t k = 0; k < n; ++k) {
+        WeightedValuesSkippingZeros(static_cast<size_t>(rows), runs[k].count, s + runs[k].first, ld,
+                                    runs[k].rows, ldv, static_cast<size_t>(value_dim),
+                                    runs[k].first > 0, out);
+      }
     });
     return;
   }
-  for_runs([&](const T* v, int64_t ahead, int64_t j0, size_t run) {
-    const bool accumulate = j0 > 0;
+  for_batches([&](size_t n, bool accumulate) {
     for (int64_t r0 = 0; r0 < rows; r0 += 4) {
       const size_t nr = static_cast<size_t>(std::min<int64_t>(4, rows - r0));
-      const float* pr = s + r0 * ld + j0;
+      const float* pr = s + r0 * ld;
       float* o = out + r0 * value_dim;
       size_t dv = 0;
       for (; dv + 4 * kLanes <= dv_vec; dv += 4 * kLanes) {
-        WeightedValuesRows<kL2, 4>(nr, pr, ld, run, v + dv, ldv, ahead, accumulate, o + dv,
+        WeightedValuesRows<kL2, 4>(nr, pr, ld, runs, n, dv, ldv, accumulate, o + dv,
                                    static_cast<size_t>(value_dim));
       }
       for (; dv < dv_vec; dv += kLanes) {
-        WeightedValuesRows<kL2, 1>(nr, pr, ld, run, v + dv, ldv, ahead, accumulate, o + dv,
+        WeightedValuesRows<kL2, 1>(nr, pr, ld, runs, n, dv, ldv, accumulate, o + dv,
                                    static_cast<size_t>(value_dim));
       }
       for (; dv < static_cast<size_t>(value_dim); ++dv) {
         for (size_t r = 0; r < nr; ++r) {
           float sum = accumulate ? o[r * value_dim + dv] : 0.0f;
-          for (size_t j = 0; j < run; ++j)
-            sum += pr[r * ld + j] * ToFloat(v[static_cast<int64_t>(j) * ldv + dv]);
+          for (size_t k = 0; k < n; ++k) {
+            const float* pk = pr + r * ld + runs[k].first;
+            for (size_t j = 0; j < runs[k].count; ++j)
+              sum += pk[j] * ToFloat(runs[k].rows[static_cast<int64_t>(j) * ldv + dv]);
+          }
           o[r * value_dim + dv] = sum;
         }
       }

@@ -283,4 +283,22 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
 
 #undef HWYATTN_MPI_REJECT
 
+void RecordFailure(CallShape* shape, hwyattn_status status) {
+  shape->status = status;
+  snprintf(shape->message, sizeof(shape->message), "%s", LastError());
+}
+
+hwyattn_status CheckKvLen(const hwyattn_sdpa_options& opts, int64_t batch, int64_t total,
+                          const char* whole) {
+  if (opts.kv_len == nullptr) return HWYATTN_OK;
+  for (int64_t b = 0; b < batch; ++b) {
+    if (opts.kv_len[b] < 0 || opts.kv_len[b] > total) {
+      return Fail(HWYATTN_INVALID_ARGUMENT,
+                  "opts->kv_len[%" PRId64 "] is %" PRId32 "; must be in [0, %" PRId64 "] (%s)", b,
+                  opts.kv_len[b], total, whole);
+    }
+  }
+  return HWYATTN_OK;
+}
+
 }  // namespace hwyattn_mpi

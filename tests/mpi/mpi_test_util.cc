@@ -13,6 +13,12 @@ namespace hwyattn_mpi_test {
 
 int g_rank = 0, g_size = 1, g_failures = 0;
 
+void Init(int* argc, char*** argv) {
+  MPI_Init(argc, argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+}
+
 void Dense::Reset(int r, const int64_t* dims) {
   rank = r;
   int64_t n = 1;

@@ -20,6 +20,9 @@ namespace hwyattn_mpi_test {
 
 extern int g_rank, g_size, g_failures;
 
+// MPI_Init, then g_rank and g_size of MPI_COMM_WORLD.
+void Init(int* argc, char*** argv);
+
 // Records a failure of this rank (printed with the rank and the line).
 #define EXPECT_MPI(cond, ...)                                                                 \
   do {                                                                                        \

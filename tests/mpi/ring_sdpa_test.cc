@@ -202,9 +202,7 @@ void Layout() {
 
 int main(int argc, char** argv) {
   using namespace hwyattn_mpi_test;
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  Init(&argc, &argv);
   Layout();
   for (const Case& c : Cases()) RunCase(c);
   const int code = Finish("ring_sdpa_test");

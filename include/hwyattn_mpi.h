@@ -127,7 +127,9 @@ HWYATTN_MPI_API const char* hwyattn_mpi_last_error(void);
  *  the largest |lse|, as hwyattn_merge_states states). Not bit-identical to
  *  it: the keys are summed in a different order.
  *
- *  Errors (on every rank, see "Collective calls"): a NULL q, k, v or out; a
+ *  Errors (on every rank, see "Collective calls"): a NULL q, k, v or out; q,
+ *  k or v (of a shard that holds keys) not F32, F16 or BF16, with NULL or
+ *  misaligned data or a negative stride; a
  *  size (B, Hq, Hkv, Lq, D, Dv) or option that differs between ranks; no
  *  keys on any rank; kv_len out of [0, Lk]; what hwyattn_sdpa rejects for a
  *  shard. comm must be an intra-communicator (MPI_COMM_NULL: the error is
@@ -219,8 +221,9 @@ HWYATTN_MPI_API hwyattn_status hwyattn_mpi_ring_slice(int32_t rank, int32_t size
  *  communicator size and thread count); within 2e-6 relative of the
  *  single-process hwyattn_sdpa (or a few fp32 ulps of the largest |lse|).
  *
- *  Errors (on every rank, see "Collective calls"): a NULL q, k, v or out; a
- *  size, dtype or option that differs between ranks; an L_r that is not the
+ *  Errors (on every rank, see "Collective calls"): a NULL q, k, v or out; q,
+ *  k or v not F32, F16 or BF16, with NULL or misaligned data or a negative
+ *  stride; a size, dtype or option that differs between ranks; an L_r that is not the
  *  layout's for the communicator's size (hwyattn_mpi_ring_slice) or
  *  L < 2N; kv_len out of [0, L]; K/V slices over INT_MAX rows
  *  (HWYATTN_UNSUPPORTED); what hwyattn_sdpa rejects.

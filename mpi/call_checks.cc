@@ -203,28 +203,30 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
                        "opts->mask: not available from hwyattn_mpi_ring_sdpa (the keys travel "
                        "between ranks); causal, windows and kv_len are");
   }
-  if (ring) {
-    const hwyattn_tensor* const kv[2] = {k, v};
-    for (int i = 0; i < 2; ++i) {
-      const char* name = i == 0 ? "k" : "v";
-      const size_t elem = DtypeSize(kv[i]->dtype);
-      if (elem == 0 || kv[i]->dtype == HWYATTN_BOOL) {
-        HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: dtype is %d; must be F32, F16 or BF16",
-                           name, static_cast<int>(kv[i]->dtype));
-      }
-      if (kv[i]->data == nullptr) {
-        HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: data is NULL", name);
-      }
-      if (reinterpret_cast<uintptr_t>(kv[i]->data) % elem != 0) {
-        HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: data %p is not aligned to %zu bytes",
-                           name, kv[i]->data, elem);
-      }
-      const Dims4 d(*kv[i]);
-      for (int j = 0; j < 4; ++j) {
-        if (d.stride[j] < 0) {
-          HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: logical stride %d is %" PRId64, name, j,
-                             d.stride[j]);
-        }
+  // The inputs' dtype, data and strides, which hwyattn_sdpa would check only
+  // on the ranks and blocks that compute (a block no row sees is skipped):
+  // here, so that every rank hears of them before any work. k and v of an
+  // empty shard are not read.
+  const hwyattn_tensor* const inputs[3] = {q, k, v};
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0 && sizes->key_len == 0) break;
+    const char* name = i == 0 ? "q" : i == 1 ? "k" : "v";
+    const hwyattn_tensor* t = inputs[i];
+    if (t->dtype != HWYATTN_F32 && t->dtype != HWYATTN_F16 && t->dtype != HWYATTN_BF16) {
+      HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: dtype is %d; must be F32, F16 or BF16",
+                         name, static_cast<int>(t->dtype));
+    }
+    const size_t elem = DtypeSize(t->dtype);
+    if (t->data == nullptr) HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: data is NULL", name);
+    if (reinterpret_cast<uintptr_t>(t->data) % elem != 0) {
+      HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: data %p is not aligned to %zu bytes", name,
+                         t->data, elem);
+    }
+    const Dims4 d(*t);
+    for (int j = 0; j < 4; ++j) {
+      if (d.stride[j] < 0) {
+        HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: logical stride %d is %" PRId64, name, j,
+                           d.stride[j]);
       }
     }
   }

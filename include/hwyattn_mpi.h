@@ -129,7 +129,10 @@ HWYATTN_MPI_API const char* hwyattn_mpi_last_error(void);
  *
  *  Errors (on every rank, see "Collective calls"): a NULL q, k, v or out; q,
  *  k or v (of a shard that holds keys) not F32, F16 or BF16, with NULL or
- *  misaligned data or a negative stride; a
+ *  misaligned data or a negative stride; k or v of a batch other than 1 or
+ *  B; an option hwyattn_sdpa rejects (scale, causal, windows, softcap,
+ *  ALiBi slopes, sinks, precision, parallel: checked by a probe call to
+ *  hwyattn_sdpa before any work, with its message); a
  *  size (B, Hq, Hkv, Lq, D, Dv) or option that differs between ranks; no
  *  keys on any rank; kv_len out of [0, Lk]; what hwyattn_sdpa rejects for a
  *  shard. comm must be an intra-communicator (MPI_COMM_NULL: the error is
@@ -223,7 +226,8 @@ HWYATTN_MPI_API hwyattn_status hwyattn_mpi_ring_slice(int32_t rank, int32_t size
  *
  *  Errors (on every rank, see "Collective calls"): a NULL q, k, v or out; q,
  *  k or v not F32, F16 or BF16, with NULL or misaligned data or a negative
- *  stride; a size, dtype or option that differs between ranks; an L_r that is not the
+ *  stride; an option hwyattn_sdpa rejects (as for hwyattn_mpi_sharded_sdpa);
+ *  a size, dtype or option that differs between ranks; an L_r that is not the
  *  layout's for the communicator's size (hwyattn_mpi_ring_slice) or
  *  L < 2N; kv_len out of [0, L]; K/V slices over INT_MAX rows
  *  (HWYATTN_UNSUPPORTED); what hwyattn_sdpa rejects.

@@ -28,7 +28,8 @@ const char* LastError() { return g_message; }
 void PrefixRank(int rank) {
   char detail[sizeof(g_message)];
   memcpy(detail, g_message, sizeof(detail));
-  snprintf(g_message, sizeof(g_message), "rank %d: %s", rank, detail);
+  // (at most 480 bytes of the detail: the result fits, rank and all)
+  snprintf(g_message, sizeof(g_message), "rank %d: %.480s", rank, detail);
 }
 
 hwyattn_status CheckMpi(int mpi_error, const char* function) {

@@ -35,7 +35,7 @@ def ring_time(L, N, rate, bw, lat, B=1, Hq=4, Hkv=4, D=128, Dv=128, elem=4, caus
     flops = B * Hq * L * L * (D + Dv) * 2.0 * (0.5 if causal else 1.0)
     step = flops / (N * N * rate)                       # each rank's share, per step
     msg = lat + B * Hkv * (L / N) * (D + Dv) * elem / bw  # one K/V slice to the next rank
-    collectives = 2 * log2ceil(N) * lat                  # agreement + verdict
+    collectives = 3 * log2ceil(N) * lat                  # agreement (2) + verdict
     return (N - 1) * np.maximum(step, msg) + step + collectives
 
 
@@ -43,7 +43,7 @@ def sharded_time(Lk, N, per_key, bw, lat, B=1, Hq=32, Dv=128, Lq=1):
     """Seconds of hwyattn_mpi_sharded_sdpa over N ranks (per_key: s per key, one rank)."""
     state = B * Hq * Lq * (Dv + 1) * 4 + 4              # the allreduce's block
     allreduce = 2 * log2ceil(N) * (lat + state / bw)
-    agree = log2ceil(N) * lat + N * 400 / bw
+    agree = 2 * log2ceil(N) * lat + N * 400 / bw        # one-int allreduce + allgather
     return per_key * Lk / N + (allreduce + agree if N > 1 else 0.0)
 
 

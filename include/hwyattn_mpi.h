@@ -18,7 +18,9 @@
  * (hwyattn_mpi_ring_slice and hwyattn_mpi_ring_last_stats are local): every
  * rank of comm calls it, with arguments that describe one problem (see each
  * function). The shapes and options of all ranks are agreed with one small
- * MPI_Allgather before any work, so a bad argument on one rank (a NULL
+ * MPI_Allgather before any work (preceded by an MPI_Allreduce of one
+ * integer, so that a rank that cannot allocate the gathered table says so
+ * instead of leaving the others waiting), so a bad argument on one rank (a NULL
  * tensor, a shape that differs between ranks, options that differ) is the
  * same error on EVERY rank, never a hang: each rank returns
  * HWYATTN_INVALID_ARGUMENT (or HWYATTN_UNSUPPORTED) and
@@ -115,8 +117,9 @@ HWYATTN_MPI_API const char* hwyattn_mpi_last_error(void);
  *  skipped), then one MPI_Allreduce, whose user-defined, non-commutative
  *  operation merges (out, lse) pairs with hwyattn_merge_states, combines the
  *  partials of all ranks in rank order; the sinks are applied once, after
- *  it. Communication: one MPI_Allgather of a few hundred bytes per rank, and
- *  one MPI_Allreduce of B * Hq * Lq * (Dv + 1) floats.
+ *  it. Communication: the agreement (one MPI_Allreduce of one integer, one
+ *  MPI_Allgather of a few hundred bytes per rank), and one MPI_Allreduce of
+ *  B * Hq * Lq * (Dv + 1) floats.
  *
  *  Results: out and lse are the same bits on every rank and in every run
  *  (on one MPI installation and communicator size); they equal the
@@ -124,7 +127,12 @@ HWYATTN_MPI_API const char* hwyattn_mpi_last_error(void);
  *  the largest |lse|, as hwyattn_merge_states states). Not bit-identical to
  *  it: the keys are summed in a different order.
  *
- *  Errors (on every rank, see "Collective calls"): a NULL q, k, v or out; a
+ *  Errors (on every rank, see "Collective calls"): a NULL q, k, v or out; q,
+ *  k or v (of a shard that holds keys) not F32, F16 or BF16, with NULL or
+ *  misaligned data or a negative stride; k or v of a batch other than 1 or
+ *  B; an option hwyattn_sdpa rejects (scale, causal, windows, softcap,
+ *  ALiBi slopes, sinks, precision, parallel: checked by a probe call to
+ *  hwyattn_sdpa before any work, with its message); a
  *  size (B, Hq, Hkv, Lq, D, Dv) or option that differs between ranks; no
  *  keys on any rank; kv_len out of [0, Lk]; what hwyattn_sdpa rejects for a
  *  shard. comm must be an intra-communicator (MPI_COMM_NULL: the error is
@@ -201,8 +209,8 @@ HWYATTN_MPI_API hwyattn_status hwyattn_mpi_ring_slice(int32_t rank, int32_t size
  *  query chunk's partial (out, lse) pairs are merged with
  *  hwyattn_merge_states in step order, then key-chunk order, whatever the
  *  messages' timing; the sinks are applied once, at the end.
- *  Communication per rank: one MPI_Allgather of a few hundred bytes (the
- *  agreement), N - 1 sends and receives of a K/V slice
+ *  Communication per rank: the agreement (one MPI_Allreduce of one integer,
+ *  one MPI_Allgather of a few hundred bytes), N - 1 sends and receives of a K/V slice
  *  (Bk * Hkv * L_r * D + Bv * Hkv * L_r * Dv elements), one MPI_Allreduce of
  *  one integer (the verdict, so that a failure during the computation, such
  *  as hwyattn_sdpa rejecting a stride, is an error on every rank). The
@@ -216,8 +224,10 @@ HWYATTN_MPI_API hwyattn_status hwyattn_mpi_ring_slice(int32_t rank, int32_t size
  *  communicator size and thread count); within 2e-6 relative of the
  *  single-process hwyattn_sdpa (or a few fp32 ulps of the largest |lse|).
  *
- *  Errors (on every rank, see "Collective calls"): a NULL q, k, v or out; a
- *  size, dtype or option that differs between ranks; an L_r that is not the
+ *  Errors (on every rank, see "Collective calls"): a NULL q, k, v or out; q,
+ *  k or v not F32, F16 or BF16, with NULL or misaligned data or a negative
+ *  stride; an option hwyattn_sdpa rejects (as for hwyattn_mpi_sharded_sdpa);
+ *  a size, dtype or option that differs between ranks; an L_r that is not the
  *  layout's for the communicator's size (hwyattn_mpi_ring_slice) or
  *  L < 2N; kv_len out of [0, L]; K/V slices over INT_MAX rows
  *  (HWYATTN_UNSUPPORTED); what hwyattn_sdpa rejects.

@@ -3,6 +3,7 @@
 #include "mpi/agreement.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <string.h>
 
 #include <new>
@@ -51,14 +52,26 @@ int64_t HashBytes(const void* data, size_t n) {
 hwyattn_status Agree(MPI_Comm comm, const CallShape& mine, std::vector<int64_t>* key_lens) {
   int size = 0;
   HWYATTN_MPI_RETURN_IF_ERROR(CheckMpi(MPI_Comm_size(comm, &size), "MPI_Comm_size"));
+  int rank = 0;
+  HWYATTN_MPI_RETURN_IF_ERROR(CheckMpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank"));
   std::vector<CallShape> all;
+  bool allocated = true;
   try {
     all.resize(static_cast<size_t>(size));
     key_lens->resize(static_cast<size_t>(size));
   } catch (const std::bad_alloc&) {
-    // Without this table (a few hundred bytes per rank) the rank cannot take
-    // part in the gather: the one failure the other ranks do not hear of.
-    return Fail(HWYATTN_OUT_OF_MEMORY, "out of memory for the %d ranks' call shapes", size);
+    allocated = false;
+  }
+  // A rank without the table (a few hundred bytes per rank) cannot take part
+  // in the gather, so the ranks first agree, with one integer, that every
+  // rank has it: the lowest rank that has not (none: INT_MAX).
+  const int mine_missing = allocated ? INT_MAX : rank;
+  int first_missing = INT_MAX;
+  HWYATTN_MPI_RETURN_IF_ERROR(CheckMpi(
+      MPI_Allreduce(&mine_missing, &first_missing, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce"));
+  if (first_missing != INT_MAX) {
+    return Fail(HWYATTN_OUT_OF_MEMORY, "rank %d: out of memory for the %d ranks' call shapes",
+                first_missing, size);
   }
   HWYATTN_MPI_RETURN_IF_ERROR(CheckMpi(MPI_Allgather(&mine, sizeof(CallShape), MPI_BYTE, all.data(),
                                                      sizeof(CallShape), MPI_BYTE, comm),

@@ -59,7 +59,9 @@ struct CallShape {
 // A hash of n bytes for kKvLenHash and friends: never 0, so 0 means absent.
 int64_t HashBytes(const void* data, size_t n);
 
-// Collective over comm: gathers every rank's CallShape. Returns HWYATTN_OK on
+// Collective over comm: gathers every rank's CallShape (after one
+// MPI_Allreduce of an integer that tells every rank whether all could
+// allocate the gathered table). Returns HWYATTN_OK on
 // every rank, with key_lens[r] = rank r's key_len, or the same error on every
 // rank: the first rank (lowest) whose local checks failed, with its message;
 // else the first field in which a rank differs from rank 0. Messages start

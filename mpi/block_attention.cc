@@ -25,6 +25,28 @@ void PositionRules::Visible(int64_t p, int64_t* lo, int64_t* hi) const {
   *hi = h;
 }
 
+PositionRules PositionRules::From(const hwyattn_sdpa_options& opts) {
+  PositionRules rules;
+  rules.causal = opts.causal != HWYATTN_CAUSAL_NONE;
+  rules.window_left = opts.window_left;
+  rules.window_right = opts.window_right;
+  return rules;
+}
+
+hwyattn_status WriteResult(float* out, float* lse, const int64_t shape[4], const float* sinks,
+                           hwyattn_tensor* dst, hwyattn_tensor* dst_lse, int rank) {
+  hwyattn_tensor merged_out, merged_lse;
+  hwyattn_tensor_contiguous(&merged_out, out, HWYATTN_F32, 4, shape);
+  hwyattn_tensor_contiguous(&merged_lse, lse, HWYATTN_F32, 3, shape);
+  const hwyattn_tensor* outs[1] = {&merged_out};
+  const hwyattn_tensor* lses[1] = {&merged_lse};
+  const hwyattn_status s = hwyattn_merge_states(1, outs, lses, sinks, dst, dst_lse);
+  if (s != HWYATTN_OK) {
+    return Fail(s, "rank %d: writing out: hwyattn_merge_states: %s", rank, hwyattn_last_error());
+  }
+  return HWYATTN_OK;
+}
+
 namespace {
 
 void FillEmpty(const Block& b, float* out, float* lse) {

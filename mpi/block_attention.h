@@ -24,6 +24,8 @@ namespace hwyattn_mpi {
 struct PositionRules {
   bool causal = false;
   int64_t window_left = 0, window_right = 0;
+  // The rules of a call's (checked) options.
+  static PositionRules From(const hwyattn_sdpa_options& opts);
   void Visible(int64_t p, int64_t* lo, int64_t* hi) const;
 };
 
@@ -50,6 +52,14 @@ struct Block {
 // message copied), HWYATTN_OUT_OF_MEMORY for the mask.
 hwyattn_status ComputeBlock(const Block& block, const PositionRules& rules,
                             const hwyattn_sdpa_options& base, float* out, float* lse);
+
+// The last step of both modes: a merged state (dense F32 out [B, Hq, L, Dv]
+// and lse [B, Hq, L], shape = {B, Hq, L, Dv}) joins the sinks (may be null)
+// once on its way to the caller's out and lse (may be null), through
+// hwyattn_merge_states (which allocates nothing). `rank` names this rank in
+// the message of a failure.
+hwyattn_status WriteResult(float* out, float* lse, const int64_t shape[4], const float* sinks,
+                           hwyattn_tensor* dst, hwyattn_tensor* dst_lse, int rank);
 
 }  // namespace hwyattn_mpi
 

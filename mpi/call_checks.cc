@@ -8,6 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <new>
+#include <vector>
+
+#include "capi/abi_sizes.h"
 #include "mpi/error.h"
 #include "mpi/state_allreduce.h"
 #include "mpi/tensor_view.h"
@@ -29,6 +33,16 @@ hwyattn_status Reject(CallShape* shape, hwyattn_status status, const char* forma
 
 #define HWYATTN_MPI_REJECT(...) return Reject(shape, __VA_ARGS__)
 
+// An enum field as the caller stored it: any int32 (reading a value outside
+// the enum through its type would be undefined).
+template <typename E>
+int32_t Raw(const E& e) {
+  static_assert(sizeof(E) == sizeof(int32_t), "the C API's enums are int32");
+  int32_t raw;
+  memcpy(&raw, &e, sizeof(raw));
+  return raw;
+}
+
 hwyattn_status CheckDescriptor(CallShape* shape, const char* name, const hwyattn_tensor* t) {
   if (t == nullptr) HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s is NULL", name);
   if (t->rank < 1 || t->rank > 4) {
@@ -44,9 +58,10 @@ hwyattn_status CheckDescriptor(CallShape* shape, const char* name, const hwyattn
 hwyattn_status CheckOutput(CallShape* shape, const char* name, const hwyattn_tensor* t,
                            const int64_t want[4]) {
   HWYATTN_MPI_RETURN_IF_ERROR(CheckDescriptor(shape, name, t));
-  if (t->dtype != HWYATTN_F32) {
+  const int32_t dtype = Raw(t->dtype);
+  if (dtype != HWYATTN_F32) {
     HWYATTN_MPI_REJECT(HWYATTN_UNSUPPORTED, "%s: dtype is %d; outputs are F32 (%d)", name,
-                       static_cast<int>(t->dtype), static_cast<int>(HWYATTN_F32));
+                       static_cast<int>(dtype), static_cast<int>(HWYATTN_F32));
   }
   const Dims4 d(*t);
   for (int i = 0; i < 4; ++i) {
@@ -75,9 +90,10 @@ hwyattn_status CheckOutput(CallShape* shape, const char* name, const hwyattn_ten
 // problem's), strides, data.
 hwyattn_status CheckMask(CallShape* shape, const hwyattn_tensor* m, const int64_t want[4]) {
   HWYATTN_MPI_RETURN_IF_ERROR(CheckDescriptor(shape, "opts->mask", m));
-  if (m->dtype != HWYATTN_BOOL && m->dtype != HWYATTN_F32) {
+  const int32_t dtype = Raw(m->dtype);
+  if (dtype != HWYATTN_BOOL && dtype != HWYATTN_F32) {
     HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "opts->mask: dtype is %d; must be BOOL or F32",
-                       static_cast<int>(m->dtype));
+                       static_cast<int>(dtype));
   }
   const Dims4 d(*m);
   for (int i = 0; i < 4; ++i) {
@@ -92,10 +108,51 @@ hwyattn_status CheckMask(CallShape* shape, const hwyattn_tensor* m, const int64_
                          d.stride[i]);
     }
   }
+  if (!SpanFits(d, DtypeSize(m->dtype))) {
+    HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT,
+                       "opts->mask: its shape and strides span more than int64 bytes");
+  }
   if (m->data == nullptr) HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "opts->mask: data is NULL");
   if (reinterpret_cast<uintptr_t>(m->data) % DtypeSize(m->dtype) != 0) {
     HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "opts->mask: data %p is not aligned", m->data);
   }
+  return HWYATTN_OK;
+}
+
+// The rules of the options themselves (scale, causal, windows, softcap,
+// ALiBi slopes, sinks, precision, parallel, reserved0), which libhwyattn
+// owns: hwyattn_sdpa on a probe problem of q_heads heads of one query, one
+// key and head_dim 1, with these options but none of those this component
+// checks against the whole problem (mask, kv_len, weights, lse). Its status
+// and message (naming the option and the value) become this rank's verdict,
+// before any work, instead of a failure on the ranks that compute. Costs a
+// tiny hwyattn_sdpa (q, k and v one broadcast float; out q_heads floats).
+hwyattn_status ProbeOptions(CallShape* shape, const hwyattn_sdpa_options& opts, int64_t q_heads) {
+  hwyattn_sdpa_options probe = opts;
+  probe.mask = nullptr;
+  probe.kv_len = nullptr;
+  probe.weights = nullptr;
+  probe.lse = nullptr;
+  float one = 1.0f;
+  float small_out[64];
+  std::vector<float> large_out;
+  float* out_data = small_out;
+  if (q_heads > 64) {
+    try {
+      large_out.resize(static_cast<size_t>(q_heads));
+    } catch (const std::bad_alloc&) {
+      HWYATTN_MPI_REJECT(HWYATTN_OUT_OF_MEMORY, "out of memory for the options' probe");
+    }
+    out_data = large_out.data();
+  }
+  const int64_t shape4[4] = {1, q_heads, 1, 1};
+  hwyattn_tensor q, kv, out;
+  hwyattn_tensor_contiguous(&q, &one, HWYATTN_F32, 4, shape4);
+  q.stride[1] = 0;  // every head the same float
+  kv = q;
+  hwyattn_tensor_contiguous(&out, out_data, HWYATTN_F32, 4, shape4);
+  const hwyattn_status s = hwyattn_sdpa(&q, &kv, &kv, &out, &probe);
+  if (s != HWYATTN_OK) HWYATTN_MPI_REJECT(s, "%s", hwyattn_last_error());
   return HWYATTN_OK;
 }
 
@@ -107,11 +164,18 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
                         hwyattn_sdpa_options* opts, Sizes* sizes) {
   hwyattn_sdpa_options_init(opts);
   if (user != nullptr) {
+    // hwyattn.h's rule for extensible structs, as libhwyattn applies it
+    // (capi/validate.cc, ReadStruct; the released sizes are
+    // capi/abi_sizes.h's): a released header's size, or a newer header's
+    // larger one (up to a plausible 4096 bytes) whose unknown fields are
+    // zero. Only the caller's struct_size bytes are read.
     const size_t size = user->struct_size, known = sizeof(hwyattn_sdpa_options);
-    if (size < offsetof(hwyattn_sdpa_options, window_left)) {
+    bool released = size > known && size <= 4096;
+    for (size_t s : hwyattn::kSdpaOptionsSizes) released = released || size == s;
+    if (!released) {
       HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT,
-                         "opts->struct_size is %zu, smaller than any hwyattn_sdpa_options "
-                         "(call hwyattn_sdpa_options_init)",
+                         "opts->struct_size is %zu, which is not the size of any "
+                         "hwyattn_sdpa_options (call hwyattn_sdpa_options_init)",
                          size);
     }
     for (size_t i = known; i < size; ++i) {
@@ -122,8 +186,9 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
                            size, i);
       }
     }
+    // The fields an older caller's struct lacks keep their defaults.
     memcpy(opts, user, size < known ? size : known);
-    opts->struct_size = static_cast<uint32_t>(size < known ? size : known);
+    opts->struct_size = static_cast<uint32_t>(known);
   }
   HWYATTN_MPI_RETURN_IF_ERROR(CheckDescriptor(shape, "q", q));
   HWYATTN_MPI_RETURN_IF_ERROR(CheckDescriptor(shape, "k", k));
@@ -168,14 +233,24 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
                        "; must be equal and divide q's %" PRId64 " query heads",
                        kv_heads, vd.shape[1], sizes->q_heads);
   }
+  for (int i = 0; i < 2; ++i) {
+    const int64_t b = i == 0 ? kd.shape[0] : vd.shape[0];
+    if (b != 1 && b != sizes->batch) {
+      HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT,
+                         "%s: shape[0] (batch) is %" PRId64 "; must be q's %" PRId64
+                         " or 1 (broadcast)",
+                         i == 0 ? "k" : "v", b, sizes->batch);
+    }
+  }
   if (kd.shape[3] != sizes->head_dim) {
     HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "k: head_dim is %" PRId64 " but q has %" PRId64,
                        kd.shape[3], sizes->head_dim);
   }
-  int64_t rows, floats;
+  int64_t rows, floats, per_row;
   if (__builtin_mul_overflow(sizes->batch, sizes->q_heads, &rows) ||
       __builtin_mul_overflow(rows, sizes->q_len, &rows) ||
-      __builtin_mul_overflow(rows, sizes->value_dim + 1, &floats)) {
+      __builtin_add_overflow(sizes->value_dim, 1, &per_row) ||
+      __builtin_mul_overflow(rows, per_row, &floats)) {
     HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT,
                        "out: B * Hq * Lq * (Dv + 1) overflows int64 (B %" PRId64 ", Hq %" PRId64
                        ", Lq %" PRId64 ", Dv %" PRId64 ")",
@@ -203,47 +278,45 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
                        "opts->mask: not available from hwyattn_mpi_ring_sdpa (the keys travel "
                        "between ranks); causal, windows and kv_len are");
   }
-  if (ring) {
-    const hwyattn_tensor* const kv[2] = {k, v};
-    for (int i = 0; i < 2; ++i) {
-      const char* name = i == 0 ? "k" : "v";
-      const size_t elem = DtypeSize(kv[i]->dtype);
-      if (elem == 0 || kv[i]->dtype == HWYATTN_BOOL) {
-        HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: dtype is %d; must be F32, F16 or BF16",
-                           name, static_cast<int>(kv[i]->dtype));
+  // The inputs' dtype, data and strides, which hwyattn_sdpa would check only
+  // on the ranks and blocks that compute (a block no row sees is skipped):
+  // here, so that every rank hears of them before any work. k and v of an
+  // empty shard are not read.
+  const hwyattn_tensor* const inputs[3] = {q, k, v};
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0 && sizes->key_len == 0) break;
+    const char* name = i == 0 ? "q" : i == 1 ? "k" : "v";
+    const hwyattn_tensor* t = inputs[i];
+    const int32_t dtype = Raw(t->dtype);
+    if (dtype != HWYATTN_F32 && dtype != HWYATTN_F16 && dtype != HWYATTN_BF16) {
+      HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: dtype is %d; must be F32, F16 or BF16",
+                         name, static_cast<int>(dtype));
+    }
+    const size_t elem = DtypeSize(t->dtype);
+    if (t->data == nullptr) HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: data is NULL", name);
+    if (reinterpret_cast<uintptr_t>(t->data) % elem != 0) {
+      HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: data %p is not aligned to %zu bytes", name,
+                         t->data, elem);
+    }
+    const Dims4 d(*t);
+    for (int j = 0; j < 4; ++j) {
+      if (d.stride[j] < 0) {
+        HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: logical stride %d is %" PRId64, name, j,
+                           d.stride[j]);
       }
-      if (kv[i]->data == nullptr) {
-        HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: data is NULL", name);
-      }
-      if (reinterpret_cast<uintptr_t>(kv[i]->data) % elem != 0) {
-        HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: data %p is not aligned to %zu bytes",
-                           name, kv[i]->data, elem);
-      }
-      const Dims4 d(*kv[i]);
-      for (int j = 0; j < 4; ++j) {
-        if (d.stride[j] < 0) {
-          HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "%s: logical stride %d is %" PRId64, name, j,
-                             d.stride[j]);
-        }
-      }
+    }
+    if (!SpanFits(d, elem)) {
+      HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT,
+                         "%s: its shape and strides span more than int64 bytes", name);
     }
   }
   if (!ring && opts->mask != nullptr && sizes->key_len > 0) {
     const int64_t mask_shape[4] = {sizes->batch, sizes->q_heads, sizes->q_len, sizes->key_len};
     HWYATTN_MPI_RETURN_IF_ERROR(CheckMask(shape, opts->mask, mask_shape));
   }
-  // What this component itself interprets; hwyattn_sdpa checks the rest on
-  // every rank that computes.
-  if (opts->causal < HWYATTN_CAUSAL_NONE || opts->causal > HWYATTN_CAUSAL_BOTTOM_RIGHT) {
-    HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT, "opts->causal is %d; must be 0, 1 or 2",
-                       static_cast<int>(opts->causal));
-  }
-  if (opts->window_left < 0 || opts->window_right < 0) {
-    HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT,
-                       "opts->window_left and window_right are %" PRId64 " and %" PRId64
-                       "; must be >= 0",
-                       opts->window_left, opts->window_right);
-  }
+  // The options' own rules are libhwyattn's (one home): a probe call.
+  HWYATTN_MPI_RETURN_IF_ERROR(ProbeOptions(shape, *opts, sizes->q_heads));
+  const int32_t causal = Raw(opts->causal);
 
   int64_t* a = shape->agreed;
   a[kFunction] = static_cast<int64_t>(mode);
@@ -253,16 +326,16 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
   a[kQueryLen] = ring ? 0 : sizes->q_len;  // ring: each rank's own slice
   a[kHeadDim] = sizes->head_dim;
   a[kValueDim] = sizes->value_dim;
-  a[kQueryDtype] = q->dtype;
+  a[kQueryDtype] = Raw(q->dtype);
   uint32_t bits;
   memcpy(&bits, &opts->scale, sizeof(bits));
   a[kScaleBits] = bits;
-  a[kCausal] = opts->causal;
+  a[kCausal] = causal;
   a[kWindowLeft] = opts->window_left;
   a[kWindowRight] = opts->window_right;
   memcpy(&bits, &opts->softcap, sizeof(bits));
   a[kSoftcapBits] = bits;
-  a[kPrecision] = opts->precision;
+  a[kPrecision] = Raw(opts->precision);
   a[kHasMask] = opts->mask != nullptr;
   a[kHasLse] = opts->lse != nullptr;
   const size_t per_head = static_cast<size_t>(sizes->q_heads) * sizeof(float);
@@ -274,13 +347,31 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
   if (ring) {
     a[kKeyBatch] = kd.shape[0];
     a[kValueBatch] = vd.shape[0];
-    a[kKeyDtype] = k->dtype;
-    a[kValueDtype] = v->dtype;
+    a[kKeyDtype] = Raw(k->dtype);
+    a[kValueDtype] = Raw(v->dtype);
   }
   shape->key_len = sizes->key_len;
   return HWYATTN_OK;
 }
 
 #undef HWYATTN_MPI_REJECT
+
+void RecordFailure(CallShape* shape, hwyattn_status status) {
+  shape->status = status;
+  snprintf(shape->message, sizeof(shape->message), "%s", LastError());
+}
+
+hwyattn_status CheckKvLen(const hwyattn_sdpa_options& opts, int64_t batch, int64_t total,
+                          const char* whole) {
+  if (opts.kv_len == nullptr) return HWYATTN_OK;
+  for (int64_t b = 0; b < batch; ++b) {
+    if (opts.kv_len[b] < 0 || opts.kv_len[b] > total) {
+      return Fail(HWYATTN_INVALID_ARGUMENT,
+                  "opts->kv_len[%" PRId64 "] is %" PRId32 "; must be in [0, %" PRId64 "] (%s)", b,
+                  opts.kv_len[b], total, whole);
+    }
+  }
+  return HWYATTN_OK;
+}
 
 }  // namespace hwyattn_mpi

@@ -34,6 +34,17 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
                         const hwyattn_sdpa_options* user, CallShape* shape,
                         hwyattn_sdpa_options* opts, Sizes* sizes);
 
+// Records a failure of this rank's preparations after Describe (running out
+// of memory for its buffers) in *shape, with this thread's message, so that
+// the agreement makes it every rank's verdict.
+void RecordFailure(CallShape* shape, hwyattn_status status);
+
+// After the agreement: opts->kv_len (the whole sequence's valid lengths,
+// `batch` values, the same on every rank) within [0, total], total being
+// the keys of all ranks; `whole` names them in the message.
+hwyattn_status CheckKvLen(const hwyattn_sdpa_options& opts, int64_t batch, int64_t total,
+                          const char* whole);
+
 }  // namespace hwyattn_mpi
 
 #endif  // HWYATTN_MPI_CALL_CHECKS_H_

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "include/hwyattn_mpi.h"
 
@@ -23,6 +24,13 @@ hwyattn_status Fail(hwyattn_status status, const char* format, ...) {
 void ClearError() { g_message[0] = '\0'; }
 
 const char* LastError() { return g_message; }
+
+void PrefixRank(int rank) {
+  char detail[sizeof(g_message)];
+  memcpy(detail, g_message, sizeof(detail));
+  // (at most 480 bytes of the detail: the result fits, rank and all)
+  snprintf(g_message, sizeof(g_message), "rank %d: %.480s", rank, detail);
+}
 
 hwyattn_status CheckMpi(int mpi_error, const char* function) {
   if (mpi_error == MPI_SUCCESS) return HWYATTN_OK;

@@ -18,6 +18,9 @@ hwyattn_status Fail(hwyattn_status status, const char* format, ...)
 void ClearError();
 // The thread's message.
 const char* LastError();
+// Prefixes the thread's message with "rank r: " (no allocation: it runs
+// where memory may have run out).
+void PrefixRank(int rank);
 
 // HWYATTN_INTERNAL_ERROR naming the MPI function and MPI's error string,
 // unless mpi_error is MPI_SUCCESS (then HWYATTN_OK).

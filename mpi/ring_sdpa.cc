@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <chrono>
 #include <new>
-#include <string>
 #include <vector>
 
 #include "include/hwyattn_mpi.h"
@@ -138,16 +137,7 @@ hwyattn_status CheckLayout(const std::vector<int64_t>& lens, const hwyattn_sdpa_
                   r, c.total(), INT_MAX);
     }
   }
-  if (opts.kv_len != nullptr) {
-    for (int64_t b = 0; b < sizes.batch; ++b) {
-      if (opts.kv_len[b] < 0 || opts.kv_len[b] > total) {
-        return Fail(HWYATTN_INVALID_ARGUMENT,
-                    "opts->kv_len[%" PRId64 "] is %" PRId32 "; must be in [0, %" PRId64
-                    "] (the whole sequence)",
-                    b, opts.kv_len[b], total);
-      }
-    }
-  }
+  HWYATTN_MPI_RETURN_IF_ERROR(CheckKvLen(opts, sizes.batch, total, "the whole sequence"));
   *seq_len = total;
   return HWYATTN_OK;
 }
@@ -186,10 +176,7 @@ hwyattn_status RingSdpa(MPI_Comm comm, const hwyattn_tensor* q, const hwyattn_te
   Workspace ws;
   if (Describe(Mode::kRing, q, k, v, out, user_opts, &shape, &opts, &sizes) == HWYATTN_OK) {
     const hwyattn_status s = ws.Allocate(sizes, *k, *v, size);
-    if (s != HWYATTN_OK) {
-      shape.status = s;
-      snprintf(shape.message, sizeof(shape.message), "%s", LastError());
-    }
+    if (s != HWYATTN_OK) RecordFailure(&shape, s);
   }
   std::vector<int64_t> lens;
   HWYATTN_MPI_RETURN_IF_ERROR(Agree(comm, shape, &lens));
@@ -209,10 +196,7 @@ hwyattn_status RingSdpa(MPI_Comm comm, const hwyattn_tensor* q, const hwyattn_te
     state[a].out = ws.state.data() + per_row * offset * sizes.value_dim;
     state[a].lse = lse_base + per_row * offset;
   }
-  PositionRules rules;
-  rules.causal = opts.causal != HWYATTN_CAUSAL_NONE;
-  rules.window_left = opts.window_left;
-  rules.window_right = opts.window_right;
+  const PositionRules rules = PositionRules::From(opts);
 
   double compute = 0.0, wait = 0.0;
   int64_t bytes_sent = 0;
@@ -274,8 +258,7 @@ hwyattn_status RingSdpa(MPI_Comm comm, const hwyattn_tensor* q, const hwyattn_te
       }
     }
     if (failed != HWYATTN_OK && !reported) {  // later steps only pass the slices on
-      const std::string detail = LastError();
-      Fail(failed, "rank %d: %s", rank, detail.c_str());
+      PrefixRank(rank);
       reported = true;
     }
     const double t1 = Now();
@@ -297,20 +280,12 @@ hwyattn_status RingSdpa(MPI_Comm comm, const hwyattn_tensor* q, const hwyattn_te
       std::fill(st.lse, st.lse + st.rows, -INFINITY);
     }
     const int64_t shape4[4] = {sizes.batch, sizes.q_heads, mine.len[a], sizes.value_dim};
-    hwyattn_tensor merged_out, merged_lse;
-    hwyattn_tensor_contiguous(&merged_out, st.out, HWYATTN_F32, 4, shape4);
-    hwyattn_tensor_contiguous(&merged_lse, st.lse, HWYATTN_F32, 3, shape4);
     const int64_t offset = a == 0 ? 0 : mine.len[0];
     hwyattn_tensor out_a = Slice(*out, 2, offset, mine.len[a]);
     hwyattn_tensor lse_a;
     if (opts.lse != nullptr) lse_a = Slice(*opts.lse, 3, offset, mine.len[a]);
-    const hwyattn_tensor* outs[1] = {&merged_out};
-    const hwyattn_tensor* lses[1] = {&merged_lse};
-    const hwyattn_status s = hwyattn_merge_states(1, outs, lses, opts.sinks, &out_a,
-                                                  opts.lse != nullptr ? &lse_a : nullptr);
-    if (s != HWYATTN_OK) {
-      return Fail(s, "rank %d: writing out: hwyattn_merge_states: %s", rank, hwyattn_last_error());
-    }
+    HWYATTN_MPI_RETURN_IF_ERROR(WriteResult(st.out, st.lse, shape4, opts.sinks, &out_a,
+                                            opts.lse != nullptr ? &lse_a : nullptr, rank));
   }
   const double t_end = Now();
   compute += t_end - t2;

@@ -6,12 +6,8 @@
 // (block_attention), one MPI_Allreduce that merges the partials
 // (state_allreduce), then the sinks, once.
 
-#include <inttypes.h>
 #include <stddef.h>
-#include <stdio.h>
-#include <string.h>
 
-#include <string>
 #include <vector>
 
 #include "include/hwyattn_mpi.h"
@@ -41,10 +37,7 @@ hwyattn_status ShardedSdpa(MPI_Comm comm, const hwyattn_tensor* q, const hwyattn
   if (Describe(Mode::kSharded, q, k, v, out, user_opts, &shape, &opts, &sizes) == HWYATTN_OK) {
     const hwyattn_status s =
         state.Allocate(sizes.batch * sizes.q_heads * sizes.q_len, sizes.value_dim);
-    if (s != HWYATTN_OK) {
-      shape.status = s;
-      snprintf(shape.message, sizeof(shape.message), "%s", LastError());
-    }
+    if (s != HWYATTN_OK) RecordFailure(&shape, s);
   }
   std::vector<int64_t> key_lens;
   HWYATTN_MPI_RETURN_IF_ERROR(Agree(comm, shape, &key_lens));
@@ -60,21 +53,9 @@ hwyattn_status ShardedSdpa(MPI_Comm comm, const hwyattn_tensor* q, const hwyattn
     return Fail(HWYATTN_INVALID_ARGUMENT,
                 "k: every rank's shard is empty (shape[2] = 0 on all %zu ranks)", key_lens.size());
   }
-  if (opts.kv_len != nullptr) {
-    for (int64_t b = 0; b < sizes.batch; ++b) {
-      if (opts.kv_len[b] < 0 || opts.kv_len[b] > total) {
-        return Fail(HWYATTN_INVALID_ARGUMENT,
-                    "opts->kv_len[%" PRId64 "] is %" PRId32 "; must be in [0, %" PRId64
-                    "] (the keys of all ranks)",
-                    b, opts.kv_len[b], total);
-      }
-    }
-  }
+  HWYATTN_MPI_RETURN_IF_ERROR(CheckKvLen(opts, sizes.batch, total, "the keys of all ranks"));
 
-  PositionRules rules;
-  rules.causal = opts.causal != HWYATTN_CAUSAL_NONE;
-  rules.window_left = opts.window_left;
-  rules.window_right = opts.window_right;
+  const PositionRules rules = PositionRules::From(opts);
   Block block;
   block.q = q;
   block.k = k;
@@ -90,8 +71,7 @@ hwyattn_status ShardedSdpa(MPI_Comm comm, const hwyattn_tensor* q, const hwyattn
   block.value_dim = sizes.value_dim;
   const hwyattn_status computed = ComputeBlock(block, rules, opts, state.out(), state.lse());
   if (computed != HWYATTN_OK) {
-    const std::string detail = LastError();
-    Fail(computed, "rank %d: %s", rank, detail.c_str());
+    PrefixRank(rank);
     state.SetFailed(computed, rank);
   }
   HWYATTN_MPI_RETURN_IF_ERROR(state.Allreduce(comm, rank));
@@ -99,16 +79,7 @@ hwyattn_status ShardedSdpa(MPI_Comm comm, const hwyattn_tensor* q, const hwyattn
   // The merged state is the same bits on every rank; the sinks join it here,
   // once, and it is copied to the caller's out (and lse).
   const int64_t out_shape[4] = {sizes.batch, sizes.q_heads, sizes.q_len, sizes.value_dim};
-  hwyattn_tensor merged_out, merged_lse;
-  hwyattn_tensor_contiguous(&merged_out, state.out(), HWYATTN_F32, 4, out_shape);
-  hwyattn_tensor_contiguous(&merged_lse, state.lse(), HWYATTN_F32, 3, out_shape);
-  const hwyattn_tensor* outs[1] = {&merged_out};
-  const hwyattn_tensor* lses[1] = {&merged_lse};
-  const hwyattn_status s = hwyattn_merge_states(1, outs, lses, opts.sinks, out, opts.lse);
-  if (s != HWYATTN_OK) {
-    return Fail(s, "rank %d: writing out: hwyattn_merge_states: %s", rank, hwyattn_last_error());
-  }
-  return HWYATTN_OK;
+  return WriteResult(state.out(), state.lse(), out_shape, opts.sinks, out, opts.lse, rank);
 }
 
 }  // namespace hwyattn_mpi

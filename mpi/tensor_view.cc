@@ -29,4 +29,18 @@ bool NoSelfOverlap(const Dims4& d) {
   return true;
 }
 
+bool SpanFits(const Dims4& d, size_t elem) {
+  int64_t last = 0;
+  for (int i = 0; i < 4; ++i) {
+    int64_t step;
+    if (d.shape[i] < 1) continue;  // an empty shard's keys: never addressed
+    if (__builtin_mul_overflow(d.shape[i] - 1, d.stride[i], &step) ||
+        __builtin_add_overflow(last, step, &last)) {
+      return false;
+    }
+  }
+  int64_t bytes;
+  return !__builtin_mul_overflow(last, static_cast<int64_t>(elem), &bytes);
+}
+
 }  // namespace hwyattn_mpi

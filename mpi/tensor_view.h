@@ -57,6 +57,11 @@ inline hwyattn_tensor Slice(const hwyattn_tensor& t, int dim, int64_t begin, int
 // int64 counts as overlapping.
 bool NoSelfOverlap(const Dims4& d);
 
+// Whether the byte offset of the last element (sizes >= 1, strides >= 0)
+// fits int64, so that pointers into the tensor can be formed without
+// overflow.
+bool SpanFits(const Dims4& d, size_t elem);
+
 }  // namespace hwyattn_mpi
 
 #endif  // HWYATTN_MPI_TENSOR_VIEW_H_

@@ -29,7 +29,8 @@
 #      runtime is not instrumented), then fuzz_sdpa for FUZZ_SECONDS
 #      (default 60) over a copy of tests/fuzz/corpus, and FUZZ_POOL_SECONDS
 #      (default 20) more with every call on an inline pool of 3 workers
-#      (FUZZ_POOL_WORKERS=3).
+#      (FUZZ_POOL_WORKERS=3), and fuzz_mpi (libhwyattn_mpi, when MPI is
+#      found) under mpirun -np 1 for FUZZ_MPI_SECONDS (default 20).
 #   2. $TSAN_BUILD_DIR (default build-tsan): -DHWYATTN_SANITIZE=thread with
 #      -DHWYATTN_OPENMP=OFF (libgomp/libomp synchronisation is invisible to
 #      TSan; the OpenMP loops run serially, so TSan checks what callers can
@@ -75,6 +76,7 @@ ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
 TSAN_BUILD_DIR=${TSAN_BUILD_DIR:-build-tsan}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 FUZZ_POOL_SECONDS=${FUZZ_POOL_SECONDS:-20}
+FUZZ_MPI_SECONDS=${FUZZ_MPI_SECONDS:-20}
 export CC=clang-14 CXX=clang++-14
 # Lean configurations: no benchmarks, no examples.
 lean=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DHWYATTN_BUILD_TESTS=ON -DHWYATTN_BUILD_BENCH=OFF
@@ -102,6 +104,16 @@ cp tests/fuzz/corpus/* "$corpus"/
 stamp "fuzz_sdpa on an inline pool (opts->parallel) for ${FUZZ_POOL_SECONDS}s"
 (cd "$ASAN_BUILD_DIR" && FUZZ_POOL_WORKERS=3 ./tests/fuzz/fuzz_sdpa \
    -max_total_time="$FUZZ_POOL_SECONDS" -print_final_stats=1 "$corpus")
+
+if [[ -x $ASAN_BUILD_DIR/tests/fuzz/fuzz_mpi ]]; then
+  stamp "fuzz_mpi (libhwyattn_mpi on one rank) for ${FUZZ_MPI_SECONDS}s"
+  mpi_corpus=$(mktemp -d)
+  cp tests/fuzz/corpus/* "$mpi_corpus"/
+  (cd "$ASAN_BUILD_DIR" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+     mpirun -np 1 ./tests/fuzz/fuzz_mpi -max_total_time="$FUZZ_MPI_SECONDS" \
+     -print_final_stats=1 "$mpi_corpus")
+  rm -rf "$mpi_corpus"
+fi
 
 stamp "ThreadSanitizer build (HWYATTN_OPENMP=OFF)"
 cmake -S . -B "$TSAN_BUILD_DIR" "${lean[@]}" -DHWYATTN_SANITIZE=thread -DHWYATTN_OPENMP=OFF

@@ -9,7 +9,8 @@
 //
 // And the converse: once a thread's scratch is warm, calls of the same shapes
 // allocate nothing at all (SteadyState below): no AlignedAlloc (the hook made
-// to fail) and no C++ heap allocation (this binary counts operator new).
+// to fail) and no C++ heap allocation (this binary counts operator new:
+// tests/new_hook.h).
 //
 // Both also run with the caller's pool (opts->parallel, tests/test_pools.h):
 // the workers then run on the pool's threads (or on the caller), with the
@@ -28,86 +29,8 @@
 #include "gtest/gtest.h"
 #include "hwyattn.h"
 #include "src/scratch.h"
+#include "tests/new_hook.h"
 #include "tests/test_pools.h"
-
-// Every C++ heap allocation of the process, counted while g_counting is set,
-// by replacing operator new; not under sanitizers, whose runtimes bring their
-// own (ThreadSanitizer's clash at link time).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define HWYATTN_COUNT_NEW 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define HWYATTN_COUNT_NEW 0
-#endif
-#endif
-#ifndef HWYATTN_COUNT_NEW
-#define HWYATTN_COUNT_NEW 1
-#endif
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<int64_t> g_allocations{0};
-
-#if HWYATTN_COUNT_NEW
-void* CountedAllocate(size_t bytes, size_t align) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
-  void* p = nullptr;
-  if (posix_memalign(&p, std::max(align, sizeof(void*)), bytes == 0 ? 1 : bytes) != 0) {
-    throw std::bad_alloc();
-  }
-  return p;
-}
-
-void* CountedAllocateOrNull(size_t bytes, size_t align) noexcept {
-  try {
-    return CountedAllocate(bytes, align);
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-}
-
-constexpr size_t kDefaultAlign = alignof(std::max_align_t);
-#endif  // HWYATTN_COUNT_NEW
-}  // namespace
-
-#if HWYATTN_COUNT_NEW
-
-// Every form, so that no allocation reaches another allocator's operator new
-// and comes back through this free() (sanitizers check the pairing).
-void* operator new(size_t n) { return CountedAllocate(n, kDefaultAlign); }
-void* operator new[](size_t n) { return CountedAllocate(n, kDefaultAlign); }
-void* operator new(size_t n, std::align_val_t a) {
-  return CountedAllocate(n, static_cast<size_t>(a));
-}
-void* operator new[](size_t n, std::align_val_t a) {
-  return CountedAllocate(n, static_cast<size_t>(a));
-}
-void* operator new(size_t n, const std::nothrow_t&) noexcept {
-  return CountedAllocateOrNull(n, kDefaultAlign);
-}
-void* operator new[](size_t n, const std::nothrow_t&) noexcept {
-  return CountedAllocateOrNull(n, kDefaultAlign);
-}
-void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return CountedAllocateOrNull(n, static_cast<size_t>(a));
-}
-void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return CountedAllocateOrNull(n, static_cast<size_t>(a));
-}
-void operator delete(void* p) noexcept { free(p); }
-void operator delete[](void* p) noexcept { free(p); }
-void operator delete(void* p, size_t) noexcept { free(p); }
-void operator delete[](void* p, size_t) noexcept { free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { free(p); }
-void operator delete(void* p, size_t, std::align_val_t) noexcept { free(p); }
-void operator delete[](void* p, size_t, std::align_val_t) noexcept { free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { free(p); }
-#endif  // HWYATTN_COUNT_NEW
 
 namespace {
 
@@ -367,13 +290,12 @@ TEST(SteadyState, WarmCallsAllocateNothing) {
     const std::string mode = threads == 0 ? "the pool" : std::to_string(threads) + " threads";
     for (const auto& call : calls) ASSERT_EQ(call(), HWYATTN_OK) << hwyattn_last_error();
     hwyattn::FailAllocationsAfter(0);
-    g_allocations = 0;
-    g_counting = true;
+    hwyattn_test::CountNew(true);
     hwyattn_status status[4][3];
     for (int c = 0; c < 4; ++c) {
       for (int rep = 0; rep < 3; ++rep) status[c][rep] = calls[c]();
     }
-    g_counting = false;
+    hwyattn_test::CountNew(false);
     hwyattn::FailAllocationsAfter(-1);
     if (threads == 0) {
       EXPECT_EQ(pool.violation(), "");
@@ -385,8 +307,8 @@ TEST(SteadyState, WarmCallsAllocateNothing) {
         EXPECT_EQ(status[c][rep], HWYATTN_OK) << "call " << c << " allocated on " << mode;
       }
     }
-    if (HWYATTN_COUNT_NEW) {
-      EXPECT_EQ(g_allocations.load(), 0) << "operator new during warm calls on " << mode;
+    if (hwyattn_test::kNewHooked) {
+      EXPECT_EQ(hwyattn_test::NewCount(), 0) << "operator new during warm calls on " << mode;
     }
   }
   hwyattn_set_num_threads(0);
@@ -423,17 +345,16 @@ TEST(SteadyState, MergeStatesAllocatesNothingEvenCold) {
     hwyattn_status status[2] = {HWYATTN_INTERNAL_ERROR, HWYATTN_INTERNAL_ERROR};
     std::thread([&] {
       hwyattn::FailAllocationsAfter(0);
-      g_allocations = 0;
-      g_counting = true;
+      hwyattn_test::CountNew(true);
       status[0] = hwyattn_merge_states(3, outs, lses, sinks.data(), &t_out, &t_lse);
       status[1] = hwyattn_merge_states(3, outs, lses, nullptr, &to[0], &tl[0]);  // in place
-      g_counting = false;
+      hwyattn_test::CountNew(false);
       hwyattn::FailAllocationsAfter(-1);
     }).join();
     EXPECT_EQ(status[0], HWYATTN_OK) << "out of place, " << threads << " threads";
     EXPECT_EQ(status[1], HWYATTN_OK) << "in place, " << threads << " threads";
-    if (HWYATTN_COUNT_NEW) {
-      EXPECT_EQ(g_allocations.load(), 0)
+    if (hwyattn_test::kNewHooked) {
+      EXPECT_EQ(hwyattn_test::NewCount(), 0)
           << "operator new in merge_states on " << threads << " threads";
     }
   }

@@ -145,10 +145,13 @@ struct SdpaProblem {
            sinks != nullptr;
   }
   // Whether some rows may block keys that other rows of the same kv head
-  // see (causal, windows, a mask tensor): their probabilities there are
-  // exactly 0, and P . V must not let 0 * NaN (a non-finite V) reach them.
+  // see (a mask tensor; causal or windows when the rows have more than one
+  // position: one position, as in a decode step, gives every row the same
+  // keys): their probabilities there are exactly 0, and P . V must not let
+  // 0 * NaN (a non-finite V) reach them.
   bool MayBlockPerRow() const {
-    return causal != Causal::kNone || has_mask || window_left != 0 || window_right != 0;
+    return has_mask ||
+           (q_len > 1 && (causal != Causal::kNone || window_left != 0 || window_right != 0));
   }
   // The keys [*first, *end) of batch b that a query at position `pos` may
   // see by position (kv_len, causal, windows; masks come on top), with

@@ -134,7 +134,11 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   }
   const int64_t kscale_n = k_token ? P * Hkv * S : Hkv * D,
                 vscale_n = v_token ? P * Hkv * S : Hkv * Dv;
-  Block ks(static_cast<size_t>(kscale_n) * 4), vs(static_cast<size_t>(vscale_n) * 4);
+  // Room for twice the elements and one more: corruption 7 below grows one
+  // dimension of the K scales' shape by 1, which can make a different layout
+  // that the library must then read in full (memory the caller owns).
+  Block ks(static_cast<size_t>(2 * kscale_n + 1) * 4),
+      vs(static_cast<size_t>(2 * vscale_n + 1) * 4);
   for (Block* b : {&ks, &vs}) {
     for (size_t e = 0; e < b->bytes / 4; ++e) {
       const float x = static_cast<float>(in.ConsumeIntegralInRange(1, 64)) / 1024.0f;

@@ -11,8 +11,18 @@
 // rank's), and for the ring the per-rank compute and wait times, the bytes
 // each rank sent, and the overlap achieved: 1 - wait / (the same bytes
 // passed around the ring with nothing to compute). Not a ctest: timing.
+//
+// Run it with `mpirun --bind-to none`: for -np <= 2 Open MPI binds each rank
+// to one core by default, and the one-process rows then run their N threads
+// on rank 0's single core, comparing N cores with one. At start-up rank 0
+// checks its CPU affinity (Linux) and warns on stderr when it allows fewer
+// CPUs than there are ranks.
 
+#include <errno.h>
 #include <mpi.h>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +47,38 @@ void Check(hwyattn_status s, const char* what) {
             hwyattn_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+}
+
+// The CPUs this process may run on, or 0 when that cannot be told.
+int AllowedCpus() {
+#if defined(__linux__)
+  for (int n = 1024; n <= (1 << 20); n *= 2) {  // grows past 1024 CPUs
+    cpu_set_t* set = CPU_ALLOC(n);
+    if (set == nullptr) return 0;
+    const size_t size = CPU_ALLOC_SIZE(n);
+    CPU_ZERO_S(size, set);
+    const int rc = sched_getaffinity(0, size, set);
+    const int err = errno;
+    const int count = rc == 0 ? CPU_COUNT_S(size, set) : 0;
+    CPU_FREE(set);
+    if (rc == 0) return count;
+    if (err != EINVAL) return 0;  // EINVAL: the mask is smaller than the kernel's
+  }
+#endif
+  return 0;
+}
+
+// Rank 0: the one-process rows run g_size threads on it; if mpirun bound it
+// to fewer CPUs, those threads share them and the rows compare unlike things.
+void WarnIfBound() {
+  const int cpus = AllowedCpus();
+  if (cpus == 0 || cpus >= g_size) return;
+  fprintf(stderr,
+          "bench_mpi: warning: rank 0 may run on %d CPU(s), but the one-process rows run %d "
+          "threads on it, so they would time %d threads on %d CPU(s) against %d ranks. Run "
+          "under `mpirun --bind-to none` (Open MPI binds each rank to one core by default for "
+          "-np <= 2).\n",
+          cpus, g_size, g_size, cpus, g_size);
 }
 
 struct Tensor {
@@ -231,6 +273,7 @@ int main(int argc, char** argv) {
     }
   }
   if (reps < 1) reps = 1;
+  if (g_rank == 0) WarnIfBound();
   Ring(reps, seq);
   Sharded(reps, cache);
   MPI_Finalize();

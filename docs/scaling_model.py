@@ -2,16 +2,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """The N-machine speed model of docs/SCALING.md, and its plot (docs/scaling.svg).
 
-    /usr/bin/python3 docs/scaling_model.py [--core-gflops 20] [--cores 32]
-        [--decode-us-per-key 0.36] [--out docs/scaling.svg]
+    /usr/bin/python3 docs/scaling_model.py [--core-gflops 95] [--cores 32]
+        [--decode-us-per-key 0.3] [--out docs/scaling.svg]
 
 A rank is one machine of --cores cores, each computing attention at
 --core-gflops (measured by bench/bench_mpi: a rank's compute_seconds for its
 share of P3's flops); sharded decode reads the cache at --decode-us-per-key
 per key of D1's shape on one core (bench_mpi's one-process row on one
-thread), scaled by the cores up to --node-gbs of memory bandwidth. Networks:
-25 and 100 Gb/s, with 5 and 20 us latency. Numpy and the standard library
-only; the SVG is written by hand.
+thread), scaled by the cores up to --node-gbs of memory bandwidth. The
+defaults are docs/SCALING.md's measurement (Zen 4, mpirun --bind-to none).
+Networks: 25 and 100 Gb/s, with 5 and 20 us latency. Numpy and the standard
+library only; the SVG is written by hand.
 """
 import argparse
 import math
@@ -85,9 +86,9 @@ def svg_panel(x0, y0, w, h, xs, series, title, xlabel, ymax):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--core-gflops", type=float, default=20.0)
+    ap.add_argument("--core-gflops", type=float, default=95.0)
     ap.add_argument("--cores", type=int, default=32)
-    ap.add_argument("--decode-us-per-key", type=float, default=0.36)
+    ap.add_argument("--decode-us-per-key", type=float, default=0.3)
     ap.add_argument("--node-gbs", type=float, default=200.0,
                     help="memory bandwidth of one machine, GB/s (caps the decode's core scaling)")
     ap.add_argument("--out", default="docs/scaling.svg")

@@ -24,8 +24,10 @@
 
 #include "src/attention.h"
 #include "src/kv_attention.h"
+#include "src/ops/kv_cache_write.h"
 #include "src/scratch.h"
 #include "src/tensor.h"
+#include "src/threading.h"
 
 namespace hwyattn {
 namespace {
@@ -135,6 +137,27 @@ hwyattn_status RunKvAttention(const KvAttentionProblem& p) {
   for (int64_t s = 0; s < p.num_seqs; ++s) {
     if (p.QueryLength(s) > 0 && p.kv_len[s] == 0) EmptyRows(p, p.q_start[s], p.QueryLength(s));
   }
+  return HWYATTN_OK;
+}
+
+hwyattn_status RunKvCacheWrite(const KvWriteProblem& p) {
+  const KvWriteKernels& kernels = GetKvWriteKernels();
+  const KvCacheView& c = p.cache;
+  const double bytes = static_cast<double>(p.tokens * c.kv_heads) *
+                       static_cast<double>(c.head_dim + c.value_dim) * 4.0;
+  const int64_t threads = WorkersForBytes(p.executor, bytes, p.tokens);
+  // Per worker: the row and, for per-channel scales, the row's scales.
+  const size_t row_floats = 2 * KvWriteRowFloats(p, kernels.lanes);
+  float* memory = static_cast<float*>(ThreadScratch(
+      ScratchSlot::kAttention, row_floats * static_cast<size_t>(threads) * sizeof(float)));
+  if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
+  ParallelRegion(p.executor, threads, [&](int64_t me) {
+    float* buffer = memory + static_cast<size_t>(me) * row_floats;
+    const int64_t begin = p.tokens * me / threads, end = p.tokens * (me + 1) / threads;
+    for (int64_t t = begin; t < end; ++t) {
+      if (p.slot[t] >= 0) kernels.write_token(p, t, buffer);
+    }
+  });
   return HWYATTN_OK;
 }
 

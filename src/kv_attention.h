@@ -2,7 +2,7 @@
 //
 // The KV-cache entry points after validation: attention of a varlen batch
 // over a paged cache (kv_attention.cc) and the write of new keys and values
-// into cache slots (ops/kv_cache_write.cc).
+// into cache slots (the planner here, the kernel in ops/kv_cache_write.cc).
 #ifndef HWYATTN_SRC_KV_ATTENTION_H_
 #define HWYATTN_SRC_KV_ATTENTION_H_
 

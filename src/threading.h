@@ -52,6 +52,15 @@ inline int64_t WorkersFor(const Executor& executor, double flops, int64_t items)
   return workers < 1 ? 1 : workers;
 }
 
+// The same rule for work that moves bytes rather than multiplying (cache
+// writes, copies): a worker must get at least this many bytes (~10 us of
+// streaming) to be worth waking.
+constexpr double kMinBytesPerWorker = 256 * 1024;
+
+inline int64_t WorkersForBytes(const Executor& executor, double bytes, int64_t items) {
+  return WorkersFor(executor, bytes / kMinBytesPerWorker * kMinFlopsPerWorker, items);
+}
+
 // A worker of a parallel region: body(ctx, worker).
 using WorkerFn = void (*)(void* ctx, int64_t worker);
 

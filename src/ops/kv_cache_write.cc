@@ -10,9 +10,9 @@
 // per row, so every target and every thread count gives the same bytes
 // (the maximum is order-free, the rest is per element).
 //
-// Work is split over tokens: a contiguous range per worker. Tokens write
-// disjoint slots (validation rejects a slot written twice), so workers never
-// touch the same bytes.
+// The planner (RunKvCacheWrite, src/kv_attention.cc) splits the tokens into a
+// contiguous range per worker. Tokens write disjoint slots (validation
+// rejects a slot written twice), so workers never touch the same bytes.
 
 #include <stddef.h>
 #include <stdint.h>
@@ -20,8 +20,8 @@
 
 #include <algorithm>
 
-#include "src/kv_attention.h"
 #include "src/ops/convert.h"
+#include "src/ops/kv_cache_write.h"
 #include "src/scratch.h"
 #include "src/targets.h"
 #include "src/threading.h"
@@ -30,24 +30,6 @@
 #define HWY_TARGET_INCLUDE "src/ops/kv_cache_write.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-
-#ifndef HWYATTN_SRC_OPS_KV_CACHE_WRITE_ONCE_
-#define HWYATTN_SRC_OPS_KV_CACHE_WRITE_ONCE_
-namespace hwyattn {
-// One target's write kernel: the rows of token t (slot >= 0) into the cache.
-struct KvWriteKernels {
-  int64_t target;
-  void (*write_token)(const KvWriteProblem& p, int64_t t, float* buffer);
-};
-// Floats of one row buffer: the widest row, padded to whole vectors of the
-// widest target.
-inline size_t KvWriteRowFloats(const KvWriteProblem& p) {
-  constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
-  const size_t dim = static_cast<size_t>(std::max(p.cache.head_dim, p.cache.value_dim));
-  return PadFloats((dim + kMaxLanes - 1) / kMaxLanes * kMaxLanes);
-}
-}  // namespace hwyattn
-#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
@@ -148,7 +130,7 @@ void WriteToken(const KvWriteProblem& p, int64_t t, float* buffer) {
   }
 }
 
-constexpr KvWriteKernels kKvWriteKernels = {HWY_TARGET, &WriteToken};
+constexpr KvWriteKernels kKvWriteKernels = {HWY_TARGET, HWY_LANES(float), &WriteToken};
 
 const KvWriteKernels* GetKvWriteKernelTable() { return &kKvWriteKernels; }
 
@@ -162,37 +144,10 @@ namespace hwyattn {
 
 HWY_EXPORT(GetKvWriteKernelTable);
 
-namespace {
 const KvWriteKernels& GetKvWriteKernels() {
   static const KvWriteKernels* const kernels =
       PickKernels(HWY_DISPATCH_TABLE(GetKvWriteKernelTable));
   return *kernels;
-}
-// A worker must get at least this many bytes of rows to be worth waking.
-constexpr double kMinBytesPerThread = 256 * 1024;
-}  // namespace
-
-hwyattn_status RunKvCacheWrite(const KvWriteProblem& p) {
-  const KvWriteKernels& kernels = GetKvWriteKernels();
-  const KvCacheView& c = p.cache;
-  const double bytes = static_cast<double>(p.tokens * c.kv_heads) *
-                       static_cast<double>(c.head_dim + c.value_dim) * 4.0;
-  const int64_t threads =
-      std::max<int64_t>(1, std::min({p.executor.MaxWorkers(), p.tokens,
-                                     static_cast<int64_t>(bytes / kMinBytesPerThread) + 1}));
-  // Per worker: the row and, for per-channel scales, the row's scales.
-  const size_t row_floats = 2 * KvWriteRowFloats(p);
-  float* memory = static_cast<float*>(ThreadScratch(
-      ScratchSlot::kAttention, row_floats * static_cast<size_t>(threads) * sizeof(float)));
-  if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
-  ParallelRegion(p.executor, threads, [&](int64_t me) {
-    float* buffer = memory + static_cast<size_t>(me) * row_floats;
-    const int64_t begin = p.tokens * me / threads, end = p.tokens * (me + 1) / threads;
-    for (int64_t t = begin; t < end; ++t) {
-      if (p.slot[t] >= 0) kernels.write_token(p, t, buffer);
-    }
-  });
-  return HWYATTN_OK;
 }
 
 }  // namespace hwyattn

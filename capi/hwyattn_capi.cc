@@ -256,8 +256,9 @@ hwyattn_status hwyattn_kv_attention(const hwyattn_tensor* q, const hwyattn_kv_ca
     const hwyattn_status r = hwyattn::RunKvAttention(problem);
     if (r == HWYATTN_OUT_OF_MEMORY) {
       return Fail(r,
-                  "hwyattn_kv_attention: could not allocate the gathered K/V and scratch of "
-                  "a sequence (Hkv=%lld D=%lld Dv=%lld)",
+                  "hwyattn_kv_attention: could not allocate the scratch of %d sequences "
+                  "(Hkv=%lld D=%lld Dv=%lld: decode partials, packed K/V of prefill rows)",
+                  static_cast<int>(problem.num_seqs),
                   static_cast<long long>(problem.cache.kv_heads),
                   static_cast<long long>(problem.cache.head_dim),
                   static_cast<long long>(problem.cache.value_dim));

@@ -69,9 +69,9 @@ hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num
     return HWYATTN_OK;
   }
   // Contiguous shares of rows: in a layer, the rows a worker projects are
-  // then those of the batches whose attention heads it owns (see
-  // RunFlash), still in its L2 (M1 on 2 threads: +1.7-2.2% over handing out
-  // items one by one).
+  // then those of the batches whose attention heads it owns (the prefill
+  // query tiles' shares, src/attention.cc), still in its L2 (M1 on 2 threads: +1.7-2.2% over
+  // handing out items one by one).
   ItemShare* shares = InitShares(scratch, threads, items);
   ParallelRegion(executor, threads, [&](int64_t me) {
     float* mine = panels + static_cast<size_t>(me) * item_floats;

@@ -3,7 +3,7 @@
 // bench_attention.cc: the attention rows of bench/README.md through the C ABI only
 // (include/hwyattn.h, linked to libhwyattn.so), at 1 and 2 threads:
 //
-//   BM_Attention/<id>/threads:<n>     id in P1 P2 P3 D1 D2 X1 M1 T1 W1
+//   BM_Attention/<id>/threads:<n>     id in P1 P2 P3 D1 D2 X1 M1 T1 W1 D2h P1b
 //   BM_Attention/<id>cold/threads:<n>  decode rows (D1cold, D2cold) with their K/V
 //                                     flushed from every cache level before each
 //                                     call (clflush, untimed; x86 only): the time
@@ -34,6 +34,10 @@
 //             right before each repetition (bench/machine_peak.cc; RowFmaPeak)
 //   pct_peak  GFLOPS as % of fma_peak_GFLOPS
 //   pct_startup_peak  GFLOPS as % of the peak measured at start-up (context)
+//   bf16_peak_GFLOPS  bf16 rows (P1b, M1b): the AVX512_BF16 dot peak
+//             (vdpbf16ps) at the row's thread count, measured right before
+//             each repetition like fma_peak_GFLOPS (0 without AVX512_BF16)
+//   pct_bf16_peak  bf16 rows: GFLOPS as % of bf16_peak_GFLOPS
 //   GBps      decode rows: bytes of K+V read per call / time (1e9 bytes/s)
 //   pct_bw    decode rows: GBps as % of the streaming read bandwidth, measured
 //             again right before the row (read_bw_GBps; the start-up figure is
@@ -96,6 +100,10 @@ struct Row {
   benchmark::TimeUnit unit;
   int64_t window = 0;                    // opts.window_left (0: none)
   hwyattn_dtype kv_dtype = HWYATTN_F32;  // K and V (D2h: BF16, read in place)
+  // bf16 products (P1b, M1b): opts.precision = BF16; attention rows take q,
+  // k and v in BF16 (kv_dtype BF16 too), the layer row bf16 weights
+  // (weight_dtype BF16). Also reports the AVX512_BF16 dot peak.
+  bool bf16 = false;
 };
 
 // The rows of bench/README.md (fp32, Dv = D).
@@ -110,6 +118,8 @@ const Row kRows[] = {
     {"T1", 1, 2, 2, 3, 3, 2, false, false, 0, 0.2, benchmark::kNanosecond},
     {"W1", 1, 8, 8, 2048, 2048, 64, true, false, 0, 0.4, benchmark::kMillisecond, 256},
     {"D2h", 8, 8, 8, 1, 2048, 64, false, true, 0, 0.3, benchmark::kMillisecond, 0, HWYATTN_BF16},
+    {"P1b", 1, 8, 8, 1024, 1024, 64, false, false, 0, 0.4, benchmark::kMillisecond, 0, HWYATTN_BF16,
+     true},
 };
 constexpr int kThreadCounts[] = {1, 2};
 
@@ -160,13 +170,18 @@ std::string Shape(const Row& r) {
   std::string shape = buf;
   if (r.window > 0) shape += " window_left=" + std::to_string(r.window);
   if (r.d_model > 0) shape += " d_model=" + std::to_string(r.d_model);
-  if (r.kv_dtype == HWYATTN_BF16) shape += " kv=bf16";
+  if (r.bf16 && r.d_model == 0) {
+    shape += " q=bf16 kv=bf16 precision=bf16";
+  } else if (r.kv_dtype == HWYATTN_BF16) {
+    shape += " kv=bf16";
+  }
   return shape;
 }
 
 // Measured machine limits, indexed by thread count (1 or 2).
 struct Peaks {
   double fma_gflops[3] = {0, 0, 0};
+  double bf16_gflops[3] = {0, 0, 0};  // vdpbf16ps (0 without AVX512_BF16)
   double read_gbps[3] = {0, 0, 0};
   // Bytes of the streaming-read buffer (0: no measurements).
   size_t bw_bytes = 0;
@@ -182,6 +197,20 @@ Peaks g_peaks;
 // rest; pct_startup_peak keeps the comparison with the start-up figure.
 double RowFmaPeak(int threads) {
   return g_peaks.bw_bytes > 0 ? hwyattn_bench::MeasureFmaPeakGflops(threads, 0.05, 3) : 0.0;
+}
+
+// The bf16 dot peak right before one repetition of a bf16 row, measured like
+// RowFmaPeak (0 without measurements or without AVX512_BF16).
+double RowBf16Peak(int threads) {
+  return g_peaks.bw_bytes > 0 ? hwyattn_bench::MeasureBf16DotPeakGflops(threads, 0.05, 3) : 0.0;
+}
+
+// bf16 rows: bf16_peak_GFLOPS (this repetition's) and pct_bf16_peak.
+void SetBf16Counters(benchmark::State& state, double gflop, double row_bf16_peak) {
+  using benchmark::Counter;
+  state.counters["bf16_peak_GFLOPS"] = Counter(row_bf16_peak);
+  state.counters["pct_bf16_peak"] =
+      Counter(row_bf16_peak > 0 ? gflop / row_bf16_peak * 100.0 : 0.0, Counter::kIsRate);
 }
 
 // GFLOPS, fma_peak_GFLOPS (this repetition's), pct_peak and pct_startup_peak.
@@ -216,7 +245,8 @@ struct FloatBuffer {
 
 struct Tensors {
   FloatBuffer q, k, v, o;
-  FloatBuffer k_half, v_half;  // BF16 K/V (kv_dtype BF16); k, v then hold their values
+  // BF16 K/V (kv_dtype BF16) and Q (bf16 rows); k, v and q then hold their values
+  FloatBuffer k_half, v_half, q_half;
   hwyattn_tensor tq, tk, tv, to;
   bool checked = false;
   std::string check_error;
@@ -226,14 +256,18 @@ struct Tensors {
         v(r.B * r.Hkv * r.Lk * r.D),
         o(r.B * r.Hq * r.Lq * r.D),
         k_half(r.kv_dtype == HWYATTN_BF16 ? (k.size + 1) / 2 : 1),
-        v_half(r.kv_dtype == HWYATTN_BF16 ? (v.size + 1) / 2 : 1) {
+        v_half(r.kv_dtype == HWYATTN_BF16 ? (v.size + 1) / 2 : 1),
+        q_half(r.bf16 ? (q.size + 1) / 2 : 1) {
     std::mt19937 rng(12345);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (FloatBuffer* b : {&q, &k, &v}) {
       for (size_t i = 0; i < b->size; ++i) b->data()[i] = uni(rng);
     }
-    if (r.kv_dtype == HWYATTN_BF16) {
-      for (auto [f, h] : {std::make_pair(&k, &k_half), std::make_pair(&v, &v_half)}) {
+    std::vector<std::pair<FloatBuffer*, FloatBuffer*>> halves;
+    if (r.kv_dtype == HWYATTN_BF16) halves = {{&k, &k_half}, {&v, &v_half}};
+    if (r.bf16) halves.push_back({&q, &q_half});
+    {
+      for (auto [f, h] : halves) {
         uint16_t* bits = reinterpret_cast<uint16_t*>(h->data());
         for (size_t i = 0; i < f->size; ++i) {
           bits[i] = ToBf16(f->data()[i]);
@@ -243,7 +277,11 @@ struct Tensors {
     }
     memset(o.data(), 0, o.size * sizeof(float));
     const int64_t qs[4] = {r.B, r.Hq, r.Lq, r.D}, ks[4] = {r.B, r.Hkv, r.Lk, r.D};
-    hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 4, qs);
+    if (r.bf16) {
+      hwyattn_tensor_contiguous(&tq, q_half.data(), HWYATTN_BF16, 4, qs);
+    } else {
+      hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 4, qs);
+    }
     const bool half = r.kv_dtype == HWYATTN_BF16;
     hwyattn_tensor_contiguous(&tk, half ? k_half.data() : k.data(), r.kv_dtype, 4, ks);
     hwyattn_tensor_contiguous(&tv, half ? v_half.data() : v.data(), r.kv_dtype, 4, ks);
@@ -408,11 +446,14 @@ Tensors& GetTensors(const Row& r) {
 
 // Compares out rows (b, h, i) for three query rows with a double-precision
 // softmax(q k^T / sqrt(D)) v. Returns "" or a description of the mismatch.
+// bf16 rows: q, k and v hold the bf16 values the library reads, and the
+// tolerance is the header's bound for precision = BF16, 2^-9 max|v| (P is
+// rounded to bf16 before P V), plus the fp32 tolerance.
 std::string SpotCheck(const Row& r, const Tensors& t) {
   const int64_t picks[3][3] = {
       {0, 0, 0}, {r.B / 2, r.Hq / 2, r.Lq / 2}, {r.B - 1, r.Hq - 1, r.Lq - 1}};
   const double scale = 1.0 / std::sqrt(static_cast<double>(r.D));
-  double max_err = 0, max_ref = 0;
+  double max_err = 0, max_ref = 0, max_v = 0;
   for (const auto& pick : picks) {
     const int64_t b = pick[0], h = pick[1], i = pick[2];
     const int64_t hk = h / (r.Hq / r.Hkv);
@@ -433,13 +474,17 @@ std::string SpotCheck(const Row& r, const Tensors& t) {
     for (int64_t j = first; j < keys; ++j) l += (s[j] = std::exp(s[j] - m));
     for (int64_t d = 0; d < r.D; ++d) {
       double acc = 0;
-      for (int64_t j = first; j < keys; ++j) acc += s[j] * vb[j * r.D + d];
+      for (int64_t j = first; j < keys; ++j) {
+        acc += s[j] * vb[j * r.D + d];
+        max_v = std::max(max_v, std::fabs(static_cast<double>(vb[j * r.D + d])));
+      }
       acc /= l;
       max_ref = std::max(max_ref, std::fabs(acc));
       max_err = std::max(max_err, std::fabs(acc - oi[d]));
     }
   }
-  if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30))) {
+  const double tolerance = 1e-4 * std::max(max_ref, 1e-30) + (r.bf16 ? std::ldexp(max_v, -9) : 0.0);
+  if (!(max_err <= tolerance)) {
     char buf[160];
     snprintf(buf, sizeof(buf),
              "%s: output differs from the reference: max|err| %.3g, max|ref| %.3g", r.id, max_err,
@@ -486,6 +531,7 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
   opts.causal = r.causal ? HWYATTN_CAUSAL_TOP_LEFT : HWYATTN_CAUSAL_NONE;
   opts.window_left = r.window;
   opts.parallel = pool;
+  opts.precision = r.bf16 ? HWYATTN_PRECISION_BF16 : HWYATTN_PRECISION_F32;
 
   // Decode rows are memory-bound, and on a shared machine the memory bandwidth
   // and the share of the L3 left to this VM change within minutes (the
@@ -494,6 +540,7 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
   // row runs (and before the warm-up call, so that the K/V are in cache
   // again for the timed loop).
   const double row_peak = RowFmaPeak(threads);
+  const double row_bf16_peak = r.bf16 ? RowBf16Peak(threads) : 0.0;
   double read_bw = g_peaks.read_gbps[threads];
   double same_size_bw = 0;
   if (r.decode && g_peaks.bw_bytes > 0) {
@@ -545,6 +592,7 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
   using benchmark::Counter;
   const double calls = static_cast<double>(state.iterations());
   SetFlopCounters(state, Flops(r) * calls * 1e-9, row_peak, threads);
+  if (r.bf16) SetBf16Counters(state, Flops(r) * calls * 1e-9, row_bf16_peak);
   if (r.decode) {
     const double gb = KvBytes(r) * calls * 1e-9;
     state.counters["GBps"] = Counter(gb, Counter::kIsRate);
@@ -1106,10 +1154,12 @@ int main(int argc, char** argv) {
               flags.bw_mib);
       bw_bytes = avail / 4;
     }
-    fprintf(stderr, "measuring the FMA peak and the read bandwidth (%.0f MiB buffer)...\n",
+    fprintf(stderr,
+            "measuring the FMA and bf16 dot peaks and the read bandwidth (%.0f MiB buffer)...\n",
             bw_bytes / 1048576.0);
     for (int n : kThreadCounts) {
       g_peaks.fma_gflops[n] = hwyattn_bench::MeasureFmaPeakGflops(n, flags.peak_seconds, 5);
+      g_peaks.bf16_gflops[n] = hwyattn_bench::MeasureBf16DotPeakGflops(n, flags.peak_seconds, 5);
     }
     for (int n : kThreadCounts) {
       g_peaks.read_gbps[n] = hwyattn_bench::MeasureReadBandwidthGBps(n, bw_bytes, 10);
@@ -1125,6 +1175,8 @@ int main(int argc, char** argv) {
       const std::string t = std::to_string(n) + "t";
       benchmark::AddCustomContext("fma_peak_gflops_" + t,
                                   hwyattn_bench::Format("%.1f", g_peaks.fma_gflops[n]));
+      benchmark::AddCustomContext("bf16_peak_gflops_" + t,
+                                  hwyattn_bench::Format("%.1f", g_peaks.bf16_gflops[n]));
       benchmark::AddCustomContext("read_bw_gbps_" + t,
                                   hwyattn_bench::Format("%.1f", g_peaks.read_gbps[n]));
     }

@@ -120,6 +120,8 @@ const Row kRows[] = {
     {"D2h", 8, 8, 8, 1, 2048, 64, false, true, 0, 0.3, benchmark::kMillisecond, 0, HWYATTN_BF16},
     {"P1b", 1, 8, 8, 1024, 1024, 64, false, false, 0, 0.4, benchmark::kMillisecond, 0, HWYATTN_BF16,
      true},
+    {"M1b", 4, 8, 8, 512, 512, 64, false, false, 512, 0.4, benchmark::kMillisecond, 0, HWYATTN_F32,
+     true},
 };
 constexpr int kThreadCounts[] = {1, 2};
 
@@ -170,7 +172,9 @@ std::string Shape(const Row& r) {
   std::string shape = buf;
   if (r.window > 0) shape += " window_left=" + std::to_string(r.window);
   if (r.d_model > 0) shape += " d_model=" + std::to_string(r.d_model);
-  if (r.bf16 && r.d_model == 0) {
+  if (r.bf16 && r.d_model > 0) {
+    shape += " weights=bf16 precision=bf16";
+  } else if (r.bf16) {
     shape += " q=bf16 kv=bf16 precision=bf16";
   } else if (r.kv_dtype == HWYATTN_BF16) {
     shape += " kv=bf16";
@@ -607,8 +611,10 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
 
 // M1: a self-attention layer (batch_first, E = d_model, heads of dim D) with
 // random weights of nn.Linear's scale, created once and kept for the run.
+// M1b: the same with weight_dtype BF16, run with precision BF16.
 struct MhaLayer {
   int64_t B, L, E, H, D;
+  bool bf16;
   std::vector<float> wq, wk, wv, wo, bq, bk, bv, bo;
   FloatBuffer x, out;
   hwyattn_tensor tx, tout;
@@ -621,6 +627,7 @@ struct MhaLayer {
         E(r.d_model),
         H(r.Hq),
         D(r.D),
+        bf16(r.bf16),
         x(r.B * r.Lq * r.d_model),
         out(r.B * r.Lq * r.d_model) {
     std::mt19937 rng(4242);
@@ -651,6 +658,7 @@ struct MhaLayer {
     cfg.num_heads = H;
     cfg.head_dim = D;
     cfg.has_bias = 1;
+    cfg.weight_dtype = bf16 ? HWYATTN_BF16 : HWYATTN_F32;
     hwyattn_mha_weights wts = {wq.data(), wk.data(), wv.data(), wo.data(),
                                bq.data(), bk.data(), bv.data(), bo.data()};
     const hwyattn_status st = hwyattn_mha_create(&cfg, &wts, &module);
@@ -662,9 +670,22 @@ struct MhaLayer {
   }
   ~MhaLayer() { hwyattn_mha_destroy(module); }
 
+  // Runs the layer once (precision BF16 for M1b).
+  hwyattn_status Forward() {
+    hwyattn_sdpa_options opts;
+    hwyattn_sdpa_options_init(&opts);
+    opts.precision = bf16 ? HWYATTN_PRECISION_BF16 : HWYATTN_PRECISION_F32;
+    return hwyattn_mha_forward(module, &tx, nullptr, nullptr, &tout, &opts);
+  }
+
   // Recomputes output rows (b = 0, i = 0) and (b = B - 1, i = L - 1) in double.
+  // M1b: on the operands the library multiplies (weights, x, the projections
+  // and the attention's output rounded to bf16), with the bound of P's
+  // rounding added to the tolerance (2^-9 max|v| per attention output, times
+  // the largest row sum of |W_o|).
   std::string SpotCheck() const {
     const size_t inner = static_cast<size_t>(H * D);
+    auto round = [&](double v) { return bf16 ? static_cast<double>(FromBf16(ToBf16(v))) : v; };
     auto project = [&](const std::vector<float>& wm, const std::vector<float>& bias,
                        const float* in, size_t rows, size_t in_w, size_t out_w) {
       std::vector<double> y(rows * out_w);
@@ -672,19 +693,21 @@ struct MhaLayer {
         for (size_t o = 0; o < out_w; ++o) {
           double acc = bias[o];
           for (size_t c = 0; c < in_w; ++c)
-            acc += static_cast<double>(in[i * in_w + c]) * wm[o * in_w + c];
-          y[i * out_w + o] = acc;
+            acc += round(in[i * in_w + c]) * round(wm[o * in_w + c]);
+          // The projections are stored in fp32, then rounded as operands.
+          y[i * out_w + o] = round(static_cast<float>(acc));
         }
       }
       return y;
     };
-    double max_err = 0, max_ref = 0;
+    double max_err = 0, max_ref = 0, max_v = 0, max_row = 0;
     const int64_t picks[2][2] = {{0, 0}, {B - 1, L - 1}};
     for (const auto& pick : picks) {
       const int64_t b = pick[0], i = pick[1];
       const float* xb = x.data() + b * L * E;
       const std::vector<double> k = project(wk, bk, xb, L, E, inner);
       const std::vector<double> v = project(wv, bv, xb, L, E, inner);
+      for (double x : v) max_v = std::max(max_v, std::fabs(x));
       const std::vector<double> q = project(wq, bq, xb + i * E, 1, E, inner);
       std::vector<double> attn(inner, 0.0), s(L);
       for (int64_t h = 0; h < H; ++h) {
@@ -703,17 +726,23 @@ struct MhaLayer {
       }
       const float* got = out.data() + (b * L + i) * E;
       for (int64_t e = 0; e < E; ++e) {
-        double acc = bo[e];
-        for (size_t c = 0; c < inner; ++c) acc += attn[c] * wo[e * inner + c];
+        double acc = bo[e], row = 0;
+        for (size_t c = 0; c < inner; ++c) {
+          acc += round(static_cast<float>(attn[c])) * round(wo[e * inner + c]);
+          row += std::fabs(round(wo[e * inner + c]));
+        }
         max_ref = std::max(max_ref, std::fabs(acc));
         max_err = std::max(max_err, std::fabs(acc - got[e]));
+        max_row = std::max(max_row, row);
       }
     }
-    if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30))) {
+    const double tolerance =
+        1e-4 * std::max(max_ref, 1e-30) + (bf16 ? std::ldexp(max_v, -9) * max_row : 0.0);
+    if (!(max_err <= tolerance)) {
       char buf[160];
       snprintf(buf, sizeof(buf),
-               "M1: output differs from the reference: max|err| %.3g, max|ref| %.3g", max_err,
-               max_ref);
+               "%s: output differs from the reference: max|err| %.3g, max|ref| %.3g",
+               bf16 ? "M1b" : "M1", max_err, max_ref);
       return buf;
     }
     return "";
@@ -723,18 +752,19 @@ struct MhaLayer {
 void BM_Mha(benchmark::State& state, const Row* row) {
   const Row& r = *row;
   const int threads = static_cast<int>(state.range(0));
-  static std::unique_ptr<MhaLayer> layer;
+  static std::map<std::string, std::unique_ptr<MhaLayer>> layers;
   static std::string error;  // SkipWithError keeps the pointer
+  std::unique_ptr<MhaLayer>& layer = layers[r.id];
   if (!layer) layer.reset(new MhaLayer(r));
   if (!layer->error.empty()) {
     state.SkipWithError(layer->error.c_str());
     return;
   }
   const double row_peak = RowFmaPeak(threads);
+  const double row_bf16_peak = r.bf16 ? RowBf16Peak(threads) : 0.0;
   const int previous_threads = hwyattn_get_num_threads();
   hwyattn_set_num_threads(threads);
-  hwyattn_status st =
-      hwyattn_mha_forward(layer->module, &layer->tx, nullptr, nullptr, &layer->tout, nullptr);
+  hwyattn_status st = layer->Forward();
   if (st != HWYATTN_OK) {
     error = std::string("hwyattn_mha_forward: ") + hwyattn_status_string(st) + ": " +
             hwyattn_last_error();
@@ -752,7 +782,7 @@ void BM_Mha(benchmark::State& state, const Row* row) {
     }
   }
   for (auto _ : state) {
-    st = hwyattn_mha_forward(layer->module, &layer->tx, nullptr, nullptr, &layer->tout, nullptr);
+    st = layer->Forward();
     benchmark::DoNotOptimize(st);
     benchmark::ClobberMemory();
   }
@@ -762,8 +792,9 @@ void BM_Mha(benchmark::State& state, const Row* row) {
     state.SkipWithError(error.c_str());
     return;
   }
-  SetFlopCounters(state, Flops(r) * static_cast<double>(state.iterations()) * 1e-9, row_peak,
-                  threads);
+  const double gflop = Flops(r) * static_cast<double>(state.iterations()) * 1e-9;
+  SetFlopCounters(state, gflop, row_peak, threads);
+  if (r.bf16) SetBf16Counters(state, gflop, row_bf16_peak);
   state.SetLabel(Shape(r));
 }
 

@@ -131,7 +131,37 @@ void PackRows(const RowsView& x, int64_t m0, APack pack, float* HWY_RESTRICT a) 
     for (size_t r = 0; r < kMR; ++r) {
       const int64_t m = m0 + static_cast<int64_t>(r);
       const float* src = m < x.rows ? x.data + x.RowOffset(m) : nullptr;
-      for (int64_t i = 0; i < k_even / 2; ++i) {
+      int64_t i = 0;
+#if HWY_TARGET != HWY_SCALAR  // (no ConcatEven; kPairs runs on AVX3 only)
+      if (src != nullptr && x.col_stride == 1) {
+        // Whole vectors of pairs: 2N floats rounded, their even and odd
+        // lanes joined, into a chunk buffer, then spread to the panel's
+        // column r (the scalar rounding below cost 8% of M1b's time).
+        const DF df;
+        const DU du;
+        const size_t N = hn::Lanes(df);
+        constexpr size_t kChunk = 256;
+        HWY_ALIGN uint32_t chunk[kChunk];
+        const auto high = hn::Set(du, 0xFFFF0000u);
+        while (i + static_cast<int64_t>(N) <= k / 2) {
+          const size_t n = static_cast<size_t>(
+              std::min<int64_t>(kChunk, (k / 2 - i) / static_cast<int64_t>(N) * N));
+          for (size_t j = 0; j < n; j += N) {
+            const float* p = src + 2 * (i + static_cast<int64_t>(j));
+            const auto lo = hn::BitCast(du, RoundToBf16(df, hn::LoadU(df, p)));
+            const auto hi = hn::BitCast(du, RoundToBf16(df, hn::LoadU(df, p + N)));
+            const auto even = hn::ConcatEven(du, hi, lo), odd = hn::ConcatOdd(du, hi, lo);
+            hn::Store(hn::Or(hn::And(odd, high), hn::ShiftRight<16>(even)), du, chunk + j);
+          }
+          for (size_t j = 0; j < n; ++j) {
+            pairs[(i + static_cast<int64_t>(j)) * static_cast<int64_t>(kMR) +
+                  static_cast<int64_t>(r)] = chunk[j];
+          }
+          i += static_cast<int64_t>(n);
+        }
+      }
+#endif
+      for (; i < k_even / 2; ++i) {
         const uint32_t lo = src != nullptr ? RoundedBits(src[2 * i * x.col_stride]) : 0;
         const uint32_t hi =
             src != nullptr && 2 * i + 1 < k ? RoundedBits(src[(2 * i + 1) * x.col_stride]) : 0;

@@ -3,7 +3,7 @@
 // bench_attention.cc: the attention rows of bench/README.md through the C ABI only
 // (include/hwyattn.h, linked to libhwyattn.so), at 1 and 2 threads:
 //
-//   BM_Attention/<id>/threads:<n>     id in P1 P2 P3 D1 D2 X1 M1 T1 W1
+//   BM_Attention/<id>/threads:<n>     id in P1 P2 P3 D1 D2 X1 M1 T1 W1 D2h P1b
 //   BM_Attention/<id>cold/threads:<n>  decode rows (D1cold, D2cold) with their K/V
 //                                     flushed from every cache level before each
 //                                     call (clflush, untimed; x86 only): the time
@@ -34,6 +34,10 @@
 //             right before each repetition (bench/machine_peak.cc; RowFmaPeak)
 //   pct_peak  GFLOPS as % of fma_peak_GFLOPS
 //   pct_startup_peak  GFLOPS as % of the peak measured at start-up (context)
+//   bf16_peak_GFLOPS  bf16 rows (P1b, M1b): the AVX512_BF16 dot peak
+//             (vdpbf16ps) at the row's thread count, measured right before
+//             each repetition like fma_peak_GFLOPS (0 without AVX512_BF16)
+//   pct_bf16_peak  bf16 rows: GFLOPS as % of bf16_peak_GFLOPS
 //   GBps      decode rows: bytes of K+V read per call / time (1e9 bytes/s)
 //   pct_bw    decode rows: GBps as % of the streaming read bandwidth, measured
 //             again right before the row (read_bw_GBps; the start-up figure is
@@ -96,6 +100,10 @@ struct Row {
   benchmark::TimeUnit unit;
   int64_t window = 0;                    // opts.window_left (0: none)
   hwyattn_dtype kv_dtype = HWYATTN_F32;  // K and V (D2h: BF16, read in place)
+  // bf16 products (P1b, M1b): opts.precision = BF16; attention rows take q,
+  // k and v in BF16 (kv_dtype BF16 too), the layer row bf16 weights
+  // (weight_dtype BF16). Also reports the AVX512_BF16 dot peak.
+  bool bf16 = false;
 };
 
 // The rows of bench/README.md (fp32, Dv = D).
@@ -110,6 +118,10 @@ const Row kRows[] = {
     {"T1", 1, 2, 2, 3, 3, 2, false, false, 0, 0.2, benchmark::kNanosecond},
     {"W1", 1, 8, 8, 2048, 2048, 64, true, false, 0, 0.4, benchmark::kMillisecond, 256},
     {"D2h", 8, 8, 8, 1, 2048, 64, false, true, 0, 0.3, benchmark::kMillisecond, 0, HWYATTN_BF16},
+    {"P1b", 1, 8, 8, 1024, 1024, 64, false, false, 0, 0.4, benchmark::kMillisecond, 0, HWYATTN_BF16,
+     true},
+    {"M1b", 4, 8, 8, 512, 512, 64, false, false, 512, 0.4, benchmark::kMillisecond, 0, HWYATTN_F32,
+     true},
 };
 constexpr int kThreadCounts[] = {1, 2};
 
@@ -160,13 +172,20 @@ std::string Shape(const Row& r) {
   std::string shape = buf;
   if (r.window > 0) shape += " window_left=" + std::to_string(r.window);
   if (r.d_model > 0) shape += " d_model=" + std::to_string(r.d_model);
-  if (r.kv_dtype == HWYATTN_BF16) shape += " kv=bf16";
+  if (r.bf16 && r.d_model > 0) {
+    shape += " weights=bf16 precision=bf16";
+  } else if (r.bf16) {
+    shape += " q=bf16 kv=bf16 precision=bf16";
+  } else if (r.kv_dtype == HWYATTN_BF16) {
+    shape += " kv=bf16";
+  }
   return shape;
 }
 
 // Measured machine limits, indexed by thread count (1 or 2).
 struct Peaks {
   double fma_gflops[3] = {0, 0, 0};
+  double bf16_gflops[3] = {0, 0, 0};  // vdpbf16ps (0 without AVX512_BF16)
   double read_gbps[3] = {0, 0, 0};
   // Bytes of the streaming-read buffer (0: no measurements).
   size_t bw_bytes = 0;
@@ -182,6 +201,20 @@ Peaks g_peaks;
 // rest; pct_startup_peak keeps the comparison with the start-up figure.
 double RowFmaPeak(int threads) {
   return g_peaks.bw_bytes > 0 ? hwyattn_bench::MeasureFmaPeakGflops(threads, 0.05, 3) : 0.0;
+}
+
+// The bf16 dot peak right before one repetition of a bf16 row, measured like
+// RowFmaPeak (0 without measurements or without AVX512_BF16).
+double RowBf16Peak(int threads) {
+  return g_peaks.bw_bytes > 0 ? hwyattn_bench::MeasureBf16DotPeakGflops(threads, 0.05, 3) : 0.0;
+}
+
+// bf16 rows: bf16_peak_GFLOPS (this repetition's) and pct_bf16_peak.
+void SetBf16Counters(benchmark::State& state, double gflop, double row_bf16_peak) {
+  using benchmark::Counter;
+  state.counters["bf16_peak_GFLOPS"] = Counter(row_bf16_peak);
+  state.counters["pct_bf16_peak"] =
+      Counter(row_bf16_peak > 0 ? gflop / row_bf16_peak * 100.0 : 0.0, Counter::kIsRate);
 }
 
 // GFLOPS, fma_peak_GFLOPS (this repetition's), pct_peak and pct_startup_peak.
@@ -216,7 +249,8 @@ struct FloatBuffer {
 
 struct Tensors {
   FloatBuffer q, k, v, o;
-  FloatBuffer k_half, v_half;  // BF16 K/V (kv_dtype BF16); k, v then hold their values
+  // BF16 K/V (kv_dtype BF16) and Q (bf16 rows); k, v and q then hold their values
+  FloatBuffer k_half, v_half, q_half;
   hwyattn_tensor tq, tk, tv, to;
   bool checked = false;
   std::string check_error;
@@ -226,14 +260,18 @@ struct Tensors {
         v(r.B * r.Hkv * r.Lk * r.D),
         o(r.B * r.Hq * r.Lq * r.D),
         k_half(r.kv_dtype == HWYATTN_BF16 ? (k.size + 1) / 2 : 1),
-        v_half(r.kv_dtype == HWYATTN_BF16 ? (v.size + 1) / 2 : 1) {
+        v_half(r.kv_dtype == HWYATTN_BF16 ? (v.size + 1) / 2 : 1),
+        q_half(r.bf16 ? (q.size + 1) / 2 : 1) {
     std::mt19937 rng(12345);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (FloatBuffer* b : {&q, &k, &v}) {
       for (size_t i = 0; i < b->size; ++i) b->data()[i] = uni(rng);
     }
-    if (r.kv_dtype == HWYATTN_BF16) {
-      for (auto [f, h] : {std::make_pair(&k, &k_half), std::make_pair(&v, &v_half)}) {
+    std::vector<std::pair<FloatBuffer*, FloatBuffer*>> halves;
+    if (r.kv_dtype == HWYATTN_BF16) halves = {{&k, &k_half}, {&v, &v_half}};
+    if (r.bf16) halves.push_back({&q, &q_half});
+    {
+      for (auto [f, h] : halves) {
         uint16_t* bits = reinterpret_cast<uint16_t*>(h->data());
         for (size_t i = 0; i < f->size; ++i) {
           bits[i] = ToBf16(f->data()[i]);
@@ -243,7 +281,11 @@ struct Tensors {
     }
     memset(o.data(), 0, o.size * sizeof(float));
     const int64_t qs[4] = {r.B, r.Hq, r.Lq, r.D}, ks[4] = {r.B, r.Hkv, r.Lk, r.D};
-    hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 4, qs);
+    if (r.bf16) {
+      hwyattn_tensor_contiguous(&tq, q_half.data(), HWYATTN_BF16, 4, qs);
+    } else {
+      hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 4, qs);
+    }
     const bool half = r.kv_dtype == HWYATTN_BF16;
     hwyattn_tensor_contiguous(&tk, half ? k_half.data() : k.data(), r.kv_dtype, 4, ks);
     hwyattn_tensor_contiguous(&tv, half ? v_half.data() : v.data(), r.kv_dtype, 4, ks);
@@ -408,11 +450,14 @@ Tensors& GetTensors(const Row& r) {
 
 // Compares out rows (b, h, i) for three query rows with a double-precision
 // softmax(q k^T / sqrt(D)) v. Returns "" or a description of the mismatch.
+// bf16 rows: q, k and v hold the bf16 values the library reads, and the
+// tolerance is the header's bound for precision = BF16, 2^-9 max|v| (P is
+// rounded to bf16 before P V), plus the fp32 tolerance.
 std::string SpotCheck(const Row& r, const Tensors& t) {
   const int64_t picks[3][3] = {
       {0, 0, 0}, {r.B / 2, r.Hq / 2, r.Lq / 2}, {r.B - 1, r.Hq - 1, r.Lq - 1}};
   const double scale = 1.0 / std::sqrt(static_cast<double>(r.D));
-  double max_err = 0, max_ref = 0;
+  double max_err = 0, max_ref = 0, max_v = 0;
   for (const auto& pick : picks) {
     const int64_t b = pick[0], h = pick[1], i = pick[2];
     const int64_t hk = h / (r.Hq / r.Hkv);
@@ -433,13 +478,17 @@ std::string SpotCheck(const Row& r, const Tensors& t) {
     for (int64_t j = first; j < keys; ++j) l += (s[j] = std::exp(s[j] - m));
     for (int64_t d = 0; d < r.D; ++d) {
       double acc = 0;
-      for (int64_t j = first; j < keys; ++j) acc += s[j] * vb[j * r.D + d];
+      for (int64_t j = first; j < keys; ++j) {
+        acc += s[j] * vb[j * r.D + d];
+        max_v = std::max(max_v, std::fabs(static_cast<double>(vb[j * r.D + d])));
+      }
       acc /= l;
       max_ref = std::max(max_ref, std::fabs(acc));
       max_err = std::max(max_err, std::fabs(acc - oi[d]));
     }
   }
-  if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30))) {
+  const double tolerance = 1e-4 * std::max(max_ref, 1e-30) + (r.bf16 ? std::ldexp(max_v, -9) : 0.0);
+  if (!(max_err <= tolerance)) {
     char buf[160];
     snprintf(buf, sizeof(buf),
              "%s: output differs from the reference: max|err| %.3g, max|ref| %.3g", r.id, max_err,
@@ -486,6 +535,7 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
   opts.causal = r.causal ? HWYATTN_CAUSAL_TOP_LEFT : HWYATTN_CAUSAL_NONE;
   opts.window_left = r.window;
   opts.parallel = pool;
+  opts.precision = r.bf16 ? HWYATTN_PRECISION_BF16 : HWYATTN_PRECISION_F32;
 
   // Decode rows are memory-bound, and on a shared machine the memory bandwidth
   // and the share of the L3 left to this VM change within minutes (the
@@ -494,6 +544,7 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
   // row runs (and before the warm-up call, so that the K/V are in cache
   // again for the timed loop).
   const double row_peak = RowFmaPeak(threads);
+  const double row_bf16_peak = r.bf16 ? RowBf16Peak(threads) : 0.0;
   double read_bw = g_peaks.read_gbps[threads];
   double same_size_bw = 0;
   if (r.decode && g_peaks.bw_bytes > 0) {
@@ -545,6 +596,7 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
   using benchmark::Counter;
   const double calls = static_cast<double>(state.iterations());
   SetFlopCounters(state, Flops(r) * calls * 1e-9, row_peak, threads);
+  if (r.bf16) SetBf16Counters(state, Flops(r) * calls * 1e-9, row_bf16_peak);
   if (r.decode) {
     const double gb = KvBytes(r) * calls * 1e-9;
     state.counters["GBps"] = Counter(gb, Counter::kIsRate);
@@ -559,8 +611,10 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
 
 // M1: a self-attention layer (batch_first, E = d_model, heads of dim D) with
 // random weights of nn.Linear's scale, created once and kept for the run.
+// M1b: the same with weight_dtype BF16, run with precision BF16.
 struct MhaLayer {
   int64_t B, L, E, H, D;
+  bool bf16;
   std::vector<float> wq, wk, wv, wo, bq, bk, bv, bo;
   FloatBuffer x, out;
   hwyattn_tensor tx, tout;
@@ -573,6 +627,7 @@ struct MhaLayer {
         E(r.d_model),
         H(r.Hq),
         D(r.D),
+        bf16(r.bf16),
         x(r.B * r.Lq * r.d_model),
         out(r.B * r.Lq * r.d_model) {
     std::mt19937 rng(4242);
@@ -603,6 +658,7 @@ struct MhaLayer {
     cfg.num_heads = H;
     cfg.head_dim = D;
     cfg.has_bias = 1;
+    cfg.weight_dtype = bf16 ? HWYATTN_BF16 : HWYATTN_F32;
     hwyattn_mha_weights wts = {wq.data(), wk.data(), wv.data(), wo.data(),
                                bq.data(), bk.data(), bv.data(), bo.data()};
     const hwyattn_status st = hwyattn_mha_create(&cfg, &wts, &module);
@@ -614,9 +670,22 @@ struct MhaLayer {
   }
   ~MhaLayer() { hwyattn_mha_destroy(module); }
 
+  // Runs the layer once (precision BF16 for M1b).
+  hwyattn_status Forward() {
+    hwyattn_sdpa_options opts;
+    hwyattn_sdpa_options_init(&opts);
+    opts.precision = bf16 ? HWYATTN_PRECISION_BF16 : HWYATTN_PRECISION_F32;
+    return hwyattn_mha_forward(module, &tx, nullptr, nullptr, &tout, &opts);
+  }
+
   // Recomputes output rows (b = 0, i = 0) and (b = B - 1, i = L - 1) in double.
+  // M1b: on the operands the library multiplies (weights, x, the projections
+  // and the attention's output rounded to bf16), with the bound of P's
+  // rounding added to the tolerance (2^-9 max|v| per attention output, times
+  // the largest row sum of |W_o|).
   std::string SpotCheck() const {
     const size_t inner = static_cast<size_t>(H * D);
+    auto round = [&](double v) { return bf16 ? static_cast<double>(FromBf16(ToBf16(v))) : v; };
     auto project = [&](const std::vector<float>& wm, const std::vector<float>& bias,
                        const float* in, size_t rows, size_t in_w, size_t out_w) {
       std::vector<double> y(rows * out_w);
@@ -624,19 +693,21 @@ struct MhaLayer {
         for (size_t o = 0; o < out_w; ++o) {
           double acc = bias[o];
           for (size_t c = 0; c < in_w; ++c)
-            acc += static_cast<double>(in[i * in_w + c]) * wm[o * in_w + c];
-          y[i * out_w + o] = acc;
+            acc += round(in[i * in_w + c]) * round(wm[o * in_w + c]);
+          // The projections are stored in fp32, then rounded as operands.
+          y[i * out_w + o] = round(static_cast<float>(acc));
         }
       }
       return y;
     };
-    double max_err = 0, max_ref = 0;
+    double max_err = 0, max_ref = 0, max_v = 0, max_row = 0;
     const int64_t picks[2][2] = {{0, 0}, {B - 1, L - 1}};
     for (const auto& pick : picks) {
       const int64_t b = pick[0], i = pick[1];
       const float* xb = x.data() + b * L * E;
       const std::vector<double> k = project(wk, bk, xb, L, E, inner);
       const std::vector<double> v = project(wv, bv, xb, L, E, inner);
+      for (double x : v) max_v = std::max(max_v, std::fabs(x));
       const std::vector<double> q = project(wq, bq, xb + i * E, 1, E, inner);
       std::vector<double> attn(inner, 0.0), s(L);
       for (int64_t h = 0; h < H; ++h) {
@@ -655,17 +726,23 @@ struct MhaLayer {
       }
       const float* got = out.data() + (b * L + i) * E;
       for (int64_t e = 0; e < E; ++e) {
-        double acc = bo[e];
-        for (size_t c = 0; c < inner; ++c) acc += attn[c] * wo[e * inner + c];
+        double acc = bo[e], row = 0;
+        for (size_t c = 0; c < inner; ++c) {
+          acc += round(static_cast<float>(attn[c])) * round(wo[e * inner + c]);
+          row += std::fabs(round(wo[e * inner + c]));
+        }
         max_ref = std::max(max_ref, std::fabs(acc));
         max_err = std::max(max_err, std::fabs(acc - got[e]));
+        max_row = std::max(max_row, row);
       }
     }
-    if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30))) {
+    const double tolerance =
+        1e-4 * std::max(max_ref, 1e-30) + (bf16 ? std::ldexp(max_v, -9) * max_row : 0.0);
+    if (!(max_err <= tolerance)) {
       char buf[160];
       snprintf(buf, sizeof(buf),
-               "M1: output differs from the reference: max|err| %.3g, max|ref| %.3g", max_err,
-               max_ref);
+               "%s: output differs from the reference: max|err| %.3g, max|ref| %.3g",
+               bf16 ? "M1b" : "M1", max_err, max_ref);
       return buf;
     }
     return "";
@@ -675,18 +752,19 @@ struct MhaLayer {
 void BM_Mha(benchmark::State& state, const Row* row) {
   const Row& r = *row;
   const int threads = static_cast<int>(state.range(0));
-  static std::unique_ptr<MhaLayer> layer;
+  static std::map<std::string, std::unique_ptr<MhaLayer>> layers;
   static std::string error;  // SkipWithError keeps the pointer
+  std::unique_ptr<MhaLayer>& layer = layers[r.id];
   if (!layer) layer.reset(new MhaLayer(r));
   if (!layer->error.empty()) {
     state.SkipWithError(layer->error.c_str());
     return;
   }
   const double row_peak = RowFmaPeak(threads);
+  const double row_bf16_peak = r.bf16 ? RowBf16Peak(threads) : 0.0;
   const int previous_threads = hwyattn_get_num_threads();
   hwyattn_set_num_threads(threads);
-  hwyattn_status st =
-      hwyattn_mha_forward(layer->module, &layer->tx, nullptr, nullptr, &layer->tout, nullptr);
+  hwyattn_status st = layer->Forward();
   if (st != HWYATTN_OK) {
     error = std::string("hwyattn_mha_forward: ") + hwyattn_status_string(st) + ": " +
             hwyattn_last_error();
@@ -704,7 +782,7 @@ void BM_Mha(benchmark::State& state, const Row* row) {
     }
   }
   for (auto _ : state) {
-    st = hwyattn_mha_forward(layer->module, &layer->tx, nullptr, nullptr, &layer->tout, nullptr);
+    st = layer->Forward();
     benchmark::DoNotOptimize(st);
     benchmark::ClobberMemory();
   }
@@ -714,8 +792,9 @@ void BM_Mha(benchmark::State& state, const Row* row) {
     state.SkipWithError(error.c_str());
     return;
   }
-  SetFlopCounters(state, Flops(r) * static_cast<double>(state.iterations()) * 1e-9, row_peak,
-                  threads);
+  const double gflop = Flops(r) * static_cast<double>(state.iterations()) * 1e-9;
+  SetFlopCounters(state, gflop, row_peak, threads);
+  if (r.bf16) SetBf16Counters(state, gflop, row_bf16_peak);
   state.SetLabel(Shape(r));
 }
 
@@ -1106,10 +1185,12 @@ int main(int argc, char** argv) {
               flags.bw_mib);
       bw_bytes = avail / 4;
     }
-    fprintf(stderr, "measuring the FMA peak and the read bandwidth (%.0f MiB buffer)...\n",
+    fprintf(stderr,
+            "measuring the FMA and bf16 dot peaks and the read bandwidth (%.0f MiB buffer)...\n",
             bw_bytes / 1048576.0);
     for (int n : kThreadCounts) {
       g_peaks.fma_gflops[n] = hwyattn_bench::MeasureFmaPeakGflops(n, flags.peak_seconds, 5);
+      g_peaks.bf16_gflops[n] = hwyattn_bench::MeasureBf16DotPeakGflops(n, flags.peak_seconds, 5);
     }
     for (int n : kThreadCounts) {
       g_peaks.read_gbps[n] = hwyattn_bench::MeasureReadBandwidthGBps(n, bw_bytes, 10);
@@ -1125,6 +1206,8 @@ int main(int argc, char** argv) {
       const std::string t = std::to_string(n) + "t";
       benchmark::AddCustomContext("fma_peak_gflops_" + t,
                                   hwyattn_bench::Format("%.1f", g_peaks.fma_gflops[n]));
+      benchmark::AddCustomContext("bf16_peak_gflops_" + t,
+                                  hwyattn_bench::Format("%.1f", g_peaks.bf16_gflops[n]));
       benchmark::AddCustomContext("read_bw_gbps_" + t,
                                   hwyattn_bench::Format("%.1f", g_peaks.read_gbps[n]));
     }

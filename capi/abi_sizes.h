@@ -40,9 +40,11 @@ static_assert(sizeof(hwyattn_sdpa_options) % 8 == 0 && sizeof(hwyattn_mha_config
 static_assert(offsetof(hwyattn_sdpa_options, reserved0) + sizeof(int32_t) ==
                   sizeof(hwyattn_sdpa_options),
               "no tail padding after hwyattn_sdpa_options::reserved0");
-static_assert(offsetof(hwyattn_mha_config, reserved0) + sizeof(int32_t) ==
-                  sizeof(hwyattn_mha_config),
-              "no tail padding after hwyattn_mha_config::reserved0");
+static_assert(offsetof(hwyattn_mha_config, weight_dtype) == sizeof(MhaConfig01) &&
+                  offsetof(hwyattn_mha_config, reserved1) + sizeof(int32_t) ==
+                      sizeof(hwyattn_mha_config),
+              "hwyattn_mha_config: weight_dtype right after the 0.1 struct (its size grows, so "
+              "a 0.1 library rejects it), no tail padding after reserved1");
 
 static_assert(sizeof(hwyattn_kv_cache) % 8 == 0 && sizeof(hwyattn_kv_batch) % 8 == 0,
               "extensible structs end on an 8-byte boundary, without tail padding");

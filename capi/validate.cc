@@ -603,6 +603,19 @@ hwyattn_status ValidateMhaConfig(const hwyattn_mha_config* cfg, const hwyattn_mh
                 "newer hwyattn.h that this library does not know)",
                 cfg->reserved0);
   }
+  if (cfg->reserved1 != 0) {
+    return Fail(HWYATTN_UNSUPPORTED,
+                "cfg: reserved1 is %" PRId32
+                "; must be 0 (a field of a "
+                "newer hwyattn.h that this library does not know)",
+                cfg->reserved1);
+  }
+  const int64_t weight_dtype = RawEnum(cfg->weight_dtype);
+  if (weight_dtype != HWYATTN_F32 && weight_dtype != HWYATTN_BF16) {
+    return Fail(kInvalid,
+                "cfg: weight_dtype is %" PRId64 "; must be HWYATTN_F32 (0) or HWYATTN_BF16 (%d)",
+                weight_dtype, static_cast<int>(HWYATTN_BF16));
+  }
   if (w == nullptr) return Fail(kInvalid, "w is NULL");
   const int64_t E = cfg->embed_dim, H = cfg->num_heads;
   if (E < 1) return Fail(kInvalid, "cfg: embed_dim is %" PRId64 "; must be >= 1", E);
@@ -676,6 +689,7 @@ hwyattn_status ValidateMhaConfig(const hwyattn_mha_config* cfg, const hwyattn_mh
   config->kdim = kdim;
   config->vdim = vdim;
   config->has_bias = cfg->has_bias != 0;
+  config->bf16_weights = weight_dtype == HWYATTN_BF16;
   return HWYATTN_OK;
 }
 

@@ -768,6 +768,18 @@ typedef struct hwyattn_mha_config {
   int32_t has_bias;     /* nonzero: the four projections have biases */
   int32_t reserved0;    /* must be 0 (HWYATTN_UNSUPPORTED otherwise): the 0.1 tail padding,
                            made explicit so that no field can hide in it */
+  /* 0.2 (a 0.1 library rejects a struct_size of 72, so a nonzero value is
+     never silently ignored): */
+  /** Storage of the packed projection weights: HWYATTN_F32 (0, the default)
+   *  or HWYATTN_BF16, half the memory: hwyattn_mha_create rounds each weight
+   *  to the nearest bf16 (ties to even) when it packs them; the biases stay
+   *  F32. hwyattn_mha_weights stays F32 either way. With BF16 weights and
+   *  opts->precision = HWYATTN_PRECISION_BF16 the projections run bf16 dot
+   *  products (AVX512_BF16 where the CPU has it); with F32 precision the
+   *  bf16 weights are widened exactly and multiply the unrounded activations
+   *  in fp32. Any other value is HWYATTN_INVALID_ARGUMENT. */
+  hwyattn_dtype weight_dtype;
+  int32_t reserved1; /* must be 0 (HWYATTN_UNSUPPORTED otherwise) */
 } hwyattn_mha_config;
 
 /** Weights in the torch nn.Linear layout: row-major [out_features, in_features],
@@ -817,6 +829,14 @@ HWYATTN_API void hwyattn_mha_destroy(hwyattn_mha* m);
  *  key_padding_mask, the optional per-head weights [B, num_heads, Lq, Lk]
  *  (average_attn_weights=False) and lse [B, num_heads, Lq], and the score
  *  modifiers (windows, softcap, alibi_slopes and sinks of [num_heads]).
+ *  opts->precision = HWYATTN_PRECISION_BF16 runs the four projections with
+ *  bf16 products too: the activations (query, key, value, the attention's
+ *  output) are rounded to bf16 when packed, the weights are the bf16 ones
+ *  (weight_dtype BF16) or rounded the same way (F32 weights: slower, each
+ *  weight rounded at every use), and every sum accumulates in fp32 from the
+ *  F32 bias. Expect bf16's own error (about 1e-3 to 5e-3 of max|out|) against
+ *  the fp32 layer; against exact arithmetic on the rounded operands each
+ *  projection is within fp32 accumulation error.
  *  Thread-safe: many threads may run the same module at once. */
 HWYATTN_API hwyattn_status hwyattn_mha_forward(const hwyattn_mha* m, const hwyattn_tensor* query,
                                                const hwyattn_tensor* key,

@@ -26,24 +26,34 @@ AlignedFloats AllocateFloats(size_t n) {
   return AlignedFloats(p);
 }
 
-bool PackedWeights::Pack(const float* w, const float* bias, int64_t n, int64_t k) {
+bool PackedWeights::Pack(const float* w, const float* bias, int64_t n, int64_t k, bool bf16) {
   const MatmulKernels& kernels = GetMatmulKernels();
   const size_t nr = kernels.tile_cols;
   const size_t padded_n = (static_cast<size_t>(n) + nr - 1) / nr * nr;
-  panels_memory_ = AllocateFloats(padded_n * static_cast<size_t>(k));
+  // BF16: one 32-bit lane per pair of depths.
+  const size_t depth_words = bf16 ? (static_cast<size_t>(k) + 1) / 2 : static_cast<size_t>(k);
+  panels_memory_ = AllocateFloats(padded_n * depth_words);
   bias_memory_ = AllocateFloats(padded_n);
   if (!panels_memory_ || !bias_memory_) return false;
-  kernels.pack_weights(w, n, k, panels_memory_.get());
+  if (bf16) {
+    uint32_t* lanes = reinterpret_cast<uint32_t*>(panels_memory_.get());
+    kernels.pack_weights_bf16(w, n, k, lanes);
+    pairs = lanes;
+    panels = nullptr;
+  } else {
+    kernels.pack_weights(w, n, k, panels_memory_.get());
+    panels = panels_memory_.get();
+    pairs = nullptr;
+  }
   if (bias != nullptr) memcpy(bias_memory_.get(), bias, static_cast<size_t>(n) * sizeof(float));
   this->n = n;
   this->k = k;
-  panels = panels_memory_.get();
   this->bias = bias_memory_.get();
   return true;
 }
 
 hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num_outputs,
-                      const Executor& executor) {
+                      const Executor& executor, MatmulPrecision precision) {
   const MatmulKernels& kernels = GetMatmulKernels();
   const int64_t rows_per_item = static_cast<int64_t>(kernels.tile_rows * kernels.row_panels);
   const int64_t items = (x.rows + rows_per_item - 1) / rows_per_item;
@@ -54,8 +64,7 @@ hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num
   }
   const int64_t threads = WorkersFor(executor, flops, items);
   // Per worker: its A panels; before them, the workers' item shares.
-  const size_t item_floats =
-      PadFloats(static_cast<size_t>(x.cols) * kernels.tile_rows) * kernels.row_panels;
+  const size_t item_floats = PanelFloats(x.cols, kernels.tile_rows) * kernels.row_panels;
   const size_t share_floats = ShareFloats(threads);
   float* scratch = static_cast<float*>(
       ThreadScratch(ScratchSlot::kMatmul,
@@ -64,7 +73,7 @@ hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num
   float* panels = scratch + share_floats;
   if (threads == 1) {
     for (int64_t i = 0; i < items; ++i) {
-      kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, panels);
+      kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, precision, panels);
     }
     return HWYATTN_OK;
   }
@@ -76,7 +85,7 @@ hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num
   ParallelRegion(executor, threads, [&](int64_t me) {
     float* mine = panels + static_cast<size_t>(me) * item_floats;
     RunShares(shares, threads, me, [&](int64_t i, int64_t /*next*/) {
-      kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, mine);
+      kernels.multiply_rows(x, i * rows_per_item, outputs, num_outputs, precision, mine);
     });
   });
   return HWYATTN_OK;

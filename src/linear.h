@@ -27,14 +27,15 @@ using AlignedFloats = std::unique_ptr<float[], AlignedFree>;
 AlignedFloats AllocateFloats(size_t n);
 
 // W [n, k] and its optional bias [n], copied and packed for the current
-// target (see PackedMatrix). A LinearOutput points at it as its PackedMatrix.
+// target (see PackedMatrix), in F32 storage or, with bf16, rounded to bf16
+// pairs (half the memory). A LinearOutput points at it as its PackedMatrix.
 class PackedWeights : public PackedMatrix {
  public:
   // False if memory could not be allocated.
-  bool Pack(const float* w, const float* bias, int64_t n, int64_t k);
+  bool Pack(const float* w, const float* bias, int64_t n, int64_t k, bool bf16 = false);
 
  private:
-  AlignedFloats panels_memory_;
+  AlignedFloats panels_memory_;  // F32 panels, or the BF16 pairs' 32-bit lanes
   AlignedFloats bias_memory_;
 };
 
@@ -43,9 +44,11 @@ class PackedWeights : public PackedMatrix {
 // Workers: up to executor.MaxWorkers() (the caller's pool, or the library's
 // threads: the default), fewer for small products (WorkersFor); the rows are
 // split into items of MC rows whatever the count, so the bits do not depend
-// on it. Returns HWYATTN_OUT_OF_MEMORY if scratch cannot be allocated.
+// on it. precision kBf16: bf16 products (see MatmulKernels::multiply_rows).
+// Returns HWYATTN_OUT_OF_MEMORY if scratch cannot be allocated.
 hwyattn_status Linear(const RowsView& x, const LinearOutput* outputs, size_t num_outputs,
-                      const Executor& executor = Executor());
+                      const Executor& executor = Executor(),
+                      MatmulPrecision precision = MatmulPrecision::kF32);
 
 }  // namespace hwyattn
 

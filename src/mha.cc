@@ -29,9 +29,11 @@ TensorView HeadsView(const float* data, int64_t batch, int64_t heads, int64_t le
 hwyattn_status MhaLayer::Init(const MhaConfig& c, const hwyattn_mha_weights& w) {
   config_ = c;
   const int64_t q_width = c.num_heads * c.head_dim, kv_width = c.num_kv_heads * c.head_dim;
-  const bool ok =
-      w_q_.Pack(w.w_q, w.b_q, q_width, c.embed_dim) && w_k_.Pack(w.w_k, w.b_k, kv_width, c.kdim) &&
-      w_v_.Pack(w.w_v, w.b_v, kv_width, c.vdim) && w_o_.Pack(w.w_o, w.b_o, c.embed_dim, q_width);
+  const bool bf16 = c.bf16_weights;
+  const bool ok = w_q_.Pack(w.w_q, w.b_q, q_width, c.embed_dim, bf16) &&
+                  w_k_.Pack(w.w_k, w.b_k, kv_width, c.kdim, bf16) &&
+                  w_v_.Pack(w.w_v, w.b_v, kv_width, c.vdim, bf16) &&
+                  w_o_.Pack(w.w_o, w.b_o, c.embed_dim, q_width, bf16);
   return ok ? HWYATTN_OK : HWYATTN_OUT_OF_MEMORY;
 }
 
@@ -65,18 +67,21 @@ hwyattn_status MhaLayer::Forward(MhaCall& call) const {
   // Every phase (the projections, the attention's) runs on the call's
   // executor: the caller's pool or the library's threads.
   const Executor& executor = p.executor;
+  // opts->precision = BF16: bf16 products in the projections too.
+  const MatmulPrecision precision =
+      p.Bf16Products() ? MatmulPrecision::kBf16 : MatmulPrecision::kF32;
   hwyattn_status s;
   if (call.self_attention) {
     // One packing of the input feeds all three projections.
     const LinearOutput qkv[3] = {{&w_q_, q_rows_view}, {&w_k_, k_rows_view}, {&w_v_, v_rows_view}};
-    s = Linear(call.query, qkv, 3, executor);
+    s = Linear(call.query, qkv, 3, executor, precision);
   } else {
     const LinearOutput q_out[1] = {{&w_q_, q_rows_view}};
     const LinearOutput k_out[1] = {{&w_k_, k_rows_view}};
     const LinearOutput v_out[1] = {{&w_v_, v_rows_view}};
-    s = Linear(call.query, q_out, 1, executor);
-    if (s == HWYATTN_OK) s = Linear(call.key, k_out, 1, executor);
-    if (s == HWYATTN_OK) s = Linear(call.value, v_out, 1, executor);
+    s = Linear(call.query, q_out, 1, executor, precision);
+    if (s == HWYATTN_OK) s = Linear(call.key, k_out, 1, executor, precision);
+    if (s == HWYATTN_OK) s = Linear(call.value, v_out, 1, executor, precision);
   }
   if (s != HWYATTN_OK) return s;
 
@@ -88,7 +93,7 @@ hwyattn_status MhaLayer::Forward(MhaCall& call) const {
   if (s != HWYATTN_OK) return s;
 
   const LinearOutput o_out[1] = {{&w_o_, call.out}};
-  return Linear(RowsView::Dense(attended, q_rows, q_width, q_width), o_out, 1, executor);
+  return Linear(RowsView::Dense(attended, q_rows, q_width, q_width), o_out, 1, executor, precision);
 }
 
 }  // namespace hwyattn

@@ -19,6 +19,7 @@ namespace hwyattn {
 struct MhaConfig {
   int64_t embed_dim = 0, num_heads = 0, head_dim = 0, num_kv_heads = 0, kdim = 0, vdim = 0;
   bool has_bias = false;
+  bool bf16_weights = false;  // weight_dtype BF16: weights packed as bf16 pairs
 };
 
 // One validated forward call.

@@ -309,6 +309,10 @@ static void TestStructGrowth(void) {
     hwyattn_parallel p;
     unsigned char guard[GUARD_BYTES];
   } pool;
+  struct {
+    hwyattn_mha_config cfg;
+    unsigned char guard[GUARD_BYTES];
+  } new_cfg;
   float q[2 * 3 * 4], k[2 * 5 * 4], v[2 * 5 * 4], out_old[2 * 3 * 4], out_new[2 * 3 * 4];
   float x[2 * 3 * 4], w[16 * 4] = {0}, y_old[2 * 3 * 4], y_new[2 * 3 * 4];
   int64_t q_shape[4] = {1, 2, 3, 4}, k_shape[4] = {1, 2, 5, 4}, x_shape[3] = {2, 3, 4};
@@ -341,6 +345,15 @@ static void TestStructGrowth(void) {
   CHECK(new_opts.opts.window_left == 0 && new_opts.opts.softcap == 0.0f &&
         new_opts.opts.sinks == NULL && new_opts.opts.parallel == NULL &&
         new_opts.opts.precision == HWYATTN_PRECISION_F32 && new_opts.opts.reserved0 == 0);
+
+  memset(&new_cfg, 0xCD, sizeof(new_cfg.cfg));
+  memset(new_cfg.guard, 0xA5, GUARD_BYTES);
+  hwyattn_mha_config_init(&new_cfg.cfg);
+  CHECK(GuardIntact(new_cfg.guard));
+  CHECK(new_cfg.cfg.struct_size == sizeof(hwyattn_mha_config) &&
+        sizeof(hwyattn_mha_config) > sizeof(MhaConfig01) && new_cfg.cfg.has_bias == 0 &&
+        new_cfg.cfg.reserved0 == 0 && new_cfg.cfg.weight_dtype == HWYATTN_F32 &&
+        new_cfg.cfg.reserved1 == 0);
 
   memset(&pool, 0xCD, sizeof(pool.p));
   memset(pool.guard, 0xA5, GUARD_BYTES);
@@ -405,6 +418,14 @@ static void TestStructGrowth(void) {
   CHECK(hwyattn_sdpa(&tq, &tk, &tv, &to_new, &new_opts.opts) == HWYATTN_UNSUPPORTED);
   cfg.reserved0 = 1;
   CHECK(hwyattn_mha_create(&cfg, &mw, &m_new) == HWYATTN_UNSUPPORTED);
+  cfg.reserved0 = 0;
+  cfg.reserved1 = 1;
+  CHECK(hwyattn_mha_create(&cfg, &mw, &m_new) == HWYATTN_UNSUPPORTED);
+  /* weight_dtype is outside the 0.1 struct: a 0.1-sized config never sets it. */
+  cfg.reserved1 = 0;
+  cfg.weight_dtype = HWYATTN_BF16;
+  CHECK(hwyattn_mha_create(&cfg, &mw, &m_new) == HWYATTN_OK);
+  hwyattn_mha_destroy(m_new);
 }
 
 /* The header's split-and-merge example at a small size: the keys of a call

@@ -6,7 +6,10 @@
 // with a short last one), narrow last column panels, partial row panels and
 // work items, rows gathered from groups, strided output columns, several
 // outputs from one packing of x, k = 0 (y = bias), and bit-identical results
-// on 1 and 2 threads. Runs once per SIMD target (HWYATTN_TARGET, see
+// on 1 and 2 threads; the same with bf16 weights (BF16 storage) and bf16
+// products (MatmulPrecision::kBf16), against the double product of the
+// operands rounded to bf16 by the test's own rule (odd depths reach the
+// pairs' zero padding). Runs once per SIMD target (HWYATTN_TARGET, see
 // CMakeLists.txt); links the static library for the internal API.
 #include <math.h>
 #include <stdint.h>
@@ -63,10 +66,23 @@ int64_t Extent(const RowsView& v) {
   return v.rows == 0 || v.cols == 0 ? 0 : v.RowOffset(v.rows - 1) + (v.cols - 1) * v.col_stride + 1;
 }
 
-class LinearTest : public testing::TestWithParam<LinearCase> {};
+// x rounded to the nearest bfloat16, ties to even (finite x), as a float.
+float Bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof(u));
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  float r;
+  memcpy(&r, &u, sizeof(r));
+  return r;
+}
 
-TEST_P(LinearTest, MatchesDoubleProduct) {
-  const LinearCase& c = GetParam();
+// Linear on c's shapes against a double product: bf16_weights packs W as
+// bf16 pairs; precision kBf16 runs bf16 products. The reference rounds W
+// (bf16 storage or products) and x (products) to bf16.
+void CheckLinear(const LinearCase& c, bool bf16_weights, MatmulPrecision precision) {
+  const bool bf16_products = precision == MatmulPrecision::kBf16;
+  SCOPED_TRACE(std::string(bf16_weights ? "bf16 weights" : "f32 weights") +
+               (bf16_products ? ", bf16 products" : ", f32 products"));
   std::mt19937 rng(static_cast<unsigned>(c.m * 131 + c.k));
   RowsView x = Grouped(nullptr, c.m, c.k, c.x_group, c.x_gap, 1);
   std::vector<float> x_mem = Random(static_cast<size_t>(std::max<int64_t>(1, Extent(x))), &rng);
@@ -78,7 +94,14 @@ TEST_P(LinearTest, MatchesDoubleProduct) {
   for (size_t o = 0; o < outputs; ++o) {
     w[o] = Random(static_cast<size_t>(c.n[o] * c.k), &rng);
     if (c.bias) b[o] = Random(static_cast<size_t>(c.n[o]), &rng);
-    ASSERT_TRUE(packed[o].Pack(w[o].data(), c.bias ? b[o].data() : nullptr, c.n[o], c.k));
+    ASSERT_TRUE(
+        packed[o].Pack(w[o].data(), c.bias ? b[o].data() : nullptr, c.n[o], c.k, bf16_weights));
+    ASSERT_EQ(packed[o].pairs != nullptr, bf16_weights);
+    ASSERT_EQ(packed[o].panels != nullptr, !bf16_weights);
+    // What the products see.
+    if (bf16_weights || bf16_products) {
+      for (float& f : w[o]) f = Bf16(f);
+    }
   }
 
   std::vector<uint32_t> bits[2];
@@ -93,7 +116,7 @@ TEST_P(LinearTest, MatchesDoubleProduct) {
       y.data = y_mem[o].data();
       out[o] = LinearOutput{&packed[o], y};
     }
-    ASSERT_EQ(Linear(x, out.data(), outputs), HWYATTN_OK);
+    ASSERT_EQ(Linear(x, out.data(), outputs, Executor(), precision), HWYATTN_OK);
 
     for (size_t o = 0; o < outputs; ++o) {
       const RowsView& y = out[o].y;
@@ -104,8 +127,8 @@ TEST_P(LinearTest, MatchesDoubleProduct) {
           double dot = c.bias ? b[o][static_cast<size_t>(j)] : 0.0;
           double mag = fabs(dot);
           for (int64_t kk = 0; kk < c.k; ++kk) {
-            const double term =
-                static_cast<double>(xi[kk]) * w[o][static_cast<size_t>(j * c.k + kk)];
+            const double xv = bf16_products ? Bf16(xi[kk]) : xi[kk];
+            const double term = xv * w[o][static_cast<size_t>(j * c.k + kk)];
             dot += term;
             mag += fabs(term);
           }
@@ -131,6 +154,20 @@ TEST_P(LinearTest, MatchesDoubleProduct) {
   }
   EXPECT_EQ(bits[0], bits[1]) << "2 threads changed the bits";
   hwyattn_set_num_threads(0);
+}
+
+class LinearTest : public testing::TestWithParam<LinearCase> {};
+
+TEST_P(LinearTest, MatchesDoubleProduct) { CheckLinear(GetParam(), false, MatmulPrecision::kF32); }
+
+TEST_P(LinearTest, Bf16WeightsF32Products) { CheckLinear(GetParam(), true, MatmulPrecision::kF32); }
+
+TEST_P(LinearTest, Bf16WeightsBf16Products) {
+  CheckLinear(GetParam(), true, MatmulPrecision::kBf16);
+}
+
+TEST_P(LinearTest, F32WeightsBf16Products) {
+  CheckLinear(GetParam(), false, MatmulPrecision::kBf16);
 }
 
 const LinearCase kCases[] = {

@@ -5,7 +5,13 @@
 // (tests/reference.cc) on those projections rounded to float (a relative
 // change of ~6e-8, far below the 1e-5 tolerance), the output projection in
 // double again. Also: one handle used from several threads at once gives the
-// same bytes as sequential use.
+// same bytes as sequential use. bf16 cases: weight_dtype BF16 (the reference
+// uses the weights rounded to bf16; fp32 products: the same 1e-5), and
+// precision BF16 (the reference also rounds x, the projections q, k, v and
+// the attention's output to bf16, as the library's operands; what it does
+// not model is the rounding of P, at most 2^-9 of max|v| in each attention
+// output, and projections rounding the other way at ties: a looser bound,
+// still below bf16's own error against the unrounded layer).
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -30,7 +36,26 @@ struct MhaCase {
   bool key_lengths;        // kv_len per batch (key_padding_mask)
   bool weights;            // per-head weights output
   bool modifiers = false;  // a sliding window, softcap, ALiBi and sinks
+  hwyattn_dtype weight_dtype = HWYATTN_F32;
+  bool bf16_products = false;  // opts.precision = BF16
 };
+
+// x rounded to the nearest bfloat16, ties to even (finite x).
+double Bf16(double x) {
+  const float f = static_cast<float>(x);
+  uint32_t u;
+  memcpy(&u, &f, sizeof(u));
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  float r;
+  memcpy(&r, &u, sizeof(r));
+  return r;
+}
+
+template <typename T>
+std::vector<T> RoundedBf16(std::vector<T> v) {
+  for (T& x : v) x = static_cast<T>(Bf16(x));
+  return v;
+}
 
 // y[m][n] = sum_k x[m][k] w[n][k] + b[n] (nn.Linear), in double.
 std::vector<double> Linear(const std::vector<double>& x, int64_t rows, int64_t in,
@@ -72,6 +97,7 @@ struct Layer {
   std::vector<int32_t> lengths;
   std::vector<float> slopes, sinks;  // [heads], with c.modifiers
   hwyattn_mha* m = nullptr;
+  double p_rounding_bound = 0.0;  // set by Reference under bf16 products
 
   explicit Layer(const MhaCase& mc) : c(mc) {
     hd = c.head_dim ? c.head_dim : c.embed / c.heads;
@@ -115,6 +141,7 @@ struct Layer {
     cfg.kdim = c.self ? 0 : c.kdim;
     cfg.vdim = c.self ? 0 : c.vdim;
     cfg.has_bias = c.bias;
+    cfg.weight_dtype = c.weight_dtype;
     hwyattn_mha_weights w = {wq.data(),
                              wk.data(),
                              wv.data(),
@@ -153,6 +180,7 @@ struct Layer {
   void Options(hwyattn_sdpa_options* opts) {
     hwyattn_sdpa_options_init(opts);
     opts->causal = c.causal;
+    opts->precision = c.bf16_products ? HWYATTN_PRECISION_BF16 : HWYATTN_PRECISION_F32;
     if (c.key_lengths) opts->kv_len = lengths.data();
     if (c.modifiers) {  // slopes and sinks: filled once, at construction
       opts->window_left = 7;
@@ -165,13 +193,28 @@ struct Layer {
   // The reference output [B, Lq, E] and weights [B, H, Lq, Lk].
   void Reference(std::vector<double>* out, std::vector<double>* weights) {
     const int64_t qw = c.heads * hd, kw = hkv * hd;
+    // What the products see: bf16 weights, and bf16 activations under bf16
+    // products.
+    const bool round_w = c.weight_dtype == HWYATTN_BF16 || c.bf16_products;
+    const std::vector<float> wq_r = round_w ? RoundedBf16(wq) : wq;
+    const std::vector<float> wk_r = round_w ? RoundedBf16(wk) : wk;
+    const std::vector<float> wv_r = round_w ? RoundedBf16(wv) : wv;
+    const std::vector<float> wo_r = round_w ? RoundedBf16(wo) : wo;
+    auto act = [&](const std::vector<float>& x) {
+      return c.bf16_products ? ToDouble(RoundedBf16(x)) : ToDouble(x);
+    };
     const std::vector<double> q =
-        Linear(ToDouble(xq), c.batch * c.q_len, c.embed, wq, qw, c.bias ? bq.data() : nullptr);
+        Linear(act(xq), c.batch * c.q_len, c.embed, wq_r, qw, c.bias ? bq.data() : nullptr);
     const std::vector<double> k =
-        Linear(ToDouble(xk), c.batch * lk, kdim, wk, kw, c.bias ? bk.data() : nullptr);
+        Linear(act(xk), c.batch * lk, kdim, wk_r, kw, c.bias ? bk.data() : nullptr);
     const std::vector<double> v =
-        Linear(ToDouble(xv), c.batch * lk, vdim, wv, kw, c.bias ? bv.data() : nullptr);
+        Linear(act(xv), c.batch * lk, vdim, wv_r, kw, c.bias ? bv.data() : nullptr);
     std::vector<float> qf(q.begin(), q.end()), kf(k.begin(), k.end()), vf(v.begin(), v.end());
+    if (c.bf16_products) {
+      qf = RoundedBf16(qf);
+      kf = RoundedBf16(kf);
+      vf = RoundedBf16(vf);
+    }
     // [B, L, H, hd] memory as the logical [B, H, L, hd].
     auto heads_view = [&](float* data, int64_t heads, int64_t len) {
       hwyattn_tensor t;
@@ -209,14 +252,28 @@ struct Layer {
         }
       }
     }
-    *out = Linear(attended, c.batch * c.q_len, qw, wo, c.embed, c.bias ? bo.data() : nullptr);
+    if (c.bf16_products) {
+      for (double& x : attended) x = Bf16(static_cast<float>(x));
+      // P rounded to bf16 moves each attention output by at most 2^-9
+      // max|v|; the output projection sums them with |wo|'s row weights.
+      double max_v = 0.0, max_row = 0.0;
+      for (float x : vf) max_v = fmax(max_v, fabs(x));
+      for (int64_t e = 0; e < c.embed; ++e) {
+        double row = 0.0;
+        for (int64_t i = 0; i < qw; ++i) row += fabs(wo_r[static_cast<size_t>(e * qw + i)]);
+        max_row = fmax(max_row, row);
+      }
+      p_rounding_bound = ldexp(max_v, -9) * max_row;
+    }
+    *out = Linear(attended, c.batch * c.q_len, qw, wo_r, c.embed, c.bias ? bo.data() : nullptr);
     *weights = r.weights;
   }
 };
 
-// max |got - want| / max |want| must stay below 1e-5.
+// max |got - want| / max |want| must stay below `tolerance`.
 template <typename T>
-void ExpectClose(const std::vector<T>& got, const std::vector<double>& want, const char* what) {
+void ExpectClose(const std::vector<T>& got, const std::vector<double>& want, const char* what,
+                 double tolerance = 1e-5) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double worst = 0.0, scale = 0.0;
   size_t at = 0;
@@ -228,8 +285,17 @@ void ExpectClose(const std::vector<T>& got, const std::vector<double>& want, con
       at = i;
     }
   }
-  EXPECT_LT(worst / fmax(scale, 1e-30), 1e-5)
+  EXPECT_LT(worst / fmax(scale, 1e-30), tolerance)
       << what << ": worst at " << at << ": got " << got[at] << " want " << want[at];
+}
+
+// Under bf16 products, against the reference on the bf16 operands (see the
+// top of the file): the bound of P's rounding relative to max|want|, and
+// 2e-4 for projections that round the other way at near-ties.
+double Bf16Tolerance(const Layer& layer, const std::vector<double>& want) {
+  double scale = 0.0;
+  for (double x : want) scale = fmax(scale, fabs(x));
+  return layer.p_rounding_bound / fmax(scale, 1e-30) + 2e-4;
 }
 
 class MhaTest : public testing::TestWithParam<MhaCase> {};
@@ -241,8 +307,12 @@ TEST_P(MhaTest, MatchesReference) {
   ASSERT_EQ(layer.Forward(&out, &weights), HWYATTN_OK) << hwyattn_last_error();
   std::vector<double> want_out, want_weights;
   layer.Reference(&want_out, &want_weights);
-  ExpectClose(out, want_out, "out");
-  if (GetParam().weights) ExpectClose(weights, want_weights, "weights");
+  const double tolerance = GetParam().bf16_products ? Bf16Tolerance(layer, want_out) : 1e-5;
+  ExpectClose(out, want_out, "out", tolerance);
+  // The weights: softmax of scores from the bf16 q and k, fp32 otherwise.
+  if (GetParam().weights) {
+    ExpectClose(weights, want_weights, "weights", GetParam().bf16_products ? 2e-4 : 1e-5);
+  }
 }
 
 // One handle, several threads at once, each its own output: every result is
@@ -290,7 +360,8 @@ TEST_P(MhaTest, SameBitsForAnyThreadCount) {
   for (int t = 0; t < 3; ++t) ASSERT_EQ(status[t], HWYATTN_OK) << t + 1 << " threads";
   std::vector<double> want_out, want_weights;
   layer.Reference(&want_out, &want_weights);
-  ExpectClose(outs[0], want_out, "out, 1 thread");
+  ExpectClose(outs[0], want_out, "out, 1 thread",
+              GetParam().bf16_products ? Bf16Tolerance(layer, want_out) : 1e-5);
   for (int t = 1; t < 3; ++t) {
     // The outputs are finite, so == means the same bits.
     EXPECT_TRUE(outs[t] == outs[0]) << t + 1 << " threads: out differs from 1 thread";
@@ -332,6 +403,20 @@ const MhaCase kCases[] = {
      false, true, true},
     {"modifiers_cross", 2, 9, 60, 32, 4, 8, 2, 24, 40, false, false, HWYATTN_CAUSAL_BOTTOM_RIGHT,
      true, true, true, true},
+    // weight_dtype BF16 with fp32 products; then bf16 products with BF16 and
+    // F32 weights (odd widths reach the pairs' zero padding).
+    {"bf16_weights", 2, 33, 0, 32, 4, 0, 0, 0, 0, true, true, HWYATTN_CAUSAL_NONE, false, false,
+     true, false, HWYATTN_BF16},
+    {"bf16_weights_cross", 2, 17, 29, 48, 6, 10, 3, 21, 35, true, false,
+     HWYATTN_CAUSAL_BOTTOM_RIGHT, true, true, true, false, HWYATTN_BF16},
+    {"bf16_products", 2, 33, 0, 64, 4, 0, 2, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT, false,
+     false, true, false, HWYATTN_BF16, true},
+    {"bf16_products_f32_weights", 2, 33, 0, 64, 4, 0, 2, 0, 0, true, true, HWYATTN_CAUSAL_TOP_LEFT,
+     false, false, true, false, HWYATTN_F32, true},
+    {"bf16_products_threaded", 3, 192, 0, 128, 4, 0, 2, 0, 0, true, true, HWYATTN_CAUSAL_NONE,
+     false, false, false, false, HWYATTN_BF16, true},
+    {"bf16_products_cross", 2, 17, 29, 48, 6, 10, 3, 21, 35, true, false,
+     HWYATTN_CAUSAL_BOTTOM_RIGHT, true, true, true, false, HWYATTN_BF16, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, MhaTest, testing::ValuesIn(kCases),

@@ -164,6 +164,32 @@ TEST(OutOfMemory, MhaCreateAndForward) {
   hwyattn_mha_destroy(m);
 }
 
+// The same with bf16 weights (weight_dtype BF16: the packed pairs) and bf16
+// products in the forward call.
+TEST(OutOfMemory, MhaBf16WeightsCreateAndForward) {
+  const int64_t E = 32;
+  TestModule module(E);
+  module.cfg.weight_dtype = HWYATTN_BF16;
+  std::vector<float> x(2 * 9 * E, 0.5f), out(x.size(), -7.0f);
+  hwyattn_mha* m = nullptr;
+  std::vector<float> none;
+  ExpectCleanOutOfMemory(
+      [&] {
+        hwyattn_mha_destroy(m);  // a module from an earlier, successful try
+        m = nullptr;
+        return hwyattn_mha_create(&module.cfg, &module.weights, &m);
+      },
+      none);
+  ASSERT_NE(m, nullptr);
+  hwyattn_tensor tx = Dense(x.data(), {2, 9, E}), to = Dense(out.data(), {2, 9, E});
+  hwyattn_sdpa_options opts;
+  hwyattn_sdpa_options_init(&opts);
+  opts.precision = HWYATTN_PRECISION_BF16;
+  ExpectCleanOutOfMemory([&] { return hwyattn_mha_forward(m, &tx, nullptr, nullptr, &to, &opts); },
+                         out);
+  hwyattn_mha_destroy(m);
+}
+
 // hwyattn_kv_attention (a decode over two key chunks, a prefill chunk and a
 // tiny sequence in one batch, over an I8 paged cache: the gather buffer and
 // each sequence's attention scratch are all reserved before any row is

@@ -86,6 +86,9 @@ class MhaConfig(ctypes.Structure):
         ("vdim", ctypes.c_int64),
         ("has_bias", ctypes.c_int32),
         ("reserved0", ctypes.c_int32),
+        # 0.2
+        ("weight_dtype", _enum),
+        ("reserved1", ctypes.c_int32),
     ]
 
 

@@ -12,13 +12,26 @@
 // panels) instead of once per MR rows. X is packed once per call however many
 // projections share it. Traffic per MR x NR tile: k * (MR + NR) floats from
 // L1/L2 for 2 * k * MR * NR FLOPs.
+//
+// bf16 products (MatmulPrecision::kBf16) and BF16 weight storage: x's rows
+// are packed rounded to bf16 (RoundToBf16, the attention's rule); weights in
+// BF16 storage are bf16 pairs, widened exactly (two shifts) into fp32 FMAs on
+// every target, or multiplied by vdpbf16ps on CPUs with AVX512_BF16
+// (matmul_bf16.h; x then packed as pairs too); F32 weights under bf16
+// products are rounded at each load. Depths are handled in pairs: the
+// packed x panel has an even depth (a zero step after an odd k), and depth
+// blocks start at even depths.
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include <algorithm>
 
+#include <string.h>
+
+#include "src/ops/convert.h"
 #include "src/ops/matmul.h"
+#include "src/ops/matmul_bf16.h"
 #include "src/scratch.h"
 #include "src/targets.h"
 
@@ -28,6 +41,7 @@
 #include "hwy/highway.h"
 // After highway.h
 #include "src/ops/matmul-inl.h"
+#include "src/ops/score_rules-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
@@ -35,6 +49,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
+using DU = hn::RebindToUnsigned<DF>;
 constexpr size_t kMR = kTileRows;
 constexpr size_t kNR = kTileVectors * HWY_LANES(float);
 
@@ -71,17 +86,104 @@ void PackWeights(const float* w, int64_t n, int64_t k, float* dst) {
   }
 }
 
-// Packs rows [m0, m0 + MR) of x (zero past the last row) as a [k][MR] panel.
-void PackRows(const RowsView& x, int64_t m0, float* HWY_RESTRICT a) {
-  const int64_t k = x.cols;
+// The bits of x rounded to bf16 (RoundToBf16), in the high half.
+inline uint32_t RoundedBits(float x) {
+  const float r = hwyattn::RoundToBf16(x);
+  uint32_t u;
+  memcpy(&u, &r, sizeof(u));
+  return u;
+}
+
+// The pair (lo, hi) of bf16 bits (high halves of rounded floats) as one lane.
+inline uint32_t PairBits(uint32_t lo, uint32_t hi) { return (hi & 0xFFFF0000u) | (lo >> 16); }
+
+// W [n, k] rounded to bf16 as [ceil(n / NR)][ceil(k / 2)][NR] pairs (see
+// PackedMatrix), zero past n and past k.
+void PackWeightsBf16(const float* w, int64_t n, int64_t k, uint32_t* dst) {
+  HWY_DASSERT(n >= 1 && k >= 0 && (w != nullptr || k == 0) && IsScratchAligned(dst));
+  const int64_t panels = (n + kNR - 1) / kNR, kp = (k + 1) / 2;
+  for (int64_t p = 0; p < panels; ++p) {
+    uint32_t* HWY_RESTRICT panel = dst + p * kp * static_cast<int64_t>(kNR);
+    for (size_t c = 0; c < kNR; ++c) {
+      const int64_t row = p * static_cast<int64_t>(kNR) + static_cast<int64_t>(c);
+      for (int64_t i = 0; i < kp; ++i) {
+        const uint32_t lo = row < n ? RoundedBits(w[row * k + 2 * i]) : 0;
+        const uint32_t hi = row < n && 2 * i + 1 < k ? RoundedBits(w[row * k + 2 * i + 1]) : 0;
+        panel[i * static_cast<int64_t>(kNR) + static_cast<int64_t>(c)] = PairBits(lo, hi);
+      }
+    }
+  }
+}
+
+// How a work item packs its rows of x.
+enum class APack {
+  kFloats,   // [k_even][MR] floats as they are
+  kRounded,  // [k_even][MR] floats rounded to bf16
+  kPairs     // [k_even / 2][MR] bf16 pairs (the vdpbf16ps operand)
+};
+
+// Packs rows [m0, m0 + MR) of x (zero past the last row, and a zero depth
+// step after an odd k) as a panel of `pack`'s layout.
+void PackRows(const RowsView& x, int64_t m0, APack pack, float* HWY_RESTRICT a) {
+  const int64_t k = x.cols, k_even = k + (k & 1);
+  if (pack == APack::kPairs) {
+    uint32_t* HWY_RESTRICT pairs = reinterpret_cast<uint32_t*>(a);
+    for (size_t r = 0; r < kMR; ++r) {
+      const int64_t m = m0 + static_cast<int64_t>(r);
+      const float* src = m < x.rows ? x.data + x.RowOffset(m) : nullptr;
+      int64_t i = 0;
+#if HWY_TARGET != HWY_SCALAR  // (no ConcatEven; kPairs runs on AVX3 only)
+      if (src != nullptr && x.col_stride == 1) {
+        // Whole vectors of pairs: 2N floats rounded, their even and odd
+        // lanes joined, into a chunk buffer, then spread to the panel's
+        // column r (the scalar rounding below cost 8% of M1b's time).
+        const DF df;
+        const DU du;
+        const size_t N = hn::Lanes(df);
+        constexpr size_t kChunk = 256;
+        HWY_ALIGN uint32_t chunk[kChunk];
+        const auto high = hn::Set(du, 0xFFFF0000u);
+        while (i + static_cast<int64_t>(N) <= k / 2) {
+          const size_t n = static_cast<size_t>(
+              std::min<int64_t>(kChunk, (k / 2 - i) / static_cast<int64_t>(N) * N));
+          for (size_t j = 0; j < n; j += N) {
+            const float* p = src + 2 * (i + static_cast<int64_t>(j));
+            const auto lo = hn::BitCast(du, RoundToBf16(df, hn::LoadU(df, p)));
+            const auto hi = hn::BitCast(du, RoundToBf16(df, hn::LoadU(df, p + N)));
+            const auto even = hn::ConcatEven(du, hi, lo), odd = hn::ConcatOdd(du, hi, lo);
+            hn::Store(hn::Or(hn::And(odd, high), hn::ShiftRight<16>(even)), du, chunk + j);
+          }
+          for (size_t j = 0; j < n; ++j) {
+            pairs[(i + static_cast<int64_t>(j)) * static_cast<int64_t>(kMR) +
+                  static_cast<int64_t>(r)] = chunk[j];
+          }
+          i += static_cast<int64_t>(n);
+        }
+      }
+#endif
+      for (; i < k_even / 2; ++i) {
+        const uint32_t lo = src != nullptr ? RoundedBits(src[2 * i * x.col_stride]) : 0;
+        const uint32_t hi =
+            src != nullptr && 2 * i + 1 < k ? RoundedBits(src[(2 * i + 1) * x.col_stride]) : 0;
+        pairs[i * static_cast<int64_t>(kMR) + static_cast<int64_t>(r)] = PairBits(lo, hi);
+      }
+    }
+    return;
+  }
   for (size_t r = 0; r < kMR; ++r) {
     const int64_t m = m0 + static_cast<int64_t>(r);
     if (m < x.rows) {
       const float* src = x.data + x.RowOffset(m);
-      for (int64_t kk = 0; kk < k; ++kk) a[kk * kMR + r] = src[kk * x.col_stride];
+      if (pack == APack::kRounded) {
+        for (int64_t kk = 0; kk < k; ++kk)
+          a[kk * kMR + r] = hwyattn::RoundToBf16(src[kk * x.col_stride]);
+      } else {
+        for (int64_t kk = 0; kk < k; ++kk) a[kk * kMR + r] = src[kk * x.col_stride];
+      }
     } else {
       for (int64_t kk = 0; kk < k; ++kk) a[kk * kMR + r] = 0.0f;
     }
+    if (k != k_even) a[k * kMR + r] = 0.0f;
   }
 }
 
@@ -95,40 +197,140 @@ struct LinePrefetch {
   }
 };
 
+// The product a tile runs, from the packing of x and the storage of W.
+enum class Kind {
+  kF32,        // floats x floats
+  kF32RoundB,  // rounded x floats, W rounded to bf16 at each load
+  kPairs,      // floats (rounded or not) x bf16 pairs widened
+  kDot         // bf16 pairs x bf16 pairs: vdpbf16ps (matmul_bf16.h)
+};
+
+// acc += A x B over kc depths with B's vectors rounded to bf16 as loaded.
+template <size_t kNQ, class VF>
+HWY_INLINE void RoundedBMulAdd(size_t kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
+                               VF (&acc)[kMR][kNQ], const LinePrefetch& prefetch) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  for (size_t k = 0; k < kc; ++k) {
+    prefetch(k);
+    VF bv[kNQ];
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < kNQ; ++c) bv[c] = RoundToBf16(df, hn::LoadU(df, b + k * kNR + c * N));
+    HWY_UNROLL(16)
+    for (size_t r = 0; r < kMR; ++r) {
+      const VF ar = hn::Set(df, a[k * kMR + r]);
+      HWY_UNROLL(8)
+      for (size_t c = 0; c < kNQ; ++c) acc[r][c] = hn::MulAdd(ar, bv[c], acc[r][c]);
+    }
+  }
+}
+
+// acc += A x B over `pairs` depth pairs, B as bf16 pairs widened exactly:
+// the low halves (even depths) first, then the high halves (odd depths), so
+// that only kNQ B vectors are live at once.
+template <size_t kNQ, class VF>
+HWY_INLINE void PairsMulAdd(size_t pairs, const float* HWY_RESTRICT a,
+                            const uint32_t* HWY_RESTRICT b, VF (&acc)[kMR][kNQ],
+                            const LinePrefetch& prefetch) {
+  const DF df;
+  const DU du;
+  const size_t N = hn::Lanes(df);
+  const auto high = hn::Set(du, 0xFFFF0000u);
+  for (size_t i = 0; i < pairs; ++i) {
+    prefetch(i);
+    hn::Vec<DU> u[kNQ];
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < kNQ; ++c) u[c] = hn::LoadU(du, b + i * kNR + c * N);
+    for (size_t half = 0; half < 2; ++half) {
+      VF bv[kNQ];
+      HWY_UNROLL(8)
+      for (size_t c = 0; c < kNQ; ++c) {
+        bv[c] = hn::BitCast(df, half == 0 ? hn::ShiftLeft<16>(u[c]) : hn::And(u[c], high));
+      }
+      const float* HWY_RESTRICT ak = a + (2 * i + half) * kMR;
+      HWY_UNROLL(16)
+      for (size_t r = 0; r < kMR; ++r) {
+        const VF ar = hn::Set(df, ak[r]);
+        HWY_UNROLL(8)
+        for (size_t c = 0; c < kNQ; ++c) acc[r][c] = hn::MulAdd(ar, bv[c], acc[r][c]);
+      }
+    }
+  }
+}
+
+// The MR x (kNQ vectors) tile at c (row stride ldc) over depths
+// [k0, k0 + kc) of the x panel `a` (the panel's start) and the W slice `b`
+// (at depth k0): c = bias + A B if bias is not null, else c += A B.
+template <size_t kNQ, Kind kKind>
+HWY_INLINE void RunTile(const float* HWY_RESTRICT a, int64_t k0, size_t kc, const void* b,
+                        float* HWY_RESTRICT c, size_t ldc, const float* HWY_RESTRICT bias,
+                        const LinePrefetch& prefetch) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  if constexpr (kKind == Kind::kF32) {
+    const PackedA a_slice{a + k0 * static_cast<int64_t>(kMR), kMR};
+    const float* bf = static_cast<const float*>(b);
+    if (bias != nullptr) {
+      TileMul<kMR, kNQ>(df, kc, a_slice, bf, kNR, c, ldc, bias, prefetch);
+    } else {
+      TileMulAccumulate<kMR, kNQ>(df, kc, a_slice, bf, kNR, c, ldc, prefetch);
+    }
+  } else if constexpr (kKind == Kind::kDot) {
+    if constexpr (kMR == kBf16MatmulRows && kNR == 48) {
+      const uint32_t* a_pairs = reinterpret_cast<const uint32_t*>(a) + k0 / 2 * kMR;
+      Bf16MatmulTile(kNQ, (kc + 1) / 2, a_pairs, static_cast<const uint32_t*>(b), kNR, bias, c, ldc,
+                     prefetch.lines, prefetch.count);
+    } else {
+      HWY_ABORT("hwyattn: the AVX512_BF16 matmul tile on a target without 16-lane vectors");
+    }
+  } else {
+    using VF = hn::Vec<DF>;
+    VF acc[kMR][kNQ];
+    HWY_UNROLL(8)
+    for (size_t q = 0; q < kNQ; ++q) {
+      const VF init = bias != nullptr ? hn::LoadU(df, bias + q * N) : hn::Zero(df);
+      HWY_UNROLL(16)
+      for (size_t r = 0; r < kMR; ++r) {
+        acc[r][q] = bias != nullptr ? init : hn::LoadU(df, c + r * ldc + q * N);
+      }
+    }
+    const float* a_slice = a + k0 * static_cast<int64_t>(kMR);
+    if constexpr (kKind == Kind::kF32RoundB) {
+      RoundedBMulAdd<kNQ>(kc, a_slice, static_cast<const float*>(b), acc, prefetch);
+    } else {
+      PairsMulAdd<kNQ>((kc + 1) / 2, a_slice, static_cast<const uint32_t*>(b), acc, prefetch);
+    }
+    StoreTile(df, acc, c, ldc);
+  }
+}
+
 // Depths [k0, k0 + kc) of the MR x (kNQ vectors) tile of y = x w^T + b at
 // rows [m0, m0 + MR) and columns [n0, n0 + cols), cols <= kNQ * lanes: `a` is
 // the rows' packed panel, `b` the columns' packed W slice. The first depth
 // block starts from the bias, later ones from what the earlier left in y.
-template <size_t kNQ>
+template <size_t kNQ, Kind kKind>
 void MultiplyTile(const RowsView& x, int64_t m0, const float* HWY_RESTRICT a, int64_t k0, size_t kc,
-                  const float* HWY_RESTRICT b, const float* HWY_RESTRICT bias, int64_t n0,
-                  int64_t cols, const RowsView& y, const LinePrefetch& prefetch) {
+                  const void* b, const float* HWY_RESTRICT bias, int64_t n0, int64_t cols,
+                  const RowsView& y, const LinePrefetch& prefetch) {
   const DF df;
-  const PackedA a_slice{a + k0 * static_cast<int64_t>(kMR), kMR};
   const int64_t rows = std::min<int64_t>(kMR, x.rows - m0);
+  const float* init = k0 == 0 ? bias + n0 : nullptr;
   // Whole tiles whose MR rows are evenly spaced go straight to Y; edges and
   // rows that cross a group boundary go through `tile`.
   if (rows == static_cast<int64_t>(kMR) && cols == static_cast<int64_t>(kNQ * hn::Lanes(df)) &&
       y.col_stride == 1 && m0 / y.rows_per_group == (m0 + rows - 1) / y.rows_per_group) {
     float* c = y.data + y.RowOffset(m0) + n0;
-    const size_t ldc = static_cast<size_t>(y.row_stride);
-    if (k0 == 0) {
-      TileMul<kMR, kNQ>(df, kc, a_slice, b, kNR, c, ldc, bias + n0, prefetch);
-    } else {
-      TileMulAccumulate<kMR, kNQ>(df, kc, a_slice, b, kNR, c, ldc, prefetch);
-    }
+    RunTile<kNQ, kKind>(a, k0, kc, b, c, static_cast<size_t>(y.row_stride), init, prefetch);
     return;
   }
   HWY_ALIGN float tile[kMR * kNR] = {};
-  if (k0 == 0) {
-    TileMul<kMR, kNQ>(df, kc, a_slice, b, kNR, tile, kNR, bias + n0);
-  } else {
+  if (k0 != 0) {
     for (int64_t r = 0; r < rows; ++r) {
       const float* src = y.data + y.RowOffset(m0 + r) + n0 * y.col_stride;
       for (int64_t c = 0; c < cols; ++c) tile[r * kNR + c] = src[c * y.col_stride];
     }
-    TileMulAccumulate<kMR, kNQ>(df, kc, a_slice, b, kNR, tile, kNR);
   }
+  RunTile<kNQ, kKind>(a, k0, kc, b, tile, kNR, init, LinePrefetch{nullptr, 0});
   for (int64_t r = 0; r < rows; ++r) {
     float* dst = y.data + y.RowOffset(m0 + r) + n0 * y.col_stride;
     for (int64_t c = 0; c < cols; ++c) dst[c * y.col_stride] = tile[r * kNR + c];
@@ -141,46 +343,79 @@ void MultiplyTile(const RowsView& x, int64_t m0, const float* HWY_RESTRICT a, in
 // prefetching of the next slice's `next_lines` lines at `next`: with W in L3
 // or memory (2048 x 2048: 16 MiB), the first row panel would otherwise wait
 // for each slice (2048^3 on 2 threads +3%).
-template <size_t kNQ>
+template <size_t kNQ, Kind kKind>
 void MultiplyPanel(const RowsView& x, int64_t m0, size_t row_panels,
                    const float* HWY_RESTRICT a_panels, size_t panel_floats, int64_t k0, size_t kc,
-                   const float* HWY_RESTRICT b, const float* HWY_RESTRICT bias, int64_t n0,
-                   int64_t cols, const RowsView& y, const float* next, size_t next_lines) {
+                   const void* b, const float* HWY_RESTRICT bias, int64_t n0, int64_t cols,
+                   const RowsView& y, const float* next, size_t next_lines) {
   const size_t per_tile = (next_lines + row_panels - 1) / row_panels;
   for (size_t i = 0; i < row_panels; ++i) {
     const size_t first = std::min(next_lines, i * per_tile);
-    MultiplyTile<kNQ>(
+    MultiplyTile<kNQ, kKind>(
         x, m0 + static_cast<int64_t>(i * kMR), a_panels + i * panel_floats, k0, kc, b, bias, n0,
         cols, y, LinePrefetch{next + first * kLineFloats, std::min(per_tile, next_lines - first)});
   }
 }
 
+// MultiplyPanel with the tile width (in vectors) of `vectors` columns.
+template <Kind kKind>
+void MultiplyPanelOf(size_t vectors, const RowsView& x, int64_t m0, size_t row_panels,
+                     const float* HWY_RESTRICT a_panels, size_t panel_floats, int64_t k0, size_t kc,
+                     const void* b, const float* HWY_RESTRICT bias, int64_t n0, int64_t cols,
+                     const RowsView& y, const float* next, size_t next_lines) {
+  if (vectors == 1) {
+    MultiplyPanel<1, kKind>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, bias, n0, cols, y,
+                            next, next_lines);
+  } else if (vectors == 2) {
+    MultiplyPanel<2, kKind>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, bias, n0, cols, y,
+                            next, next_lines);
+  } else {
+    MultiplyPanel<kTileVectors, kKind>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, bias,
+                                       n0, cols, y, next, next_lines);
+  }
+}
+
 void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs, size_t num_outputs,
-                  float* HWY_RESTRICT a_panels) {
+                  MatmulPrecision precision, float* HWY_RESTRICT a_panels) {
   // Preconditions (free in Release): m0 starts an item of x; every output
   // is [x.rows, w->n] from weights packed for x's depth.
   HWY_DASSERT(x.data != nullptr || x.cols == 0);
   HWY_DASSERT(0 <= m0 && m0 < x.rows && m0 % static_cast<int64_t>(kMR) == 0);
   HWY_DASSERT(IsScratchAligned(a_panels) && outputs != nullptr && num_outputs >= 1);
+  bool all_pairs = true;
   for (size_t o = 0; o < num_outputs; ++o) {
     HWY_DASSERT(outputs[o].w != nullptr && outputs[o].w->k == x.cols &&
-                outputs[o].w->panels != nullptr && outputs[o].w->bias != nullptr);
+                (outputs[o].w->panels != nullptr) != (outputs[o].w->pairs != nullptr) &&
+                outputs[o].w->bias != nullptr);
     HWY_DASSERT(outputs[o].y.data != nullptr && outputs[o].y.rows == x.rows &&
                 outputs[o].y.cols == outputs[o].w->n);
+    all_pairs = all_pairs && outputs[o].w->pairs != nullptr;
   }
+  const bool bf16 = precision == MatmulPrecision::kBf16;
+  const APack pack = !bf16                                 ? APack::kFloats
+                     : all_pairs && Bf16DotFor(HWY_TARGET) ? APack::kPairs
+                                                           : APack::kRounded;
   const size_t N = hn::Lanes(DF());
-  const int64_t k = x.cols;
-  const size_t panel_floats = PadFloats(static_cast<size_t>(k) * kMR);
+  const int64_t k = x.cols, k_pairs = (k + 1) / 2;
+  const size_t panel_floats = PanelFloats(k, kMR);
   size_t row_panels = 0;
   for (; row_panels < kRowPanels; ++row_panels) {
     const int64_t row = m0 + static_cast<int64_t>(row_panels * kMR);
     if (row >= x.rows) break;
-    PackRows(x, row, a_panels + row_panels * panel_floats);
+    PackRows(x, row, pack, a_panels + row_panels * panel_floats);
   }
   for (size_t o = 0; o < num_outputs; ++o) {
     const PackedMatrix& w = *outputs[o].w;
+    const bool pairs = w.pairs != nullptr;
+    const Kind kind = pack == APack::kPairs ? Kind::kDot
+                      : pairs               ? Kind::kPairs
+                      : bf16                ? Kind::kF32RoundB
+                                            : Kind::kF32;
     const int64_t panels = (w.n + kNR - 1) / kNR;
-    const float* end = w.panels + panels * k * static_cast<int64_t>(kNR);
+    // Floats (or pair lanes, as many 4-byte words) per panel.
+    const int64_t panel_words = (pairs ? k_pairs : k) * static_cast<int64_t>(kNR);
+    const float* base = pairs ? reinterpret_cast<const float*>(w.pairs) : w.panels;
+    const float* end = base + panels * panel_words;
     for (int64_t p = 0; p < panels; ++p) {
       const int64_t n0 = p * static_cast<int64_t>(kNR);
       const int64_t cols = std::min<int64_t>(kNR, w.n - n0);
@@ -189,22 +424,33 @@ void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs, si
       int64_t k0 = 0;
       do {
         const size_t kc = static_cast<size_t>(std::min<int64_t>(kDepth, k - k0));
-        const float* b = w.panels + (p * k + k0) * static_cast<int64_t>(kNR);
+        // The slice's words: kc depths, or ceil(kc / 2) pairs (k0 is even).
+        const size_t slice_steps = pairs ? (kc + 1) / 2 : kc;
+        const float* b = base + p * panel_words + (pairs ? k0 / 2 : k0) * static_cast<int64_t>(kNR);
         // The next slice (this panel's next depth block or the next panel's
         // first) follows this one in memory.
-        const float* next = b + kc * kNR;
-        const size_t next_lines =
-            static_cast<size_t>(std::min<ptrdiff_t>(static_cast<ptrdiff_t>(kc * kNR), end - next)) /
-            kLineFloats;
-        if (vectors == 1) {
-          MultiplyPanel<1>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, w.bias, n0, cols,
-                           outputs[o].y, next, next_lines);
-        } else if (vectors == 2) {
-          MultiplyPanel<2>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, w.bias, n0, cols,
-                           outputs[o].y, next, next_lines);
-        } else {
-          MultiplyPanel<kTileVectors>(x, m0, row_panels, a_panels, panel_floats, k0, kc, b, w.bias,
-                                      n0, cols, outputs[o].y, next, next_lines);
+        const float* next = b + slice_steps * kNR;
+        const size_t next_lines = static_cast<size_t>(std::min<ptrdiff_t>(
+                                      static_cast<ptrdiff_t>(slice_steps * kNR), end - next)) /
+                                  kLineFloats;
+        switch (kind) {
+          case Kind::kF32:
+            MultiplyPanelOf<Kind::kF32>(vectors, x, m0, row_panels, a_panels, panel_floats, k0, kc,
+                                        b, w.bias, n0, cols, outputs[o].y, next, next_lines);
+            break;
+          case Kind::kF32RoundB:
+            MultiplyPanelOf<Kind::kF32RoundB>(vectors, x, m0, row_panels, a_panels, panel_floats,
+                                              k0, kc, b, w.bias, n0, cols, outputs[o].y, next,
+                                              next_lines);
+            break;
+          case Kind::kPairs:
+            MultiplyPanelOf<Kind::kPairs>(vectors, x, m0, row_panels, a_panels, panel_floats, k0,
+                                          kc, b, w.bias, n0, cols, outputs[o].y, next, next_lines);
+            break;
+          case Kind::kDot:
+            MultiplyPanelOf<Kind::kDot>(vectors, x, m0, row_panels, a_panels, panel_floats, k0, kc,
+                                        b, w.bias, n0, cols, outputs[o].y, next, next_lines);
+            break;
         }
         k0 += static_cast<int64_t>(kc);
       } while (k0 < k);
@@ -212,8 +458,8 @@ void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs, si
   }
 }
 
-constexpr MatmulKernels kMatmulKernels = {HWY_TARGET,   kMR,        kNR,
-                                          &PackWeights, kRowPanels, &MultiplyRows};
+constexpr MatmulKernels kMatmulKernels = {HWY_TARGET,       kMR,        kNR,          &PackWeights,
+                                          &PackWeightsBf16, kRowPanels, &MultiplyRows};
 
 const MatmulKernels* GetMatmulKernelTable() { return &kMatmulKernels; }
 
@@ -226,6 +472,10 @@ HWY_AFTER_NAMESPACE();
 namespace hwyattn {
 
 HWY_EXPORT(GetMatmulKernelTable);
+
+size_t PanelFloats(int64_t k, size_t tile_rows) {
+  return PadFloats(static_cast<size_t>(k + (k & 1)) * tile_rows);
+}
 
 const MatmulKernels& GetMatmulKernels() {
   static const MatmulKernels* const kernels = PickKernels(HWY_DISPATCH_TABLE(GetMatmulKernelTable));

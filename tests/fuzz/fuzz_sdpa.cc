@@ -394,9 +394,34 @@ int FuzzMha(FuzzedDataProvider& in) {
                                  bias ? b + qw : nullptr,
                                  bias ? b + qw + kw : nullptr,
                                  bias ? b + qw + 2 * kw : nullptr};
+  // bf16 weights in one module of four; now and then a weight_dtype that is
+  // neither F32 nor BF16, which must be refused naming the field.
+  const int weight_kind = in.ConsumeIntegralInRange(0, 7);
+  const bool bf16_weights = weight_kind < 2;
+  cfg.weight_dtype = bf16_weights ? HWYATTN_BF16 : HWYATTN_F32;
   hwyattn_mha* m = nullptr;
+  if (weight_kind == 7) {
+    const int bad = in.ConsumeIntegralInRange(-3, 9);
+    if (bad != HWYATTN_F32 && bad != HWYATTN_BF16) {
+      cfg.weight_dtype = static_cast<hwyattn_dtype>(bad);
+      if (hwyattn_mha_create(&cfg, &w, &m) != HWYATTN_INVALID_ARGUMENT || m != nullptr ||
+          strstr(hwyattn_last_error(), "cfg: weight_dtype") == nullptr) {
+        Die("mha_create", "a bad weight_dtype was not refused naming the field");
+      }
+      return 0;
+    }
+  }
   if (hwyattn_mha_create(&cfg, &w, &m) != HWYATTN_OK) Die("mha_create", hwyattn_last_error());
   std::unique_ptr<hwyattn_mha, void (*)(hwyattn_mha*)> guard(m, hwyattn_mha_destroy);
+  // The reference multiplies what the module holds: the weights rounded to
+  // bf16 (the products stay fp32: the same tolerance).
+  if (bf16_weights) {
+    for (auto* vec : {&wq, &wk, &wv, &wo}) {
+      for (float& f : *vec) {
+        f = static_cast<float>(hwyattn_test::Bf16ToDouble(hwyattn_test::FloatToBf16(f)));
+      }
+    }
+  }
 
   const int64_t B = in.ConsumeIntegralInRange(1, 3), Lq = in.ConsumeIntegralInRange(1, 40);
   const int64_t Lk = self ? Lq : in.ConsumeIntegralInRange(1, 50);

@@ -285,7 +285,7 @@ class RuntimeTest(unittest.TestCase):
     def test_struct_sizes(self):
         self.assertEqual(ctypes.sizeof(_capi.Tensor), 80)
         self.assertEqual(ctypes.sizeof(_capi.SdpaOptions), 104)
-        self.assertEqual(ctypes.sizeof(_capi.MhaConfig), 64)
+        self.assertEqual(ctypes.sizeof(_capi.MhaConfig), 72)  # 0.2: weight_dtype, reserved1
         self.assertEqual(ctypes.sizeof(_capi.MhaWeights), 64)
         # The options struct the library initialises has our struct_size.
         o = _capi.SdpaOptions()

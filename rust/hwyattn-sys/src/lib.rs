@@ -159,6 +159,9 @@ pub struct hwyattn_mha_config {
     pub vdim: i64,
     pub has_bias: i32,
     pub reserved0: i32,
+    /// `HWYATTN_F32` (0) or `HWYATTN_BF16`: the packed weights' storage.
+    pub weight_dtype: hwyattn_dtype,
+    pub reserved1: i32,
 }
 
 /// `struct hwyattn_mha_weights`: row-major `[out_features, in_features]` F32

@@ -96,7 +96,9 @@ fn rust_layout() -> BTreeMap<String, i64> {
         kdim,
         vdim,
         has_bias,
-        reserved0
+        reserved0,
+        weight_dtype,
+        reserved1
     });
     structure!(hwyattn_mha_weights {
         w_q,

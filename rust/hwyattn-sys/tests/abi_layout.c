@@ -72,6 +72,8 @@ int main(void) {
   FIELD(hwyattn_mha_config, vdim);
   FIELD(hwyattn_mha_config, has_bias);
   FIELD(hwyattn_mha_config, reserved0);
+  FIELD(hwyattn_mha_config, weight_dtype);
+  FIELD(hwyattn_mha_config, reserved1);
 
   STRUCT(hwyattn_mha_weights);
   FIELD(hwyattn_mha_weights, w_q);

@@ -380,6 +380,16 @@ hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq, Exec
   return HWYATTN_OK;
 }
 
+// A reserved field (the explicit padding of a public struct, room for a later
+// field): 0, or HWYATTN_UNSUPPORTED naming it (`name`: "opts: reserved0").
+hwyattn_status CheckReserved(const char* name, int32_t value) {
+  if (value == 0) return HWYATTN_OK;
+  return Fail(HWYATTN_UNSUPPORTED,
+              "%s is %" PRId32
+              "; must be 0 (a field of a newer hwyattn.h that this library does not know)",
+              name, value);
+}
+
 // The fields of opts every entry point reads the same way: a finite scale,
 // a known causal rule, reserved0 = 0.
 hwyattn_status CheckCommonOptions(const hwyattn_sdpa_options* opts) {
@@ -395,13 +405,7 @@ hwyattn_status CheckCommonOptions(const hwyattn_sdpa_options* opts) {
                 "_BOTTOM_RIGHT",
                 causal);
   }
-  if (opts->reserved0 != 0) {
-    return Fail(HWYATTN_UNSUPPORTED,
-                "opts: reserved0 is %" PRId32
-                "; must be 0 (a field of a "
-                "newer hwyattn.h that this library does not know)",
-                opts->reserved0);
-  }
+  HWYATTN_RETURN_IF_ERROR(CheckReserved("opts: reserved0", opts->reserved0));
   return HWYATTN_OK;
 }
 
@@ -596,20 +600,8 @@ hwyattn_status ValidateMhaConfig(const hwyattn_mha_config* cfg, const hwyattn_mh
   HWYATTN_RETURN_IF_ERROR(ReadStruct("cfg", "hwyattn_mha_config", "hwyattn_mha_config_init", cfg,
                                      kMhaConfigSizes, &local));
   cfg = &local;
-  if (cfg->reserved0 != 0) {
-    return Fail(HWYATTN_UNSUPPORTED,
-                "cfg: reserved0 is %" PRId32
-                "; must be 0 (a field of a "
-                "newer hwyattn.h that this library does not know)",
-                cfg->reserved0);
-  }
-  if (cfg->reserved1 != 0) {
-    return Fail(HWYATTN_UNSUPPORTED,
-                "cfg: reserved1 is %" PRId32
-                "; must be 0 (a field of a "
-                "newer hwyattn.h that this library does not know)",
-                cfg->reserved1);
-  }
+  HWYATTN_RETURN_IF_ERROR(CheckReserved("cfg: reserved0", cfg->reserved0));
+  HWYATTN_RETURN_IF_ERROR(CheckReserved("cfg: reserved1", cfg->reserved1));
   const int64_t weight_dtype = RawEnum(cfg->weight_dtype);
   if (weight_dtype != HWYATTN_F32 && weight_dtype != HWYATTN_BF16) {
     return Fail(kInvalid,
@@ -976,13 +968,7 @@ hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* c
   if (cache_arg == nullptr) return Fail(kInvalid, "cache is NULL");
   HWYATTN_RETURN_IF_ERROR(ReadStruct("cache", "hwyattn_kv_cache", "hwyattn_kv_cache_init",
                                      cache_arg, kKvCacheSizes, cache));
-  if (cache->reserved0 != 0) {
-    return Fail(HWYATTN_UNSUPPORTED,
-                "cache: reserved0 is %" PRId32
-                "; must be 0 (a field of a "
-                "newer hwyattn.h that this library does not know)",
-                cache->reserved0);
-  }
+  HWYATTN_RETURN_IF_ERROR(CheckReserved("cache: reserved0", cache->reserved0));
   const unsigned cache_types = kFloatTypes | Bit(HWYATTN_I8);
   HWYATTN_RETURN_IF_ERROR(Check("cache: k", kCacheNames, &cache->k, cache_types, cache_types, ck));
   HWYATTN_RETURN_IF_ERROR(Check("cache: v", kCacheVNames, &cache->v, cache_types, cache_types, cv));

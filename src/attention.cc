@@ -9,9 +9,10 @@
 // OpenMP, or the caller's pool):
 //   A: decode runs of key chunks (the last worker to finish a kv head
 //      merges it), small problems whole, prefill K/V packing per kv head;
-//      contiguous ranges of about equal cost per worker, fixed by the shape;
-//   B: prefill query tiles (a contiguous share per worker, then helping the
-//      others: ItemShare).
+//      a contiguous share of about equal cost per worker, fixed by the
+//      shape, then helping the others (ItemShare);
+//   B: prefill query tiles (an equal contiguous share per worker, then
+//      helping the others).
 // Which worker runs an item never changes a bit of any result.
 #include "src/attention.h"
 
@@ -318,9 +319,9 @@ hwyattn_status RunJobs(const SdpaProblem* problems, int64_t n, const Executor& e
   // per thread (a contiguous split of fewer is uneven), else single chunks.
   // The run length never changes a result, only which thread does what.
   const int64_t run = decode_runs >= 4 * threads ? kDecodeRun : 1;
-  // Shared scratch (the problems' parts, the shares of phase B), then a
+  // Shared scratch (the problems' parts, the shares of phases A and B), then a
   // slice per worker.
-  const size_t share_floats = items_b > 0 ? ShareFloats(threads) : 0;
+  const size_t share_floats = threads > 1 ? ShareFloats(threads) : 0;
   if (__builtin_add_overflow(shared_floats, share_floats, &shared_floats))
     return HWYATTN_OUT_OF_MEMORY;
   float* memory = AttentionScratch(shared_floats, worker_floats, threads);
@@ -355,20 +356,26 @@ hwyattn_status RunJobs(const SdpaProblem* problems, int64_t n, const Executor& e
     return HWYATTN_OK;
   }
   if (items_a > 0) {
-    // Contiguous ranges of about equal cost (WorkerRange): the same items
-    // for a worker in every call of the same shape, whose K/V it may still
-    // hold in its caches.
+    // Shares of about equal cost (WorkerRange), with helping (RunShares):
+    // a worker's share is the same items in every call of the same shape
+    // (whose K/V it may still hold in its caches), and a worker that starts
+    // late (a pool's thread still waking) is helped instead of waited for.
     const auto weight = [&](int64_t i) {
       const Job& job = JobOf(jobs, n, i, first_a);
       return job.WeightA(i - job.first_a);
     };
     double total_weight = 0.0;
     for (int64_t i = 0; i < items_a; ++i) total_weight += weight(i);
-    ParallelRegion(executor, std::min(threads, items_a), [&](int64_t me) {
-      float* mine = scratch + static_cast<size_t>(me) * worker_floats;
+    const int64_t workers = std::min(threads, items_a);
+    ItemShare* shares = static_cast<ItemShare*>(static_cast<void*>(at));
+    for (int64_t w = 0; w < workers; ++w) {
       int64_t begin, end;
-      WorkerRange(items_a, total_weight, weight, me, std::min(threads, items_a), &begin, &end);
-      for (int64_t i = begin; i < end; ++i) run_a(i, mine);
+      WorkerRange(items_a, total_weight, weight, w, workers, &begin, &end);
+      new (&shares[w]) ItemShare{{begin}, end};
+    }
+    ParallelRegion(executor, workers, [&](int64_t me) {
+      float* mine = scratch + static_cast<size_t>(me) * worker_floats;
+      RunShares(shares, workers, me, [&](int64_t i, int64_t) { run_a(i, mine); });
     });
   }
   if (items_b > 0) {

@@ -441,17 +441,49 @@ void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64
 
 // ---------------------------------------------------------------- P . V
 
-// P^T [keys][Bq] (the first `cols` lanes of each row) rounded to bf16 in
-// place: the operand of P . V under bf16 products.
-void RoundProbabilities(float* HWY_RESTRICT p_t, size_t keys, size_t cols) {
-  const DF df;
-  for (size_t j = 0; j < keys; ++j) {
-    float* row = p_t + j * kQueryTile;
-    for (size_t c = 0; c < cols; c += kLanes) {
-      hn::Store(RoundToBf16(df, hn::Load(df, row + c)), df, row + c);
-    }
+// SoftmaxTileUpdate's emitters under bf16 products: P rounded to bf16 after
+// the exp (the row sums keep the fp32 values) as the operand of P . V.
+// Portable tiles: rounded in place (RoundToBf16).
+struct RoundedProbabilities {
+  float* HWY_RESTRICT s;
+  size_t ld;
+  HWY_INLINE void operator()(DF df, size_t r, size_t c, const hn::Vec<DF>* p, size_t count) const {
+    for (size_t i = 0; i < count; ++i) hn::Store(RoundToBf16(df, p[i]), df, s + (r + i) * ld + c);
   }
-}
+};
+
+// The AVX512_BF16 tiles: only as the pairs of keys (2i, 2i+1) the value tile
+// reads (p_pairs[i][lane] in Bf16Pair's layout, a last odd key paired with
+// 0), two rows per vcvtne2ps2bf16 (nearest even, as RoundToBf16) and a word
+// interleave. The AVX3 kernels are compiled without AVX512_BF16, so the
+// instruction is inline assembly; it runs only under bf16_dot, which the
+// planner sets only on CPUs that have it. Like the vdpbf16ps that reads the
+// pairs, it takes a subnormal probability (below 2^-126) as zero.
+struct PairedProbabilities {
+  uint32_t* HWY_RESTRICT pairs;
+  size_t ld_pairs;
+  HWY_INLINE void operator()(DF df, size_t r, size_t c, const hn::Vec<DF>* p, size_t count) const {
+#if HWY_TARGET == HWY_AVX3 && (defined(__GNUC__) || defined(__clang__))
+    alignas(64) static constexpr uint16_t kInterleave[32] = {
+        0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i interleave = _mm512_load_si512(kInterleave);
+    for (size_t i = 0; i < count; i += 2) {
+      const __m512 lo = p[i].raw;
+      const __m512 hi = i + 1 < count ? p[i + 1].raw : _mm512_setzero_ps();
+      __m512i halves;  // words 0-15: lo rounded, 16-31: hi rounded
+      asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(hi), "v"(lo));
+      _mm512_store_si512(pairs + (r + i) / 2 * ld_pairs + c,
+                         _mm512_permutexvar_epi16(interleave, halves));
+    }
+    (void)df;
+#else
+    (void)df, (void)r, (void)c, (void)p, (void)count;
+    HWY_ABORT("hwyattn: bf16 dot products reached a kernel of target %s",
+              hwy::TargetName(HWY_TARGET));
+#endif
+  }
+};
 
 // O^T = O^T * alpha + V_tile^T . P^T is the S^T = K . Q^T register tile again:
 // MR value dims (broadcast from V's rows, where the MR dims of a key are
@@ -559,16 +591,17 @@ void WeightedValuesBf16(size_t dims, size_t vectors, size_t keys, const uint32_t
 #endif
 }
 
-// WeightedValuesSkippingZeros on V pairs (keys from the even key j0): the
+// WeightedValuesSkippingZeros on V pairs (keys from the even key j0) and P pairs: the
 // order of vdpbf16ps (per pair, the odd key's product, then the even key's,
 // each an exactly rounded add of an exact product: an FMA), so the rows the
 // non-finite value does not reach match the tile's bits.
 void WeightedValuesSkippingZerosPairs(size_t dims, size_t vectors, size_t keys,
-                                      const float* HWY_RESTRICT p_t,
+                                      const uint32_t* HWY_RESTRICT p_pairs,
                                       const uint32_t* HWY_RESTRICT v_pairs, int64_t value_dim,
                                       int64_t j0, const float* HWY_RESTRICT alpha,
                                       float* HWY_RESTRICT o_t) {
   const DF df;
+  const hn::RebindToUnsigned<DF> du;
   for (size_t d = 0; d < dims; ++d) {
     for (size_t c = 0; c < vectors * kLanes; c += kLanes) {
       float* o = o_t + d * kQueryTile + c;
@@ -576,7 +609,9 @@ void WeightedValuesSkippingZerosPairs(size_t dims, size_t vectors, size_t keys,
       for (size_t j = 0; j < keys; j += 2) {
         for (size_t k : {j + 1, j}) {
           if (k >= keys) continue;
-          const auto prob = hn::Load(df, p_t + k * kQueryTile + c);
+          const auto pair = hn::Load(du, p_pairs + k / 2 * kQueryTile + c);
+          const auto prob = hn::BitCast(
+              df, (k & 1) ? hn::And(pair, hn::Set(du, 0xFFFF0000u)) : hn::ShiftLeft<16>(pair));
           const float value = PairedValue(v_pairs, value_dim, j0 + static_cast<int64_t>(k),
                                           static_cast<int64_t>(d));
           const auto sum = hn::MulAdd(hn::Set(df, value), prob, acc);
@@ -1039,12 +1074,18 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
       }
     }
 
-    SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, q_vectors * kLanes, tile_max, row_max,
-                      row_sum, rescale);
     // bf16 products: P rounded after the exp, for P . V only (the row sums
-    // above and the weights output keep the fp32 probabilities).
-    if (bf16) RoundProbabilities(s_t, tile_keys, q_vectors * kLanes);
-    if (bf16_dot) Bf16PairRows(tile_keys, q_vectors * kLanes, s_t, kQueryTile, p_pairs, kQueryTile);
+    // and the weights output keep the fp32 probabilities).
+    const size_t cols = q_vectors * kLanes;
+    if (bf16_dot) {
+      SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, cols, tile_max, row_max, row_sum, rescale,
+                        PairedProbabilities{p_pairs, kQueryTile});
+    } else if (bf16) {
+      SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, cols, tile_max, row_max, row_sum, rescale,
+                        RoundedProbabilities{s_t, kQueryTile});
+    } else {
+      SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, cols, tile_max, row_max, row_sum, rescale);
+    }
 
     // O^T = O^T * alpha + V^T . P^T over the tile's real keys (not the padding).
     const bool masked_tile = p.has_mask || jt0 < free_begin || jt1 > free_end;
@@ -1056,8 +1097,8 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
     const uint32_t* v_pairs = reinterpret_cast<const uint32_t*>(v_rows);
     if (masked_tile && plan.nonfinite_values != nullptr && (nonfinite(jt0) || nonfinite(jt1 - 1))) {
       if (bf16_dot) {
-        WeightedValuesSkippingZerosPairs(value_dims, q_vectors, keys, s_t, v_pairs, value_dim, jt0,
-                                         rescale, o_t);
+        WeightedValuesSkippingZerosPairs(value_dims, q_vectors, keys, p_pairs, v_pairs, value_dim,
+                                         jt0, rescale, o_t);
       } else {
         WeightedValuesSkippingZeros(value_dims, q_vectors, keys, s_t, v_rows + jt0 * ldv,
                                     static_cast<size_t>(ldv), rescale, o_t);

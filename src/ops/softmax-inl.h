@@ -106,13 +106,27 @@ HWY_INLINE void TileMax(DF df, const float* HWY_RESTRICT s, size_t rows, size_t 
   }
 }
 
+// Where SoftmaxTileUpdate puts the probabilities: rows [r, r + count) of
+// column block c (count <= 4, r even), P as fp32. The default stores them in
+// place (the tile becomes P^T); the bf16 products pass an emitter that
+// stores them rounded, and pairs them too (flash_attention.cc), so the tile
+// is written once.
+struct StoreProbabilities {
+  float* HWY_RESTRICT s;
+  size_t ld;
+  template <class DF>
+  HWY_INLINE void operator()(DF df, size_t r, size_t c, const hn::Vec<DF>* p, size_t count) const {
+    for (size_t i = 0; i < count; ++i) hn::Store(p[i], df, s + (r + i) * ld + c);
+  }
+};
+
 // Online-softmax update for a tile of `rows` keys (rows of S^T, `ld` floats
 // apart) and the first `cols` queries (lanes; a multiple of the vector), given
 // m_new = max(m, max_rows s) per query column (see TileMax): alpha =
-// 2^(m - m_new), s <- 2^(s - m_new) in place (the tile becomes P^T),
-// l <- l * alpha + sum_rows s, m <- m_new. Writes alpha for rescaling the
-// output accumulator. m must start finite (e.g. -FLT_MAX): blocked scores are
-// -inf, and -inf - (-inf) would be NaN.
+// 2^(m - m_new), p = 2^(s - m_new) given to `emit` (StoreProbabilities: in
+// place, the tile becomes P^T), l <- l * alpha + sum_rows p, m <- m_new.
+// Writes alpha for rescaling the output accumulator. m must start finite
+// (e.g. -FLT_MAX): blocked scores are -inf, and -inf - (-inf) would be NaN.
 //
 // The exps are software-pipelined, kGroup rows at a time: the range
 // reduction of the next group is issued before the polynomial of the
@@ -120,10 +134,11 @@ HWY_INLINE void TileMax(DF df, const float* HWY_RESTRICT s, size_t rows, size_t 
 // written one after another, the chains fill the out-of-order scheduler with
 // waiting operations (pipelined: 17% fewer cycles per vector on a 64 x 48
 // tile).
-template <class DF>
+template <class DF, class Emit>
 HWY_INLINE void SoftmaxTileUpdate(DF df, float* HWY_RESTRICT s, size_t rows, size_t ld, size_t cols,
                                   const float* HWY_RESTRICT m_new, float* HWY_RESTRICT m,
-                                  float* HWY_RESTRICT l, float* HWY_RESTRICT alpha) {
+                                  float* HWY_RESTRICT l, float* HWY_RESTRICT alpha,
+                                  const Emit& emit) {
   using VF = hn::Vec<DF>;
   constexpr size_t kGroup = 4;
   const size_t N = hn::Lanes(df);
@@ -149,23 +164,34 @@ HWY_INLINE void SoftmaxTileUpdate(DF df, float* HWY_RESTRICT s, size_t rows, siz
         f_now[i] = f[i];
       }
       if (r + kGroup < group_rows) reduce(r + kGroup);
+      VF p[kGroup];
       HWY_UNROLL(4)
       for (size_t i = 0; i < kGroup; ++i) {
-        const VF p = Exp2Finish(df, n_now[i], f_now[i]);
-        hn::Store(p, df, s + (r + i) * ld + c);
-        sum[i] = hn::Add(sum[i], p);
+        p[i] = Exp2Finish(df, n_now[i], f_now[i]);
+        sum[i] = hn::Add(sum[i], p[i]);
       }
+      emit(df, r, c, p, kGroup);
     }
-    for (size_t r = group_rows; r < rows; ++r) {
-      const VF p = Exp2(df, hn::Sub(hn::Load(df, s + r * ld + c), mn));
-      hn::Store(p, df, s + r * ld + c);
-      sum[0] = hn::Add(sum[0], p);
+    if (group_rows < rows) {
+      VF p[kGroup - 1];
+      for (size_t r = group_rows; r < rows; ++r) {
+        p[r - group_rows] = Exp2(df, hn::Sub(hn::Load(df, s + r * ld + c), mn));
+        sum[0] = hn::Add(sum[0], p[r - group_rows]);
+      }
+      emit(df, group_rows, c, p, rows - group_rows);
     }
     const VF total = hn::Add(hn::Add(sum[0], sum[1]), hn::Add(sum[2], sum[3]));
     hn::Store(mn, df, m + c);
     hn::Store(a, df, alpha + c);
     hn::Store(hn::MulAdd(hn::Load(df, l + c), a, total), df, l + c);
   }
+}
+
+template <class DF>
+HWY_INLINE void SoftmaxTileUpdate(DF df, float* HWY_RESTRICT s, size_t rows, size_t ld, size_t cols,
+                                  const float* HWY_RESTRICT m_new, float* HWY_RESTRICT m,
+                                  float* HWY_RESTRICT l, float* HWY_RESTRICT alpha) {
+  SoftmaxTileUpdate(df, s, rows, ld, cols, m_new, m, l, alpha, StoreProbabilities{s, ld});
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -172,6 +172,8 @@ void PlanDecode(Job* job) {
   plan.run = 1;  // set once the call's thread count is known
   plan.q_scale = p.scale * kLog2e;
   plan.prefetch_l2 = StreamPrefetchLevel() == StreamPrefetch::kL2;
+  plan.bf16 = p.Bf16Products();
+  plan.bf16_dot = false;
   plan.scratch_floats = DecodeScratchFloats(p, plan.rows, kernels.lanes);
   static_assert(sizeof(std::atomic<int32_t>) == sizeof(float) &&
                     alignof(std::atomic<int32_t>) <= alignof(float),

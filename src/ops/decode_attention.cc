@@ -367,7 +367,7 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t kvh, size_t dim_p
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t pos = r / group, head = kvh * group + r % group;
     float* dst = q + static_cast<size_t>(r) * dim_pad;
-    ScaledQueryRow(p, b, head, pos, plan.q_scale, dst);
+    ScaledQueryRow(p, b, head, pos, plan.q_scale, dst, plan.bf16);
     for (size_t d = static_cast<size_t>(dim); d < dim_pad; ++d) dst[d] = 0.0f;
     // An I8 cache's per-channel K scales: q . (k * s) = (q * s) . k.
     if (p.k_scale.layout == KvScales::kPerChannel) {
@@ -507,8 +507,10 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
 }
 
 // Softmax of the chunk per row: P = 2^(S - m), unnormalised, in place; (m,
-// sum) per row into stats.
-void SoftmaxChunk(int64_t rows, int64_t keys, float* HWY_RESTRICT s, float* HWY_RESTRICT stats) {
+// sum) per row into stats. With `bf16` (bf16 products), P is stored rounded
+// to bf16 (the operand of P . V) while the sum takes the fp32 values.
+void SoftmaxChunk(int64_t rows, int64_t keys, bool bf16, float* HWY_RESTRICT s,
+                  float* HWY_RESTRICT stats) {
   const DF df;
   const size_t ld = DecodeScoreStride(kLanes);
   const size_t keys_pad = (static_cast<size_t>(keys) + kLanes - 1) / kLanes * kLanes;
@@ -521,7 +523,7 @@ void SoftmaxChunk(int64_t rows, int64_t keys, float* HWY_RESTRICT s, float* HWY_
     VF sum = hn::Zero(df);
     for (size_t j = 0; j < keys_pad; j += kLanes) {
       const VF pj = Exp2(df, hn::Sub(hn::LoadU(df, sr + j), mv));
-      hn::StoreU(pj, df, sr + j);
+      hn::StoreU(bf16 ? RoundToBf16(df, pj) : pj, df, sr + j);
       sum = hn::Add(sum, pj);
     }
     stats[2 * r] = m;
@@ -648,7 +650,7 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
   }
   for (int64_t g = 0; g < count; ++g) {
     if (keys[g] == 0) continue;
-    SoftmaxChunk(rows, keys[g], s0 + g * chunk_scores, stats[g]);
+    SoftmaxChunk(rows, keys[g], plan.bf16, s0 + g * chunk_scores, stats[g]);
     // An I8 cache's per-token V scales: sum_j p_j (v_j s_j) = sum_j (p_j s_j) v_j
     // (the softmax summed the unscaled p_j).
     if (p.v_scale.layout == KvScales::kPerToken)
@@ -681,11 +683,24 @@ void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0
   // place, widened on load (they halve the bytes a memory-bound step streams),
   // I8 caches too, their scales applied to queries, scores, probabilities or
   // outputs (the integers stay as they are).
+  // Under bf16 products F32 and F16 elements are read rounded (Bf16Operand);
+  // BF16 and I8 elements are bf16 values already.
   DispatchCacheDtype(plan.problem->k.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, F16>) {
+      if (plan.bf16) {
+        if (plan.prefetch_l2) {
+          AttendChunksOf<true, Bf16Operand<T>>(plan, b, kvh, chunk0, count, scratch);
+        } else {
+          AttendChunksOf<false, Bf16Operand<T>>(plan, b, kvh, chunk0, count, scratch);
+        }
+        return;
+      }
+    }
     if (plan.prefetch_l2) {
-      AttendChunksOf<true, decltype(tag)>(plan, b, kvh, chunk0, count, scratch);
+      AttendChunksOf<true, T>(plan, b, kvh, chunk0, count, scratch);
     } else {
-      AttendChunksOf<false, decltype(tag)>(plan, b, kvh, chunk0, count, scratch);
+      AttendChunksOf<false, T>(plan, b, kvh, chunk0, count, scratch);
     }
   });
 }

@@ -33,10 +33,10 @@ constexpr int64_t kDecodeMaxRows = 8;
 
 // Whether the decode kernel can run this problem: few rows, K and V of one
 // dtype (F32, F16, BF16 or an I8 cache's) with contiguous head dims (read in place,
-// unpacked), no weights output, fp32 products (bf16 products are the
-// prefill kernel's for now). Everything else takes the prefill kernel.
+// unpacked), no weights output; fp32 or bf16 products. Everything else takes
+// the prefill kernel.
 inline bool DecodeApplies(const SdpaProblem& p) {
-  return p.q_len * p.group() <= kDecodeMaxRows && p.k.dtype == p.v.dtype && !p.Bf16Products() &&
+  return p.q_len * p.group() <= kDecodeMaxRows && p.k.dtype == p.v.dtype &&
          (p.k.stride[3] == 1 || p.head_dim == 1) && (p.v.stride[3] == 1 || p.value_dim == 1) &&
          !p.has_weights;
 }
@@ -52,6 +52,8 @@ struct DecodePlan {
   int64_t run;            // chunks per work item: 1 .. kDecodeRun
   float q_scale;          // scale * log2(e)
   bool prefetch_l2;       // StreamPrefetchLevel() == kL2
+  bool bf16;              // bf16 products: q, K, V and P rounded (RoundToBf16)
+  bool bf16_dot;          // bf16 on the AVX512_BF16 dot products (decode_bf16.h)
   float* partial_out;     // [B * Hkv][chunks][rows][Dv]
   float* partial_stats;   // [B * Hkv][chunks][rows][2]: running max (log2), sum
   size_t scratch_floats;  // per worker thread

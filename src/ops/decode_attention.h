@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "src/ops/decode_bf16.h"
 #include "src/sdpa_problem.h"
 #include "src/scratch.h"
 
@@ -30,6 +31,10 @@ constexpr int64_t kDecodeRun = 2;
 
 // Rows per kv head (Lq * Hq / Hkv) up to which the decode kernel is used.
 constexpr int64_t kDecodeMaxRows = 8;
+
+// Runs of keys (a chunk, or what of it each page holds) per batch of P . V:
+// a 512-key chunk in pages of 8 or more keys is one batch.
+constexpr size_t kDecodeMaxRuns = 65;
 
 // Whether the decode kernel can run this problem: few rows, K and V of one
 // dtype (F32, F16, BF16 or an I8 cache's) with contiguous head dims (read in place,
@@ -96,10 +101,16 @@ inline size_t DecodeScoreStride(size_t lanes) { return static_cast<size_t>(kDeco
 // lanes] (rows past the last are zeros: the score kernels work on groups of
 // a power of two rows) and the scores of a run of chunks [run][rows][score
 // stride].
-inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lanes) {
+// With bf16_dot, then the P pairs and their nonzero masks of a batch of
+// runs (Bf16DecodeValues); the queries' floats hold their bf16 pairs.
+inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lanes,
+                                  bool bf16_dot) {
   const size_t dim = (static_cast<size_t>(p.head_dim) + lanes - 1) / lanes * lanes;
   return PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim) +
-         PadFloats(static_cast<size_t>(kDecodeRun * rows) * DecodeScoreStride(lanes));
+         PadFloats(static_cast<size_t>(kDecodeRun * rows) * DecodeScoreStride(lanes)) +
+         (bf16_dot ? PadFloats(2 * static_cast<size_t>(kDecodeMaxRows) *
+                               Bf16DecodeRowPairs(kDecodeChunk, kDecodeMaxRuns))
+                   : 0);
 }
 
 }  // namespace hwyattn

@@ -108,9 +108,7 @@ inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lan
   const size_t dim = (static_cast<size_t>(p.head_dim) + lanes - 1) / lanes * lanes;
   return PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim) +
          PadFloats(static_cast<size_t>(kDecodeRun * rows) * DecodeScoreStride(lanes)) +
-         (bf16_dot ? PadFloats(2 * static_cast<size_t>(kDecodeMaxRows) *
-                               Bf16DecodeRowPairs(kDecodeChunk, kDecodeMaxRuns))
-                   : 0);
+         (bf16_dot ? PadFloats(Bf16DecodeScratchWords(kDecodeChunk, kDecodeMaxRuns)) : 0);
 }
 
 }  // namespace hwyattn

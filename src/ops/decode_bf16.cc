@@ -206,26 +206,24 @@ HWYATTN_BF16_TARGET void PairProbabilities(size_t rows, const float* p, size_t l
   }
 }
 
-// One pair of keys (v0: the even key's row; kPair: the odd key's row is v0 +
-// ldv, else it is zeros) into the kRows x kVecs x 2 accumulators: the V rows
-// interleaved (lo: dims {0-3, 8-11, 16-19, 24-27} of each 32, hi: the
-// others), times each row's broadcast P pair; kSkip: V halves zeroed where
-// the row's p is 0.
-template <bool kL2, bool kSkip, bool kPair, size_t kRows, size_t kVecs, typename T>
+// One pair of keys (v0: the even key's row, v0 + ldv the odd key's, read
+// under my: m, or 0 for the zero partner of a run's odd last key) into the
+// kRows x kVecs x 2 accumulators: the V rows interleaved (lo: dims {0-3,
+// 8-11, 16-19, 24-27} of each 32, hi: the others), times each row's
+// broadcast P pair; kSkip: V halves zeroed where the row's p is 0.
+template <bool kL2, bool kSkip, size_t kRows, size_t kVecs, typename T>
 HWYATTN_BF16_TARGET inline void ValuePair(const T* v0, int64_t ldv, int64_t ahead,
-                                          const __mmask32 (&m)[kVecs], const uint32_t* pp,
+                                          const __mmask32 (&m)[kVecs],
+                                          const __mmask32 (&my)[kVecs], const uint32_t* pp,
                                           const uint32_t* nz, size_t ldpairs,
-                                          __m512 (&acc)[kRows][kVecs][2]) {
+                                          __m512 (&acc)[kRows][2 * kVecs]) {
   __m512i lo[kVecs], hi[kVecs];
   for (size_t c = 0; c < kVecs; ++c) {
     const T* a = v0 + c * kBf16DecodeDims;
     PrefetchVector<kL2>(a + ahead);
+    PrefetchVector<kL2>(a + ldv + ahead);
     const __m512i x = LoadPairs<T, true>(a, m[c]);
-    __m512i y = _mm512_setzero_si512();
-    if constexpr (kPair) {
-      PrefetchVector<kL2>(a + ldv + ahead);
-      y = LoadPairs<T, true>(a + ldv, m[c]);
-    }
+    const __m512i y = LoadPairs<T, true>(a + ldv, my[c]);
     lo[c] = _mm512_unpacklo_epi16(x, y);
     hi[c] = _mm512_unpackhi_epi16(x, y);
   }
@@ -238,8 +236,8 @@ HWYATTN_BF16_TARGET inline void ValuePair(const T* v0, int64_t ldv, int64_t ahea
         l = _mm512_and_si512(l, keep);
         h = _mm512_and_si512(h, keep);
       }
-      acc[r][c][0] = _mm512_dpbf16_ps(acc[r][c][0], reinterpret_cast<__m512bh>(l), pr);
-      acc[r][c][1] = _mm512_dpbf16_ps(acc[r][c][1], reinterpret_cast<__m512bh>(h), pr);
+      acc[r][2 * c] = _mm512_dpbf16_ps(acc[r][2 * c], reinterpret_cast<__m512bh>(l), pr);
+      acc[r][2 * c + 1] = _mm512_dpbf16_ps(acc[r][2 * c + 1], reinterpret_cast<__m512bh>(h), pr);
     }
   }
 }
@@ -247,11 +245,27 @@ HWYATTN_BF16_TARGET inline void ValuePair(const T* v0, int64_t ldv, int64_t ahea
 // out[r][dv + d] for kRows rows and kVecs vectors of 32 value dims (the
 // elements of m), over every pair of every run, the accumulators in
 // registers throughout, un-permuted once at the end.
+// The pairs of keys of a batch of runs, flattened (one loop over them
+// keeps the accumulators in registers; a loop per run made GCC 12 store all
+// 16 of them at every pair): the even key's V row, the prefetch address for
+// it, and whether the odd key exists (a run's odd last key has a zero
+// partner).
+template <typename T>
+struct PairRows {
+  const T** row;
+  const T** ahead;
+  uint8_t* partner;
+  size_t count;
+};
+
+// out[r][dv + d] for kRows rows and kVecs vectors of 32 value dims (the
+// elements of m), over every pair, the accumulators in registers
+// throughout, un-permuted once at the end.
 template <bool kL2, bool kSkip, size_t kRows, size_t kVecs, typename T>
 HWYATTN_BF16_TARGET void ValueTile(const uint32_t* pairs, const uint32_t* nonzero, size_t ldpairs,
-                                   const Bf16ValueRun* runs, size_t num_runs, size_t dv,
-                                   int64_t ldv, const __mmask32 (&m)[kVecs], bool accumulate,
-                                   float* out, size_t ldo) {
+                                   const PairRows<T>& rows, size_t dv, int64_t ldv,
+                                   const __mmask32 (&m)[kVecs], bool accumulate, float* out,
+                                   size_t ldo) {
   // A = dims 0-15 of a vector, B = dims 16-31, from (lo, hi) and back.
   const __m512i to_a = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
   const __m512i to_b =
@@ -259,69 +273,57 @@ HWYATTN_BF16_TARGET void ValueTile(const uint32_t* pairs, const uint32_t* nonzer
   const __m512i to_lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
   const __m512i to_hi =
       _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-  __m512 acc[kRows][kVecs][2];
+  __m512 acc[kRows][2 * kVecs];
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t c = 0; c < kVecs; ++c) {
       if (accumulate) {
         const float* o = out + r * ldo + dv + c * kBf16DecodeDims;
         const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m[c]), o);
         const __m512 b = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m[c] >> 16), o + 16);
-        acc[r][c][0] = _mm512_permutex2var_ps(a, to_lo, b);
-        acc[r][c][1] = _mm512_permutex2var_ps(a, to_hi, b);
+        acc[r][2 * c] = _mm512_permutex2var_ps(a, to_lo, b);
+        acc[r][2 * c + 1] = _mm512_permutex2var_ps(a, to_hi, b);
       } else {
-        acc[r][c][0] = acc[r][c][1] = _mm512_setzero_ps();
+        acc[r][2 * c] = acc[r][2 * c + 1] = _mm512_setzero_ps();
       }
     }
   }
-  size_t base = 0;
-  for (size_t k = 0; k < num_runs; ++k) {
-    const T* v = static_cast<const T*>(runs[k].rows) + dv;
-    const int64_t ahead = runs[k].ahead;
-    const size_t count = runs[k].count;
-    size_t i = 0;
-    for (; 2 * i + 1 < count; ++i) {
-      ValuePair<kL2, kSkip, true, kRows, kVecs>(v + static_cast<int64_t>(2 * i) * ldv, ldv, ahead,
-                                                m, pairs + base + i, nonzero + base + i, ldpairs,
-                                                acc);
-    }
-    if (2 * i < count) {
-      ValuePair<kL2, kSkip, false, kRows, kVecs>(v + static_cast<int64_t>(2 * i) * ldv, ldv, ahead,
-                                                 m, pairs + base + i, nonzero + base + i, ldpairs,
-                                                 acc);
-    }
-    base += (count + 1) / 2;
+  for (size_t i = 0; i < rows.count; ++i) {
+    __mmask32 my[kVecs];
+    for (size_t c = 0; c < kVecs; ++c) my[c] = rows.partner[i] ? m[c] : 0;
+    ValuePair<kL2, kSkip, kRows, kVecs>(rows.row[i] + dv, ldv, rows.ahead[i] - rows.row[i], m, my,
+                                        pairs + i, nonzero + i, ldpairs, acc);
   }
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t c = 0; c < kVecs; ++c) {
       float* o = out + r * ldo + dv + c * kBf16DecodeDims;
       _mm512_mask_storeu_ps(o, static_cast<__mmask16>(m[c]),
-                            _mm512_permutex2var_ps(acc[r][c][0], to_a, acc[r][c][1]));
+                            _mm512_permutex2var_ps(acc[r][2 * c], to_a, acc[r][2 * c + 1]));
       _mm512_mask_storeu_ps(o + 16, static_cast<__mmask16>(m[c] >> 16),
-                            _mm512_permutex2var_ps(acc[r][c][0], to_b, acc[r][c][1]));
+                            _mm512_permutex2var_ps(acc[r][2 * c], to_b, acc[r][2 * c + 1]));
     }
   }
 }
 
 template <bool kL2, bool kSkip, size_t kVecs, typename T>
 HWYATTN_BF16_TARGET void ValueTileRows(size_t rows, const uint32_t* pairs, const uint32_t* nonzero,
-                                       size_t ldpairs, const Bf16ValueRun* runs, size_t num_runs,
-                                       size_t dv, int64_t ldv, const __mmask32 (&m)[kVecs],
-                                       bool accumulate, float* out, size_t ldo) {
+                                       size_t ldpairs, const PairRows<T>& refs, size_t dv,
+                                       int64_t ldv, const __mmask32 (&m)[kVecs], bool accumulate,
+                                       float* out, size_t ldo) {
   switch (rows) {
     case 1:
-      ValueTile<kL2, kSkip, 1, kVecs, T>(pairs, nonzero, ldpairs, runs, num_runs, dv, ldv, m,
+      ValueTile<kL2, kSkip, 1, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m,
                                          accumulate, out, ldo);
       break;
     case 2:
-      ValueTile<kL2, kSkip, 2, kVecs, T>(pairs, nonzero, ldpairs, runs, num_runs, dv, ldv, m,
+      ValueTile<kL2, kSkip, 2, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m,
                                          accumulate, out, ldo);
       break;
     case 3:
-      ValueTile<kL2, kSkip, 3, kVecs, T>(pairs, nonzero, ldpairs, runs, num_runs, dv, ldv, m,
+      ValueTile<kL2, kSkip, 3, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m,
                                          accumulate, out, ldo);
       break;
     default:
-      ValueTile<kL2, kSkip, 4, kVecs, T>(pairs, nonzero, ldpairs, runs, num_runs, dv, ldv, m,
+      ValueTile<kL2, kSkip, 4, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m,
                                          accumulate, out, ldo);
       break;
   }
@@ -338,6 +340,21 @@ HWYATTN_BF16_TARGET void ValuesOf(size_t rows, const float* p, size_t ldp,
   uint32_t* pairs = scratch;
   uint32_t* nonzero = scratch + 8 * ldpairs;
   PairProbabilities(rows, p, ldp, runs, num_runs, kSkip, pairs, nonzero, ldpairs);
+  // Two pointers and a flag per pair after the masks (16 * ldpairs words:
+  // 64-byte aligned).
+  PairRows<T> refs;
+  refs.row = reinterpret_cast<const T**>(nonzero + 8 * ldpairs);
+  refs.ahead = refs.row + ldpairs;
+  refs.partner = reinterpret_cast<uint8_t*>(refs.ahead + ldpairs);
+  refs.count = 0;
+  for (size_t k = 0; k < num_runs; ++k) {
+    const T* v = static_cast<const T*>(runs[k].rows);
+    for (size_t j = 0; j < runs[k].count; j += 2, ++refs.count) {
+      refs.row[refs.count] = v + static_cast<int64_t>(j) * ldv;
+      refs.ahead[refs.count] = refs.row[refs.count] + runs[k].ahead;
+      refs.partner[refs.count] = j + 1 < runs[k].count;
+    }
+  }
   for (size_t r0 = 0; r0 < rows; r0 += 4) {
     const size_t nr = std::min<size_t>(4, rows - r0);
     const uint32_t* pr = pairs + r0 * ldpairs;
@@ -347,12 +364,12 @@ HWYATTN_BF16_TARGET void ValuesOf(size_t rows, const float* p, size_t ldp,
       const size_t left = value_dim - dv;
       if (left > kBf16DecodeDims) {
         const __mmask32 m[2] = {FirstElements(left), FirstElements(left - kBf16DecodeDims)};
-        ValueTileRows<kL2, kSkip, 2, T>(nr, pr, zr, ldpairs, runs, num_runs, dv, ldv, m,
-                                        accumulate, o, value_dim);
+        ValueTileRows<kL2, kSkip, 2, T>(nr, pr, zr, ldpairs, refs, dv, ldv, m, accumulate, o,
+                                        value_dim);
       } else {
         const __mmask32 m[1] = {FirstElements(left)};
-        ValueTileRows<kL2, kSkip, 1, T>(nr, pr, zr, ldpairs, runs, num_runs, dv, ldv, m,
-                                        accumulate, o, value_dim);
+        ValueTileRows<kL2, kSkip, 1, T>(nr, pr, zr, ldpairs, refs, dv, ldv, m, accumulate, o,
+                                        value_dim);
       }
     }
   }

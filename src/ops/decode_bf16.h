@@ -49,6 +49,12 @@ inline size_t Bf16DecodeRowPairs(int64_t chunk_keys, size_t max_runs) {
   return static_cast<size_t>(chunk_keys) / 2 + max_runs + kBf16DecodeLanes;
 }
 
+// Scratch of Bf16DecodeValues, in uint32 words: the P pairs and their
+// nonzero masks of 8 rows, then two pointers and a flag per pair.
+inline size_t Bf16DecodeScratchWords(int64_t chunk_keys, size_t max_runs) {
+  return (2 * 8 + 6) * Bf16DecodeRowPairs(chunk_keys, max_runs);
+}
+
 // s[r * lds + j] = scale * sum_d q[r][d] k_j[d] for r < rows, j < keys
 // (keys rows ldk elements apart from k, of `dtype` F32, F16 or BF16), then
 // -inf for j in [keys, pad). q_pairs: group_rows (a power of two, 1..8, >=
@@ -71,7 +77,8 @@ struct Bf16ValueRun {
 // bf16 values (RoundToBf16). skip_zeros: keys whose p is 0 add nothing for
 // that row (a NaN or infinite v_j never reaches a row that does not see
 // it), with the same bits as without for every row whose skipped values are
-// finite. scratch: 2 * 8 * Bf16DecodeRowPairs(kDecodeChunk, num_runs) uint32.
+// finite. scratch: Bf16DecodeScratchWords(kDecodeChunk, num_runs) uint32,
+// 64-byte aligned.
 void Bf16DecodeValues(Dtype dtype, bool l2, size_t rows, const float* p, size_t ldp,
                       const Bf16ValueRun* runs, size_t num_runs, size_t value_dim, int64_t ldv,
                       bool accumulate, bool skip_zeros, float* out, uint32_t* scratch);

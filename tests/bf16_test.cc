@@ -452,8 +452,8 @@ TEST_P(Bf16Decode, AgainstRoundedOperands) {
   options(&ref_opts);
   hwyattn_test::RefResult ref, plain;
   std::string error;
-  ASSERT_TRUE(hwyattn_test::ReferenceSdpa(q.rounded_desc, k.rounded_desc, v.rounded_desc,
-                                          &ref_opts, &ref, &error))
+  ASSERT_TRUE(hwyattn_test::ReferenceSdpa(q.rounded_desc, k.rounded_desc, v.rounded_desc, &ref_opts,
+                                          &ref, &error))
       << error;
   ASSERT_TRUE(hwyattn_test::ReferenceSdpa(q.desc, k.desc, v.desc, &ref_opts, &plain, &error))
       << error;
@@ -482,9 +482,10 @@ TEST_P(Bf16Decode, AgainstRoundedOperands) {
   if (c.dtype != HWYATTN_BF16) {
     EXPECT_GT(l_plain, 20 * l_err + 1e-7) << "lse does not look rounded";
   }
-  std::printf("[%s] max|out - ref(rounded)| / max|ref| = %.3g (bound %.3g), vs prefill %.3g; "
-              "lse rel %.3g / unrounded %.3g\n",
-              c.name, err / out_max, bound / out_max, prefill_err / out_max, l_err, l_plain);
+  std::printf(
+      "[%s] max|out - ref(rounded)| / max|ref| = %.3g (bound %.3g), vs prefill %.3g; "
+      "lse rel %.3g / unrounded %.3g\n",
+      c.name, err / out_max, bound / out_max, prefill_err / out_max, l_err, l_plain);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Decode, ::testing::ValuesIn(kDecodeCases),
@@ -566,7 +567,8 @@ TEST(Bf16Decode, NonFiniteConfinedToRowsThatSeeIt) {
           const float* row0 = outs[0].data() + (h * Lq + i) * D;
           const float* row1 = outs[1].data() + (h * Lq + i) * D;
           if (h / 2 == 0 || i < 2) {  // kv head 0, or position 596 + i < 598
-            EXPECT_EQ(0, std::memcmp(row0, row1, D * sizeof(float))) << "head " << h << " row " << i;
+            EXPECT_EQ(0, std::memcmp(row0, row1, D * sizeof(float)))
+                << "head " << h << " row " << i;
           } else {
             EXPECT_FALSE(std::isfinite(row0[5])) << "head " << h << " row " << i;
             for (int64_t d = 0; d < D; ++d) {

@@ -519,7 +519,8 @@ void CheckBf16AgainstOracle(KvSetup& s) {
   if (s.spec.dtype == HWYATTN_I8) {  // the dequantized values
     for (size_t i = 0; i < s.seqs.size(); ++i) {
       for (int64_t t = 0; t < s.seqs[i].kv_len; ++t) {
-        const int64_t page = s.spec.table ? s.table[i * s.stride + t / s.S] : static_cast<int64_t>(i);
+        const int64_t page =
+            s.spec.table ? s.table[i * s.stride + t / s.S] : static_cast<int64_t>(i);
         for (int64_t h = 0; h < s.spec.Hkv; ++h) {
           for (int64_t d = 0; d < s.spec.Dv; ++d) {
             v_max = std::max(v_max, std::fabs(ReadCacheValue(s.cache, true, page, h, t % s.S, d)));
@@ -560,7 +561,8 @@ void CheckBf16AgainstOracle(KvSetup& s) {
 // pages of 1, 16 and 33 and none, the score modifiers with lse.
 std::vector<CaseSpec> Bf16Cases() {
   std::vector<CaseSpec> c;
-  const std::vector<Seq> decodes = {{1, 37}, {2, 70}, {1, 1}, {0, 9}, {1, 1100}, {2, 5, 0}, {1, 513}};
+  const std::vector<Seq> decodes = {{1, 37},   {2, 70},   {1, 1},  {0, 9},
+                                    {1, 1100}, {2, 5, 0}, {1, 513}};
   auto add = [&](const std::string& name, KvSpec s, std::vector<Seq> seqs) {
     s.bf16 = true;
     c.push_back({name, s, std::move(seqs)});
@@ -615,12 +617,16 @@ std::vector<CaseSpec> Bf16Cases() {
     s.softcap = 0.75f;
     s.alibi = true;
     s.sinks = true;
-    add(std::string("AllModifiers") + (d == HWYATTN_F16 ? "F16" : d == HWYATTN_BF16 ? "BF16" : "I8"),
+    add(std::string("AllModifiers") + (d == HWYATTN_F16    ? "F16"
+                                       : d == HWYATTN_BF16 ? "BF16"
+                                                           : "I8"),
         s, decodes);
     s.causal = false;
     s.window_left = 0;
     s.window_right = 0;
-    add(std::string("NonCausalSinks") + (d == HWYATTN_F16 ? "F16" : d == HWYATTN_BF16 ? "BF16" : "I8"),
+    add(std::string("NonCausalSinks") + (d == HWYATTN_F16    ? "F16"
+                                         : d == HWYATTN_BF16 ? "BF16"
+                                                             : "I8"),
         s, {{1, 37}, {4, 70}, {2, 0}, {1, 1100}});
   }
   return c;

@@ -611,8 +611,7 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
         bruns[k] = {runs[k].rows, runs[k].ahead, runs[k].first, runs[k].count};
       }
       Bf16DecodeValues(p.v.dtype, kL2, static_cast<size_t>(rows), s, ld, bruns, n,
-                       static_cast<size_t>(value_dim), ldv, accumulate, !finite, out,
-                       pair_scratch);
+                       static_cast<size_t>(value_dim), ldv, accumulate, !finite, out, pair_scratch);
     });
     return;
   }
@@ -703,8 +702,7 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
   }
   for (int64_t g = 0; g < count; ++g) {
     if (keys[g] == 0) continue;
-    ValuesChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g],
-                        pair_scratch);
+    ValuesChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g], pair_scratch);
     // Per-channel V scales: sum_j p_j (v_j * s) = (sum_j p_j v_j) * s.
     if (p.v_scale.layout == KvScales::kPerChannel) {
       int64_t step;

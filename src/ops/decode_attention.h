@@ -103,8 +103,7 @@ inline size_t DecodeScoreStride(size_t lanes) { return static_cast<size_t>(kDeco
 // stride].
 // With bf16_dot, then the P pairs and their nonzero masks of a batch of
 // runs (Bf16DecodeValues); the queries' floats hold their bf16 pairs.
-inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lanes,
-                                  bool bf16_dot) {
+inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lanes, bool bf16_dot) {
   const size_t dim = (static_cast<size_t>(p.head_dim) + lanes - 1) / lanes * lanes;
   return PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim) +
          PadFloats(static_cast<size_t>(kDecodeRun * rows) * DecodeScoreStride(lanes)) +

@@ -54,12 +54,14 @@ HWYATTN_BF16_TARGET inline __m512i LoadPairs(const T* p, __mmask32 m) {
                                : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     const __m256i hi = kMasked ? _mm256_maskz_loadu_epi16(static_cast<__mmask16>(m >> 16), p + 16)
                                : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
-    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_maskz_cvtph_ps(0xFFFF, hi), _mm512_maskz_cvtph_ps(0xFFFF, lo)));
+    return reinterpret_cast<__m512i>(
+        _mm512_cvtne2ps_pbh(_mm512_maskz_cvtph_ps(0xFFFF, hi), _mm512_maskz_cvtph_ps(0xFFFF, lo)));
   } else {
     static_assert(std::is_same_v<T, float>);
-    const __m512 lo = kMasked ? _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), p) : _mm512_loadu_ps(p);
-    const __m512 hi =
-        kMasked ? _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), p + 16) : _mm512_loadu_ps(p + 16);
+    const __m512 lo =
+        kMasked ? _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), p) : _mm512_loadu_ps(p);
+    const __m512 hi = kMasked ? _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), p + 16)
+                              : _mm512_loadu_ps(p + 16);
     return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
   }
 }
@@ -85,8 +87,8 @@ HWYATTN_BF16_TARGET inline void ScoreBlock(const uint32_t* q, size_t ldq, size_t
   __m512bh qv[kRows][kBlock];
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t c = 0; c < kBlock; ++c) {
-      qv[r][c] = reinterpret_cast<__m512bh>(
-          _mm512_loadu_si512(q + r * ldq + (c0 + c) * kBf16DecodeLanes));
+      qv[r][c] =
+          reinterpret_cast<__m512bh>(_mm512_loadu_si512(q + r * ldq + (c0 + c) * kBf16DecodeLanes));
     }
   }
   for (size_t kk = 0; kk < kKeys; ++kk) {
@@ -145,8 +147,8 @@ HWYATTN_BF16_TARGET void ScoreRows(size_t rows, const uint32_t* q, size_t dim, c
     for (size_t i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
     ScoreBlocks<kL2, kRows, kBlock>(q, ldq, 0, full, k, ldk, ahead, j, keys - 1, acc);
     if (tail != 0) {
-      ScoreBlock<kL2, kRows, 1, true>(q, ldq, full, k, ldk, ahead, j, keys - 1,
-                                      FirstElements(tail), acc);
+      ScoreBlock<kL2, kRows, 1, true>(q, ldq, full, k, ldk, ahead, j, keys - 1, FirstElements(tail),
+                                      acc);
     }
     const __m512 sums = _mm512_mul_ps(ReduceKeys(acc), sc);
     const __mmask16 valid = static_cast<__mmask16>((1u << std::min(kKeys, keys - j)) - 1u);
@@ -213,9 +215,8 @@ HWYATTN_BF16_TARGET void PairProbabilities(size_t rows, const float* p, size_t l
 // broadcast P pair; kSkip: V halves zeroed where the row's p is 0.
 template <bool kL2, bool kSkip, size_t kRows, size_t kVecs, typename T>
 HWYATTN_BF16_TARGET inline void ValuePair(const T* v0, int64_t ldv, int64_t ahead,
-                                          const __mmask32 (&m)[kVecs],
-                                          const __mmask32 (&my)[kVecs], const uint32_t* pp,
-                                          const uint32_t* nz, size_t ldpairs,
+                                          const __mmask32 (&m)[kVecs], const __mmask32 (&my)[kVecs],
+                                          const uint32_t* pp, const uint32_t* nz, size_t ldpairs,
                                           __m512 (&acc)[kRows][2 * kVecs]) {
   __m512i lo[kVecs], hi[kVecs];
   for (size_t c = 0; c < kVecs; ++c) {
@@ -228,7 +229,8 @@ HWYATTN_BF16_TARGET inline void ValuePair(const T* v0, int64_t ldv, int64_t ahea
     hi[c] = _mm512_unpackhi_epi16(x, y);
   }
   for (size_t r = 0; r < kRows; ++r) {
-    const __m512bh pr = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pp[r * ldpairs])));
+    const __m512bh pr =
+        reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pp[r * ldpairs])));
     for (size_t c = 0; c < kVecs; ++c) {
       __m512i l = lo[c], h = hi[c];
       if constexpr (kSkip) {
@@ -311,20 +313,20 @@ HWYATTN_BF16_TARGET void ValueTileRows(size_t rows, const uint32_t* pairs, const
                                        float* out, size_t ldo) {
   switch (rows) {
     case 1:
-      ValueTile<kL2, kSkip, 1, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m,
-                                         accumulate, out, ldo);
+      ValueTile<kL2, kSkip, 1, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m, accumulate, out,
+                                         ldo);
       break;
     case 2:
-      ValueTile<kL2, kSkip, 2, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m,
-                                         accumulate, out, ldo);
+      ValueTile<kL2, kSkip, 2, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m, accumulate, out,
+                                         ldo);
       break;
     case 3:
-      ValueTile<kL2, kSkip, 3, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m,
-                                         accumulate, out, ldo);
+      ValueTile<kL2, kSkip, 3, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m, accumulate, out,
+                                         ldo);
       break;
     default:
-      ValueTile<kL2, kSkip, 4, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m,
-                                         accumulate, out, ldo);
+      ValueTile<kL2, kSkip, 4, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m, accumulate, out,
+                                         ldo);
       break;
   }
 }
@@ -332,9 +334,9 @@ HWYATTN_BF16_TARGET void ValueTileRows(size_t rows, const uint32_t* pairs, const
 // All rows (in groups of up to 4) and value dims (in blocks of 64: 4 rows x
 // 2 vectors x (lo, hi) = 16 accumulators, as the fp32 kernel's 4 x 4).
 template <bool kL2, bool kSkip, typename T>
-HWYATTN_BF16_TARGET void ValuesOf(size_t rows, const float* p, size_t ldp,
-                                  const Bf16ValueRun* runs, size_t num_runs, size_t value_dim,
-                                  int64_t ldv, bool accumulate, float* out, uint32_t* scratch) {
+HWYATTN_BF16_TARGET void ValuesOf(size_t rows, const float* p, size_t ldp, const Bf16ValueRun* runs,
+                                  size_t num_runs, size_t value_dim, int64_t ldv, bool accumulate,
+                                  float* out, uint32_t* scratch) {
   size_t ldpairs = kBf16DecodeLanes;
   for (size_t k = 0; k < num_runs; ++k) ldpairs += (runs[k].count + 1) / 2;
   uint32_t* pairs = scratch;

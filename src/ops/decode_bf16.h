@@ -60,9 +60,9 @@ inline size_t Bf16DecodeScratchWords(int64_t chunk_keys, size_t max_runs) {
 // -inf for j in [keys, pad). q_pairs: group_rows (a power of two, 1..8, >=
 // rows) rows of Bf16DecodeQueryPairs(dim) pairs, rows past `rows` zeros.
 // `ahead`: the prefetch distance in elements (l2: into L2, else L1).
-void Bf16DecodeScores(Dtype dtype, bool l2, size_t rows, size_t group_rows,
-                      const uint32_t* q_pairs, size_t dim, const void* k, int64_t ldk,
-                      int64_t ahead, size_t keys, size_t pad, float scale, float* s, size_t lds);
+void Bf16DecodeScores(Dtype dtype, bool l2, size_t rows, size_t group_rows, const uint32_t* q_pairs,
+                      size_t dim, const void* k, int64_t ldk, int64_t ahead, size_t keys,
+                      size_t pad, float scale, float* s, size_t lds);
 
 // A run of keys whose V rows follow each other ldv elements apart: `rows`
 // the first key's row, `first` its index among the probabilities.

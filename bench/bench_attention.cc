@@ -800,7 +800,7 @@ void BM_Mha(benchmark::State& state, const Row* row) {
 
 // ------------------------------------------------ hwyattn_kv_attention rows
 
-// A batch of sequences over a KV cache (bench/README.md: D1q, D2q, V1, V2):
+// A batch of sequences over a KV cache (bench/README.md: D1q, D2q, V1, V1b, V2):
 // sequence s has kv_len[s] cached keys (this step's included) and q_len[s]
 // query tokens at its end.
 struct KvRow {
@@ -811,6 +811,10 @@ struct KvRow {
   std::vector<int64_t> kv_len, q_len;
   bool decode;  // report the bandwidth of the K/V bytes
   double min_time;
+  // bf16 products (V1b): opts.precision = BF16; the spot check's reference
+  // takes q rounded to bf16 and adds 2^-9 max|v| to the tolerance (P's
+  // rounding, the header's bound).
+  bool bf16 = false;
 };
 
 std::vector<int64_t> Repeat(int64_t n, int64_t x) { return std::vector<int64_t>(n, x); }
@@ -834,6 +838,17 @@ const std::vector<KvRow>& KvRows() {
        Repeat(16, 1),
        true,
        0.3},
+      {"V1b",
+       32,
+       8,
+       128,
+       HWYATTN_BF16,
+       16,
+       {64, 128, 200, 333, 512, 777, 901, 1024, 1500, 1777, 2048, 2500, 3000, 3333, 4000, 4096},
+       Repeat(16, 1),
+       true,
+       0.3,
+       true},
       {"V2", 32, 8, 128, HWYATTN_F32, 16, Concat({2048}, Repeat(15, 2048)),
        Concat({512}, Repeat(15, 1)), false, 0.5},
       {"V2chunk", 32, 8, 128, HWYATTN_F32, 16, {2048}, {512}, false, 0.5},
@@ -985,17 +1000,21 @@ struct KvState {
   // The last query token of the first and the last sequence, last head,
   // against a double-precision softmax over the dequantized cache.
   std::string SpotCheck(const KvRow& r) const {
-    double max_err = 0, max_ref = 0;
+    double max_err = 0, max_ref = 0, max_v = 0;
     const double scale = 1.0 / std::sqrt(static_cast<double>(r.D));
     for (int64_t s : {int64_t{0}, static_cast<int64_t>(r.kv_len.size()) - 1}) {
       const int64_t token = q_start[s + 1] - 1, h = r.Hq - 1, kvh = h / (r.Hq / r.Hkv);
       const int64_t keys = r.kv_len[s];  // the last query sees every key
       const float* qi = q.data() + (token * r.Hq + h) * r.D;
+      std::vector<double> qd(qi, qi + r.D);
+      if (r.bf16) {
+        for (double& x : qd) x = FromBf16(ToBf16(static_cast<float>(x)));
+      }
       std::vector<double> p(static_cast<size_t>(keys));
       double m = -INFINITY;
       for (int64_t t = 0; t < keys; ++t) {
         double dot = 0;
-        for (int64_t d = 0; d < r.D; ++d) dot += qi[d] * Value(r, false, s, kvh, t, d);
+        for (int64_t d = 0; d < r.D; ++d) dot += qd[d] * Value(r, false, s, kvh, t, d);
         p[t] = dot * scale;
         m = std::max(m, p[t]);
       }
@@ -1003,13 +1022,16 @@ struct KvState {
       for (double& x : p) l += (x = std::exp(x - m));
       for (int64_t d = 0; d < r.D; ++d) {
         double acc = 0;
-        for (int64_t t = 0; t < keys; ++t) acc += p[t] * Value(r, true, s, kvh, t, d);
+        for (int64_t t = 0; t < keys; ++t) {
+          acc += p[t] * Value(r, true, s, kvh, t, d);
+          max_v = std::max(max_v, std::fabs(Value(r, true, s, kvh, t, d)));
+        }
         acc /= l;
         max_ref = std::max(max_ref, std::fabs(acc));
         max_err = std::max(max_err, std::fabs(acc - out.data()[(token * r.Hq + h) * r.D + d]));
       }
     }
-    if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30))) {
+    if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30) + (r.bf16 ? std::ldexp(max_v, -9) : 0.0))) {
       char buf[160];
       snprintf(buf, sizeof(buf),
                "%s: output differs from the reference: max|err| %.3g, max|ref| %.3g", r.id, max_err,
@@ -1036,6 +1058,7 @@ std::string KvShape(const KvRow& r) {
            static_cast<long long>(r.Hq), static_cast<long long>(r.Hkv), static_cast<long long>(r.D),
            dtype, r.dtype == HWYATTN_I8 ? "(per-token scales)" : "",
            static_cast<long long>(r.page_size));
+  if (r.bf16) return std::string(buf) + " precision=bf16";
   return buf;
 }
 
@@ -1052,6 +1075,7 @@ void BM_KvAttention(benchmark::State& state, const KvRow* row, bool cold) {
   hwyattn_sdpa_options opts;
   hwyattn_sdpa_options_init(&opts);
   opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+  if (r.bf16) opts.precision = HWYATTN_PRECISION_BF16;
 
   const double row_peak = RowFmaPeak(threads);
   double read_bw = g_peaks.read_gbps[threads];

@@ -270,14 +270,20 @@ typedef enum hwyattn_precision {
    *  rounded to bf16 after the exp, and v rounded. The max, the softmax
    *  denominator (a sum of the unrounded probabilities), lse, weights and out
    *  stay fp32. Every CPU gives the same rounding rule (AVX512_BF16 dot
-   *  products where the CPU has them); results agree across SIMD targets
+   *  products where the CPU has them: the prefill kernel, and the decode
+   *  kernel on F32/F16/BF16 K/V, which it multiplies on the cache's own bits
+   *  in place); results agree across SIMD targets
    *  within fp32 accumulation-order differences, and are bit-identical for
    *  any thread count, as with F32.
    *  Accuracy: lse and weights are within fp32 rounding of exact attention on
    *  the rounded q and k; out is within 2^-9 max|v| of exact attention on the
    *  rounded q, k, v (the rounding of P). Against the unrounded inputs expect
    *  bf16's own error, about 1e-3 to 5e-3 of max|out| for unit-scale data.
-   *  Values beyond bf16's range (|x| > 3.39e38) round to infinities. */
+   *  Values beyond bf16's range (|x| > 3.39e38) round to infinities.
+   *  An I8 cache (hwyattn_kv_attention) under BF16: decode rows (q_len *
+   *  Hq / Hkv <= 8) multiply its integers (exact in bf16) and apply the
+   *  scales in fp32, as with F32 precision; longer rows' prefill rounds each
+   *  dequantized element (int8 * scale) to bf16. */
   HWYATTN_PRECISION_BF16 = 1
 } hwyattn_precision;
 

@@ -173,7 +173,10 @@ void PlanDecode(Job* job) {
   plan.run = 1;  // set once the call's thread count is known
   plan.q_scale = p.scale * kLog2e;
   plan.prefetch_l2 = StreamPrefetchLevel() == StreamPrefetch::kL2;
-  plan.scratch_floats = DecodeScratchFloats(p, plan.rows, kernels.lanes);
+  plan.bf16 = p.Bf16Products();
+  // I8 caches keep the portable loops under bf16 products (decode_bf16.h).
+  plan.bf16_dot = plan.bf16 && Bf16DotFor(kernels.target) && p.k.dtype != Dtype::kI8;
+  plan.scratch_floats = DecodeScratchFloats(p, plan.rows, kernels.lanes, plan.bf16_dot);
   static_assert(sizeof(std::atomic<int32_t>) == sizeof(float) &&
                     alignof(std::atomic<int32_t>) <= alignof(float),
                 "a head's counter takes one float slot");

@@ -54,7 +54,27 @@ struct KvSpec {
   bool alibi = false, sinks = false, lse = true;
   uint32_t page_seed = 7;  // of the page placement
   int spare_pages = 3;
+  bool bf16 = false;  // precision = HWYATTN_PRECISION_BF16
+  // A reference setup for a bf16 run (BF16Reference): the raw values are
+  // first stored as `stored` (keys, values) and `stored_q` (queries) would
+  // hold them, then rounded to bf16 (I8 caches: the raw values as they are,
+  // quantized as the run's).
+  bool bf16_operands = false;
+  hwyattn_dtype stored = HWYATTN_F32, stored_q = HWYATTN_F32;
 };
+
+// x as `dtype` storage holds it (F32, F16, BF16).
+float StoredValue(hwyattn_dtype dtype, float x) {
+  if (dtype == HWYATTN_F16) return static_cast<float>(F16ToDouble(FloatToF16(x)));
+  if (dtype == HWYATTN_BF16) return static_cast<float>(Bf16ToDouble(FloatToBf16(x)));
+  return x;
+}
+
+// The bf16 operand of a value stored as `dtype`: its stored value rounded to
+// the nearest bf16 (the test's own rounding: reference.h's FloatToBf16).
+float Bf16OperandOf(hwyattn_dtype dtype, float x) {
+  return static_cast<float>(Bf16ToDouble(FloatToBf16(StoredValue(dtype, x))));
+}
 
 // Rounds a float into `dtype` storage at p (F32, F16, BF16).
 void StoreAs(hwyattn_dtype dtype, float x, unsigned char* p) {
@@ -123,6 +143,10 @@ struct KvSetup {
       values[i].resize(static_cast<size_t>(seqs[i].kv_len * Hkv * Dv));
       for (float& x : keys[i]) x = dist(rng);
       for (float& x : values[i]) x = dist(rng);
+      if (spec.bf16_operands && spec.dtype != HWYATTN_I8) {
+        for (float& x : keys[i]) x = Bf16OperandOf(spec.stored, x);
+        for (float& x : values[i]) x = Bf16OperandOf(spec.stored, x);
+      }
     }
     // The pool, filled with garbage that must never be read: NaN for float
     // caches, NaN scales for I8.
@@ -167,7 +191,9 @@ struct KvSetup {
       std::mt19937 rng(seqs[i].seed * 31u + 5u);
       std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
       for (int64_t e = q_start[i] * spec.Hq * D; e < q_start[i + 1] * spec.Hq * D; ++e) {
-        StoreAs(spec.q_dtype, dist(rng), q.data() + static_cast<size_t>(e) * qs);
+        const float x = dist(rng);
+        StoreAs(spec.q_dtype, spec.bf16_operands ? Bf16OperandOf(spec.stored_q, x) : x,
+                q.data() + static_cast<size_t>(e) * qs);
       }
     }
     const int64_t tt = std::max<int64_t>(T, 1);
@@ -193,6 +219,7 @@ struct KvSetup {
       opts.sinks = sinks.data();
     }
     if (spec.lse) opts.lse = &tlse;
+    if (spec.bf16) opts.precision = HWYATTN_PRECISION_BF16;
   }
 
   // A [P, Hkv, S, dim] pool tensor, dense in vLLM's order or FlashAttention's.
@@ -463,6 +490,160 @@ INSTANTIATE_TEST_SUITE_P(Kv, KvOracleTest, ::testing::ValuesIn(OracleCases()),
                            return info.param.name;
                          });
 
+// precision = BF16 against the oracle on the bf16 operands (an F32 cache,
+// F32 queries, of the run's stored values rounded to bf16; an I8 cache as
+// it is, its integers being bf16 values and its scales fp32 factors): the
+// bounds of bf16_test.cc (out within 2^-9 max|v| for P's rounding, lse
+// fp32-small), and the lse visibly away from the unrounded oracle (the
+// rounding happened). Only decode rows (the prefill kernel rounds an I8
+// cache's dequantized values, which this oracle does not).
+void CheckBf16AgainstOracle(KvSetup& s) {
+  ASSERT_TRUE(s.spec.bf16);
+  ASSERT_EQ(s.Run(), HWYATTN_OK) << hwyattn_last_error();
+  KvSpec rs = s.spec;
+  rs.bf16 = false;
+  rs.bf16_operands = true;
+  rs.stored = s.spec.dtype;
+  rs.stored_q = s.spec.q_dtype;
+  rs.q_dtype = HWYATTN_F32;
+  if (rs.dtype != HWYATTN_I8) rs.dtype = HWYATTN_F32;
+  KvSetup r(rs, s.seqs);
+  KvRefResult ref, plain;
+  std::string error;
+  ASSERT_TRUE(ReferenceKvAttention(r.tq, r.cache, r.batch, &r.opts, &ref, &error)) << error;
+  ASSERT_TRUE(ReferenceKvAttention(s.tq, s.cache, s.batch, &s.opts, &plain, &error)) << error;
+  double v_max = 0.0, out_max = 0.0, err = 0.0;
+  for (const auto& seq : r.values) {
+    for (float x : seq) v_max = std::max(v_max, static_cast<double>(std::fabs(x)));
+  }
+  if (s.spec.dtype == HWYATTN_I8) {  // the dequantized values
+    for (size_t i = 0; i < s.seqs.size(); ++i) {
+      for (int64_t t = 0; t < s.seqs[i].kv_len; ++t) {
+        const int64_t page =
+            s.spec.table ? s.table[i * s.stride + t / s.S] : static_cast<int64_t>(i);
+        for (int64_t h = 0; h < s.spec.Hkv; ++h) {
+          for (int64_t d = 0; d < s.spec.Dv; ++d) {
+            v_max = std::max(v_max, std::fabs(ReadCacheValue(s.cache, true, page, h, t % s.S, d)));
+          }
+        }
+      }
+    }
+  }
+  const size_t n_out = static_cast<size_t>(s.T * s.spec.Hq * s.spec.Dv);
+  for (size_t i = 0; i < n_out; ++i) {
+    out_max = std::max(out_max, std::fabs(ref.out[i]));
+    err = std::max(err, std::isnan(s.out[i]) ? INFINITY : std::fabs(s.out[i] - ref.out[i]));
+  }
+  EXPECT_LE(err, std::ldexp(v_max, -9) * 1.01 + 2e-5 * out_max)
+      << "out against the oracle on the bf16 operands";
+  if (!s.spec.lse) return;
+  double l_err = 0.0, l_plain = 0.0;
+  for (size_t r0 = 0; r0 < static_cast<size_t>(s.T * s.spec.Hq); ++r0) {
+    if (std::isinf(ref.lse[r0])) {
+      EXPECT_EQ(static_cast<double>(s.lse[r0]), ref.lse[r0]) << "lse row " << r0;
+      continue;
+    }
+    const double scale = 1.0 + std::fabs(ref.lse[r0]);
+    l_err = std::max(l_err, std::fabs(s.lse[r0] - ref.lse[r0]) / scale);
+    l_plain = std::max(l_plain, std::fabs(s.lse[r0] - plain.lse[r0]) / scale);
+  }
+  EXPECT_LE(l_err, 2e-6) << "lse against the oracle on the bf16 operands";
+  if (s.spec.q_dtype != HWYATTN_BF16) {
+    EXPECT_GT(l_plain, 20 * l_err + 1e-7) << "lse does not look rounded";
+  }
+  std::printf("  bf16: max|out - ref| / max|ref| = %.3g, lse rel %.3g (unrounded oracle %.3g)\n",
+              err / out_max, l_err, l_plain);
+}
+
+// Decode batches under precision = BF16: q_len 1 and a few rows, GQA groups
+// 1, 4 and 8, head dims 64, 128, 80 and 17, kv_len 0, 1, odd and over
+// several 512-key chunks, every cache dtype (I8 in both scale layouts),
+// pages of 1, 16 and 33 and none, the score modifiers with lse.
+std::vector<CaseSpec> Bf16Cases() {
+  std::vector<CaseSpec> c;
+  const std::vector<Seq> decodes = {{1, 37},   {2, 70},   {1, 1},  {0, 9},
+                                    {1, 1100}, {2, 5, 0}, {1, 513}};
+  auto add = [&](const std::string& name, KvSpec s, std::vector<Seq> seqs) {
+    s.bf16 = true;
+    c.push_back({name, s, std::move(seqs)});
+  };
+  const hwyattn_dtype dtypes[] = {HWYATTN_F32, HWYATTN_F16, HWYATTN_BF16, HWYATTN_I8};
+  const char* names[] = {"F32", "F16", "BF16", "I8"};
+  for (int i = 0; i < 4; ++i) {
+    for (int64_t ps : {1, 16, 33}) {
+      KvSpec s;
+      s.dtype = dtypes[i];
+      s.page_size = ps;
+      s.D = ps == 1 ? 17 : 64;
+      s.Dv = ps == 33 ? 80 : s.D;
+      s.Hq = ps == 16 ? 8 : 2;
+      s.Hkv = ps == 16 ? 2 : 2;  // groups 4 and 1
+      add(std::string(names[i]) + "Page" + std::to_string(ps), s, decodes);
+    }
+    KvSpec s;
+    s.dtype = dtypes[i];
+    s.table = false;
+    s.Hq = 8;
+    s.Hkv = 1;  // group 8
+    s.D = 128;
+    s.Dv = 128;
+    add(std::string(names[i]) + "NoTableGqa8D128", s, {{1, 600}, {1, 3}, {1, 1025}});
+  }
+  for (int k = 1; k < 4; ++k) {  // per-channel layouts (the loop above: both per token)
+    KvSpec s;
+    s.dtype = HWYATTN_I8;
+    s.k_per_token = (k & 1) == 0;
+    s.v_per_token = (k & 2) == 0;
+    s.D = 80;
+    s.Dv = 80;
+    add(std::string("I8K") + (s.k_per_token ? "Token" : "Channel") + "V" +
+            (s.v_per_token ? "Token" : "Channel"),
+        s, decodes);
+  }
+  {
+    KvSpec s;
+    s.q_dtype = HWYATTN_BF16;
+    s.dtype = HWYATTN_BF16;
+    s.nhd = true;
+    add("BF16QueriesNhd", s, decodes);
+  }
+  for (hwyattn_dtype d : {HWYATTN_F16, HWYATTN_BF16, HWYATTN_I8}) {
+    KvSpec s;
+    s.dtype = d;
+    s.D = 80;
+    s.Dv = 80;
+    s.page_size = 33;
+    s.window_left = 300;
+    s.softcap = 0.75f;
+    s.alibi = true;
+    s.sinks = true;
+    add(std::string("AllModifiers") + (d == HWYATTN_F16    ? "F16"
+                                       : d == HWYATTN_BF16 ? "BF16"
+                                                           : "I8"),
+        s, decodes);
+    s.causal = false;
+    s.window_left = 0;
+    s.window_right = 0;
+    add(std::string("NonCausalSinks") + (d == HWYATTN_F16    ? "F16"
+                                         : d == HWYATTN_BF16 ? "BF16"
+                                                             : "I8"),
+        s, {{1, 37}, {4, 70}, {2, 0}, {1, 1100}});
+  }
+  return c;
+}
+
+class KvBf16Test : public ::testing::TestWithParam<CaseSpec> {};
+
+TEST_P(KvBf16Test, MatchesReferenceOnBf16Operands) {
+  KvSetup s(GetParam().spec, GetParam().seqs);
+  CheckBf16AgainstOracle(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kv, KvBf16Test, ::testing::ValuesIn(Bf16Cases()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) {
+                           return info.param.name;
+                         });
+
 // ---------------------------------------------------------------------------
 // Batch invariance and determinism.
 // ---------------------------------------------------------------------------
@@ -543,6 +724,39 @@ TEST(KvInvariance, BF16Modifiers) {
   s.softcap = 1.5f;
   s.alibi = true;
   s.sinks = true;
+  CheckInvariance(s);
+}
+
+TEST(KvInvariance, Bf16ProductsF16Page33) {
+  KvSpec s;
+  s.bf16 = true;
+  s.dtype = HWYATTN_F16;
+  s.page_size = 33;
+  s.D = 80;
+  s.Dv = 80;
+  s.softcap = 1.5f;
+  s.sinks = true;
+  CheckInvariance(s);
+}
+
+TEST(KvInvariance, Bf16ProductsBF16Gqa8) {
+  KvSpec s;
+  s.bf16 = true;
+  s.dtype = HWYATTN_BF16;
+  s.Hq = 8;
+  s.Hkv = 1;
+  s.D = 128;
+  s.Dv = 128;
+  s.window_left = 100;
+  s.alibi = true;
+  CheckInvariance(s);
+}
+
+TEST(KvInvariance, Bf16ProductsI8Page17) {
+  KvSpec s;
+  s.bf16 = true;
+  s.dtype = HWYATTN_I8;
+  s.page_size = 17;
   CheckInvariance(s);
 }
 

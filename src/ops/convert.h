@@ -64,6 +64,20 @@ inline BF16 FloatToBf16(float f) {
 // bits, and every kernel rounds its operands through one of the two.
 inline float RoundToBf16(float x) { return ToFloat(FloatToBf16(x)); }
 
+// An element of a T tensor read as an operand of bf16 products: its value
+// rounded to bf16 (RoundToBf16; the vector load is LoadWide in
+// score_rules-inl.h). Kernels that read T in place take a Bf16Operand<T>
+// pointer to the same memory to read it rounded (the decode kernel's F32 and
+// F16 caches under precision = BF16; BF16 and I8 elements are bf16 values).
+template <typename T>
+struct Bf16Operand {
+  T value;
+};
+template <typename T>
+inline float ToFloat(Bf16Operand<T> x) {
+  return RoundToBf16(ToFloat(x.value));
+}
+
 // float to IEEE binary16, rounded to nearest, ties to even (overflow gives
 // infinity, NaN stays a quiet NaN, small values become subnormals or zero).
 inline F16 FloatToF16(float f) {

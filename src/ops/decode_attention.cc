@@ -31,6 +31,8 @@
 
 #include "src/ops/convert.h"
 #include "src/ops/decode_attention.h"
+#include "src/ops/decode_bf16.h"
+#include "src/ops/flash_bf16.h"  // Bf16Pair
 #include "src/ops/score_rules.h"
 #include "src/targets.h"
 
@@ -51,6 +53,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 constexpr size_t kLanes = HWY_LANES(float);
+// Whether this target's kernels may run the AVX512_BF16 loops
+// (decode_bf16.h; the planner sets plan.bf16_dot only for them).
+constexpr bool kBf16DotTarget = HWY_TARGET == HWY_AVX3;
 
 // K and V lines are prefetched this many keys ahead of their use (one
 // prefetch per line, interleaved with the vector loads). Without it a decode
@@ -224,9 +229,8 @@ struct KeyRun {
   size_t first, count;
 };
 
-// Runs per batch of ValuesChunk: a 512-key chunk in pages of 8 or more keys
-// is one batch (2 KiB of runs on the stack).
-constexpr size_t kMaxRuns = 65;
+// Runs per batch of ValuesChunk (2 KiB of runs on the stack).
+constexpr size_t kMaxRuns = kDecodeMaxRuns;
 
 // out[r][dv] = sum_j p[r][j] v[j][dv] for kRows rows (p rows `ldp` apart) and
 // kVecs vectors of value dims from dv, over the keys of `num_runs` runs, in
@@ -367,7 +371,7 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t kvh, size_t dim_p
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t pos = r / group, head = kvh * group + r % group;
     float* dst = q + static_cast<size_t>(r) * dim_pad;
-    ScaledQueryRow(p, b, head, pos, plan.q_scale, dst);
+    ScaledQueryRow(p, b, head, pos, plan.bf16_dot ? 1.0f : plan.q_scale, dst, plan.bf16);
     for (size_t d = static_cast<size_t>(dim); d < dim_pad; ++d) dst[d] = 0.0f;
     // An I8 cache's per-channel K scales: q . (k * s) = (q * s) . k.
     if (p.k_scale.layout == KvScales::kPerChannel) {
@@ -380,6 +384,21 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t kvh, size_t dim_p
   const size_t rows_pad = (static_cast<size_t>(rows) + group_rows - 1) / group_rows * group_rows;
   for (size_t r = static_cast<size_t>(rows); r < rows_pad; ++r) {
     memset(q + r * dim_pad, 0, dim_pad * sizeof(float));
+  }
+  if (kBf16DotTarget && plan.bf16_dot) {
+    // The rows (rounded, unscaled: the scale multiplies the dot products) as
+    // bf16 pairs, Bf16DecodeQueryPairs(dim) per row from the start of q: in
+    // place, each pair written at or before the floats it is made of.
+    const size_t ldq = Bf16DecodeQueryPairs(dim);
+    for (size_t r = 0; r < rows_pad; ++r) {
+      const float* src = q + r * dim_pad;
+      for (size_t i = 0; i < ldq; ++i) {
+        const uint32_t lo = 2 * i < static_cast<size_t>(dim) ? FloatBits(src[2 * i]) : 0u;
+        const uint32_t hi = 2 * i + 1 < static_cast<size_t>(dim) ? FloatBits(src[2 * i + 1]) : 0u;
+        const uint32_t pair = Bf16Pair(lo, hi);
+        memcpy(q + r * ldq + i, &pair, sizeof(pair));
+      }
+    }
   }
 }
 
@@ -470,8 +489,16 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
     const int64_t run = p.KeysInRun(c0 + j0, keys - j0);
     const T* k = p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, c0 + j0);
     const bool last = j0 + run == keys;
-    ScoreRun<kL2>(q, dim_pad, rows, dim, k, ldk, AheadOffset(p, p.k, b, kvh, c0 + j0), run,
-                  last ? static_cast<int64_t>(keys_pad) - j0 : run, s + j0, ld);
+    const int64_t pad = last ? static_cast<int64_t>(keys_pad) - j0 : run;
+    const int64_t ahead = AheadOffset(p, p.k, b, kvh, c0 + j0);
+    if (kBf16DotTarget && plan.bf16_dot) {
+      Bf16DecodeScores(p.k.dtype, kL2, static_cast<size_t>(rows),
+                       GroupRows(static_cast<size_t>(rows)), reinterpret_cast<const uint32_t*>(q),
+                       static_cast<size_t>(dim), k, ldk, ahead, static_cast<size_t>(run),
+                       static_cast<size_t>(pad), plan.q_scale, s + j0, ld);
+    } else {
+      ScoreRun<kL2>(q, dim_pad, rows, dim, k, ldk, ahead, run, pad, s + j0, ld);
+    }
     j0 += run;
   }
   // The last run's vector tail pads a whole vector from its own first tail
@@ -507,8 +534,10 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
 }
 
 // Softmax of the chunk per row: P = 2^(S - m), unnormalised, in place; (m,
-// sum) per row into stats.
-void SoftmaxChunk(int64_t rows, int64_t keys, float* HWY_RESTRICT s, float* HWY_RESTRICT stats) {
+// sum) per row into stats. With `bf16` (bf16 products), P is stored rounded
+// to bf16 (the operand of P . V) while the sum takes the fp32 values.
+void SoftmaxChunk(int64_t rows, int64_t keys, bool bf16, float* HWY_RESTRICT s,
+                  float* HWY_RESTRICT stats) {
   const DF df;
   const size_t ld = DecodeScoreStride(kLanes);
   const size_t keys_pad = (static_cast<size_t>(keys) + kLanes - 1) / kLanes * kLanes;
@@ -521,7 +550,7 @@ void SoftmaxChunk(int64_t rows, int64_t keys, float* HWY_RESTRICT s, float* HWY_
     VF sum = hn::Zero(df);
     for (size_t j = 0; j < keys_pad; j += kLanes) {
       const VF pj = Exp2(df, hn::Sub(hn::LoadU(df, sr + j), mv));
-      hn::StoreU(pj, df, sr + j);
+      hn::StoreU(bf16 ? RoundToBf16(df, pj) : pj, df, sr + j);
       sum = hn::Add(sum, pj);
     }
     stats[2 * r] = m;
@@ -533,7 +562,8 @@ void SoftmaxChunk(int64_t rows, int64_t keys, float* HWY_RESTRICT s, float* HWY_
 // 4 rows x 4 vectors of value dims per pass.
 template <bool kL2, typename T>
 void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
-                 const float* HWY_RESTRICT s, float* HWY_RESTRICT out) {
+                 const float* HWY_RESTRICT s, float* HWY_RESTRICT out,
+                 uint32_t* HWY_RESTRICT pair_scratch) {
   const SdpaProblem& p = *plan.problem;
   const int64_t value_dim = p.value_dim, rows = plan.rows;
   const size_t ld = DecodeScoreStride(kLanes);
@@ -571,6 +601,19 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
                  ValuesFinite(runs[k].rows, runs[k].count, ldv, static_cast<size_t>(value_dim));
       }
     });
+  }
+  if (kBf16DotTarget && plan.bf16_dot) {
+    // The same runs on the AVX512_BF16 loops; !finite: zero probabilities
+    // skipped there.
+    for_batches([&](size_t n, bool accumulate) {
+      Bf16ValueRun bruns[kMaxRuns];
+      for (size_t k = 0; k < n; ++k) {
+        bruns[k] = {runs[k].rows, runs[k].ahead, runs[k].first, runs[k].count};
+      }
+      Bf16DecodeValues(p.v.dtype, kL2, static_cast<size_t>(rows), s, ld, bruns, n,
+                       static_cast<size_t>(value_dim), ldv, accumulate, !finite, out, pair_scratch);
+    });
+    return;
   }
   if (!finite) {
     for_batches([&](size_t n, bool) {
@@ -625,6 +668,9 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
   float* HWY_RESTRICT q = scratch;
   float* HWY_RESTRICT s0 = scratch + PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim_pad);
   const size_t chunk_scores = static_cast<size_t>(rows) * DecodeScoreStride(kLanes);
+  // bf16_dot: then the P pairs (Bf16DecodeValues).
+  uint32_t* HWY_RESTRICT pair_scratch = reinterpret_cast<uint32_t*>(
+      s0 + PadFloats(static_cast<size_t>(kDecodeRun * rows) * DecodeScoreStride(kLanes)));
   PrepareQueries(plan, b, kvh, dim_pad, q);
 
   int64_t c0[kDecodeRun], keys[kDecodeRun];
@@ -648,7 +694,7 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
   }
   for (int64_t g = 0; g < count; ++g) {
     if (keys[g] == 0) continue;
-    SoftmaxChunk(rows, keys[g], s0 + g * chunk_scores, stats[g]);
+    SoftmaxChunk(rows, keys[g], plan.bf16, s0 + g * chunk_scores, stats[g]);
     // An I8 cache's per-token V scales: sum_j p_j (v_j s_j) = sum_j (p_j s_j) v_j
     // (the softmax summed the unscaled p_j).
     if (p.v_scale.layout == KvScales::kPerToken)
@@ -656,7 +702,7 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
   }
   for (int64_t g = 0; g < count; ++g) {
     if (keys[g] == 0) continue;
-    ValuesChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g]);
+    ValuesChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g], pair_scratch);
     // Per-channel V scales: sum_j p_j (v_j * s) = (sum_j p_j v_j) * s.
     if (p.v_scale.layout == KvScales::kPerChannel) {
       int64_t step;
@@ -681,11 +727,24 @@ void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0
   // place, widened on load (they halve the bytes a memory-bound step streams),
   // I8 caches too, their scales applied to queries, scores, probabilities or
   // outputs (the integers stay as they are).
+  // Under bf16 products F32 and F16 elements are read rounded (Bf16Operand);
+  // BF16 and I8 elements are bf16 values already.
   DispatchCacheDtype(plan.problem->k.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, F16>) {
+      if (plan.bf16) {
+        if (plan.prefetch_l2) {
+          AttendChunksOf<true, Bf16Operand<T>>(plan, b, kvh, chunk0, count, scratch);
+        } else {
+          AttendChunksOf<false, Bf16Operand<T>>(plan, b, kvh, chunk0, count, scratch);
+        }
+        return;
+      }
+    }
     if (plan.prefetch_l2) {
-      AttendChunksOf<true, decltype(tag)>(plan, b, kvh, chunk0, count, scratch);
+      AttendChunksOf<true, T>(plan, b, kvh, chunk0, count, scratch);
     } else {
-      AttendChunksOf<false, decltype(tag)>(plan, b, kvh, chunk0, count, scratch);
+      AttendChunksOf<false, T>(plan, b, kvh, chunk0, count, scratch);
     }
   });
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "src/ops/decode_bf16.h"
 #include "src/sdpa_problem.h"
 #include "src/scratch.h"
 
@@ -31,12 +32,16 @@ constexpr int64_t kDecodeRun = 2;
 // Rows per kv head (Lq * Hq / Hkv) up to which the decode kernel is used.
 constexpr int64_t kDecodeMaxRows = 8;
 
+// Runs of keys (a chunk, or what of it each page holds) per batch of P . V:
+// a 512-key chunk in pages of 8 or more keys is one batch.
+constexpr size_t kDecodeMaxRuns = 65;
+
 // Whether the decode kernel can run this problem: few rows, K and V of one
 // dtype (F32, F16, BF16 or an I8 cache's) with contiguous head dims (read in place,
-// unpacked), no weights output, fp32 products (bf16 products are the
-// prefill kernel's for now). Everything else takes the prefill kernel.
+// unpacked), no weights output; fp32 or bf16 products. Everything else takes
+// the prefill kernel.
 inline bool DecodeApplies(const SdpaProblem& p) {
-  return p.q_len * p.group() <= kDecodeMaxRows && p.k.dtype == p.v.dtype && !p.Bf16Products() &&
+  return p.q_len * p.group() <= kDecodeMaxRows && p.k.dtype == p.v.dtype &&
          (p.k.stride[3] == 1 || p.head_dim == 1) && (p.v.stride[3] == 1 || p.value_dim == 1) &&
          !p.has_weights;
 }
@@ -52,6 +57,8 @@ struct DecodePlan {
   int64_t run;            // chunks per work item: 1 .. kDecodeRun
   float q_scale;          // scale * log2(e)
   bool prefetch_l2;       // StreamPrefetchLevel() == kL2
+  bool bf16;              // bf16 products: q, K, V and P rounded (RoundToBf16)
+  bool bf16_dot;          // bf16 on the AVX512_BF16 dot products (decode_bf16.h)
   float* partial_out;     // [B * Hkv][chunks][rows][Dv]
   float* partial_stats;   // [B * Hkv][chunks][rows][2]: running max (log2), sum
   size_t scratch_floats;  // per worker thread
@@ -94,10 +101,13 @@ inline size_t DecodeScoreStride(size_t lanes) { return static_cast<size_t>(kDeco
 // lanes] (rows past the last are zeros: the score kernels work on groups of
 // a power of two rows) and the scores of a run of chunks [run][rows][score
 // stride].
-inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lanes) {
+// With bf16_dot, then the P pairs and their nonzero masks of a batch of
+// runs (Bf16DecodeValues); the queries' floats hold their bf16 pairs.
+inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lanes, bool bf16_dot) {
   const size_t dim = (static_cast<size_t>(p.head_dim) + lanes - 1) / lanes * lanes;
   return PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim) +
-         PadFloats(static_cast<size_t>(kDecodeRun * rows) * DecodeScoreStride(lanes));
+         PadFloats(static_cast<size_t>(kDecodeRun * rows) * DecodeScoreStride(lanes)) +
+         (bf16_dot ? PadFloats(Bf16DecodeScratchWords(kDecodeChunk, kDecodeMaxRuns)) : 0);
 }
 
 }  // namespace hwyattn

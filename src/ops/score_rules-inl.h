@@ -59,6 +59,13 @@ HWY_INLINE hn::Vec<DF> RoundToBf16(DF df, hn::Vec<DF> x) {
   return hn::BitCast(df, hn::And(bits, hn::Set(du, 0xFFFF0000u)));
 }
 
+// LoadWide of a T row read as bf16 products' operands (Bf16Operand, convert.h):
+// each lane rounded to bf16.
+template <typename T, class DF = hn::ScalableTag<float>>
+HWY_INLINE hn::Vec<DF> LoadWide(const Bf16Operand<T>* HWY_RESTRICT p) {
+  return RoundToBf16(DF(), LoadWide<T, DF>(reinterpret_cast<const T*>(p)));
+}
+
 // Whether keys x value_dim values of V (rows ldv apart) are all finite.
 // Masking (causal, windows, a mask tensor) gives some rows a probability of
 // exactly 0 at keys that other rows see; where such a key's V holds a NaN or

@@ -79,14 +79,18 @@ inline float SinkLog2(const SdpaProblem& p, int64_t head) {
 }
 
 // Query row (b, head, pos) of p as floats times `scale` (scale * log2(e)
-// puts its scores in log2 units), into dst[0, head_dim).
+// puts its scores in log2 units), into dst[0, head_dim); with `bf16`, each
+// element rounded to bf16 (RoundToBf16) before the scale.
 inline void ScaledQueryRow(const SdpaProblem& p, int64_t b, int64_t head, int64_t pos, float scale,
-                           float* __restrict__ dst) {
+                           float* __restrict__ dst, bool bf16 = false) {
   const int64_t q0 = p.q.Offset(b, head, pos, 0), sd = p.q.stride[3];
   DispatchFloatDtype(p.q.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* q = p.q.As<T>() + q0;
-    for (int64_t d = 0; d < p.head_dim; ++d) dst[d] = ToFloat(q[d * sd]) * scale;
+    for (int64_t d = 0; d < p.head_dim; ++d) {
+      const float x = ToFloat(q[d * sd]);
+      dst[d] = (bf16 ? RoundToBf16(x) : x) * scale;
+    }
   });
 }
 

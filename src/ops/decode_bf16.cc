@@ -1,0 +1,449 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The decode kernel's AVX512_BF16 loops (see decode_bf16.h). Not a
+// foreach_target unit: one copy for x86-64, each function under a target
+// attribute.
+#include "src/ops/decode_bf16.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#include <math.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "hwy/base.h"
+#include "src/ops/convert.h"
+
+#define HWYATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+
+namespace hwyattn {
+namespace {
+
+// A prefetch of a streamed K or V line into L2 (kL2) or L1, as the fp32
+// decode kernel's PrefetchStream.
+template <bool kL2>
+HWYATTN_BF16_TARGET inline void Prefetch(const void* p) {
+  __builtin_prefetch(p, 0, kL2 ? 2 : 3);
+}
+
+// The lines of the 32 elements of T from p (one line for 16-bit elements,
+// two for floats).
+template <bool kL2, typename T>
+HWYATTN_BF16_TARGET inline void PrefetchVector(const T* p) {
+  Prefetch<kL2>(p);
+  if constexpr (sizeof(T) == 4) Prefetch<kL2>(p + 16);
+}
+
+// The elements of a mask of n < 32 or more elements.
+inline __mmask32 FirstElements(size_t n) {
+  return n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u);
+}
+
+// 32 elements of T from p as bf16 (16 pairs, element 2i in the low half of
+// lane i): a BF16 row's own bits; F16 and F32 elements rounded to nearest
+// even by vcvtne2ps2bf16 (NaN becomes the quiet NaN RoundToBf16 gives,
+// fp32 denormals become zeros). kMasked: only the elements of m are read,
+// the others are 0.
+template <typename T, bool kMasked>
+HWYATTN_BF16_TARGET inline __m512i LoadPairs(const T* p, __mmask32 m) {
+  if constexpr (std::is_same_v<T, BF16>) {
+    return kMasked ? _mm512_maskz_loadu_epi16(m, p) : _mm512_loadu_si512(p);
+  } else if constexpr (std::is_same_v<T, F16>) {
+    const __m256i lo = kMasked ? _mm256_maskz_loadu_epi16(static_cast<__mmask16>(m), p)
+                               : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i hi = kMasked ? _mm256_maskz_loadu_epi16(static_cast<__mmask16>(m >> 16), p + 16)
+                               : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+    return reinterpret_cast<__m512i>(
+        _mm512_cvtne2ps_pbh(_mm512_maskz_cvtph_ps(0xFFFF, hi), _mm512_maskz_cvtph_ps(0xFFFF, lo)));
+  } else {
+    static_assert(std::is_same_v<T, float>);
+    const __m512 lo =
+        kMasked ? _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), p) : _mm512_loadu_ps(p);
+    const __m512 hi = kMasked ? _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), p + 16)
+                              : _mm512_loadu_ps(p + 16);
+    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+  }
+}
+
+// ------------------------------------------------------------------ scores
+
+// Key kk of a group from key j: keys past the last repeat the last one
+// (their scores are dropped), so every group is whole and each key's score
+// is the same whatever group it is in.
+template <typename T>
+inline const T* KeyRow(const T* k, int64_t ldk, size_t j, size_t last) {
+  return k + static_cast<int64_t>(std::min(j, last)) * ldk;
+}
+
+// The dot products of head-dim vectors [c0, c0 + kBlock) for the kKeys keys
+// of the group at j and kRows rows, the rows' query vectors in registers
+// (each K load feeds kRows vdpbf16ps), key by key.
+template <bool kL2, size_t kRows, size_t kBlock, bool kMasked, typename T>
+HWYATTN_BF16_TARGET inline void ScoreBlock(const uint32_t* q, size_t ldq, size_t c0, const T* k,
+                                           int64_t ldk, int64_t ahead, size_t j, size_t last,
+                                           __mmask32 m, __m512 (&acc)[16]) {
+  constexpr size_t kKeys = 16 / kRows;
+  __m512bh qv[kRows][kBlock];
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t c = 0; c < kBlock; ++c) {
+      qv[r][c] =
+          reinterpret_cast<__m512bh>(_mm512_loadu_si512(q + r * ldq + (c0 + c) * kBf16DecodeLanes));
+    }
+  }
+  for (size_t kk = 0; kk < kKeys; ++kk) {
+    const T* kr = KeyRow(k, ldk, j + kk, last) + c0 * kBf16DecodeDims;
+    for (size_t c = 0; c < kBlock; ++c) {
+      PrefetchVector<kL2>(kr + ahead + c * kBf16DecodeDims);
+      const __m512bh kv =
+          reinterpret_cast<__m512bh>(LoadPairs<T, kMasked>(kr + c * kBf16DecodeDims, m));
+      for (size_t r = 0; r < kRows; ++r) {
+        acc[r * kKeys + kk] = _mm512_dpbf16_ps(acc[r * kKeys + kk], kv, qv[r][c]);
+      }
+    }
+  }
+}
+
+// Whole head-dim vectors [c, full) in blocks of kBlock, then halving blocks.
+template <bool kL2, size_t kRows, size_t kBlock, typename T>
+HWYATTN_BF16_TARGET inline void ScoreBlocks(const uint32_t* q, size_t ldq, size_t c, size_t full,
+                                            const T* k, int64_t ldk, int64_t ahead, size_t j,
+                                            size_t last, __m512 (&acc)[16]) {
+  for (; c + kBlock <= full; c += kBlock) {
+    ScoreBlock<kL2, kRows, kBlock, false>(q, ldq, c, k, ldk, ahead, j, last, 0, acc);
+  }
+  if constexpr (kBlock > 1) {
+    ScoreBlocks<kL2, kRows, kBlock / 2>(q, ldq, c, full, k, ldk, ahead, j, last, acc);
+  }
+}
+
+// The fp32 kernel's ReduceKeys: log2(16) levels of adjacent-lane sums
+// (ConcatEven + ConcatOdd), lane i of the result is accumulator i's total.
+HWYATTN_BF16_TARGET inline __m512 ReduceKeys(__m512 (&acc)[16]) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (size_t n = 16; n > 1; n /= 2) {
+    for (size_t i = 0; i < n / 2; ++i) {
+      acc[i] = _mm512_add_ps(_mm512_permutex2var_ps(acc[2 * i], even, acc[2 * i + 1]),
+                             _mm512_permutex2var_ps(acc[2 * i], odd, acc[2 * i + 1]));
+    }
+  }
+  return acc[0];
+}
+
+// Scores of all `keys` keys for `rows` rows in groups of kRows (rows past
+// `rows` have zero queries), 16 / kRows keys at a time.
+template <bool kL2, size_t kRows, typename T>
+HWYATTN_BF16_TARGET void ScoreRows(size_t rows, const uint32_t* q, size_t dim, const T* k,
+                                   int64_t ldk, int64_t ahead, size_t keys, float scale, float* s,
+                                   size_t lds) {
+  constexpr size_t kKeys = 16 / kRows;
+  constexpr size_t kBlock = kRows >= 8 ? 1 : 8 / kRows;
+  const size_t ldq = Bf16DecodeQueryPairs(static_cast<int64_t>(dim));
+  const size_t full = dim / kBf16DecodeDims, tail = dim % kBf16DecodeDims;
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (size_t j = 0; j < keys; j += kKeys) {
+    __m512 acc[16];
+    for (size_t i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+    ScoreBlocks<kL2, kRows, kBlock>(q, ldq, 0, full, k, ldk, ahead, j, keys - 1, acc);
+    if (tail != 0) {
+      ScoreBlock<kL2, kRows, 1, true>(q, ldq, full, k, ldk, ahead, j, keys - 1, FirstElements(tail),
+                                      acc);
+    }
+    const __m512 sums = _mm512_mul_ps(ReduceKeys(acc), sc);
+    const __mmask16 valid = static_cast<__mmask16>((1u << std::min(kKeys, keys - j)) - 1u);
+    if constexpr (kRows == 1) {
+      _mm512_mask_storeu_ps(s + j, valid, sums);
+    } else {
+      for (size_t r = 0; r < rows; ++r) {
+        const __mmask16 lanes = static_cast<__mmask16>(((1u << kKeys) - 1u) << (r * kKeys));
+        _mm512_mask_storeu_ps(s + r * lds + j, valid, _mm512_maskz_compress_ps(lanes, sums));
+      }
+    }
+  }
+}
+
+template <bool kL2, typename T>
+HWYATTN_BF16_TARGET void ScoresOf(size_t rows, size_t group_rows, const uint32_t* q, size_t dim,
+                                  const T* k, int64_t ldk, int64_t ahead, size_t keys, float scale,
+                                  float* s, size_t lds) {
+  switch (group_rows) {
+    case 1: ScoreRows<kL2, 1>(rows, q, dim, k, ldk, ahead, keys, scale, s, lds); break;
+    case 2: ScoreRows<kL2, 2>(rows, q, dim, k, ldk, ahead, keys, scale, s, lds); break;
+    case 4: ScoreRows<kL2, 4>(rows, q, dim, k, ldk, ahead, keys, scale, s, lds); break;
+    default: ScoreRows<kL2, 8>(rows, q, dim, k, ldk, ahead, keys, scale, s, lds); break;
+  }
+}
+
+// ------------------------------------------------------------------ P . V
+
+// Each row's probabilities of the runs as pairs (p_j, p_j+1) of bf16 bits
+// (an odd run's last pair with a zero partner), the runs' pairs one after
+// the other, rows ldpairs apart; with `masks`, also 0xFFFF halves where p is
+// not 0 (NaN included). vcvtne2ps2bf16 is exact here: p holds bf16 values.
+HWYATTN_BF16_TARGET void PairProbabilities(size_t rows, const float* p, size_t ldp,
+                                           const Bf16ValueRun* runs, size_t num_runs, bool masks,
+                                           uint32_t* pairs, uint32_t* nonzero, size_t ldpairs) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (size_t r = 0; r < rows; ++r) {
+    size_t base = r * ldpairs;
+    for (size_t k = 0; k < num_runs; ++k) {
+      const float* pr = p + r * ldp + runs[k].first;
+      const size_t count = runs[k].count;
+      for (size_t j = 0; j < count; j += 32) {
+        const __mmask32 m = FirstElements(count - j);
+        const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), pr + j);
+        const __m512 hi = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), pr + j + 16);
+        _mm512_storeu_si512(pairs + base + j / 2,
+                            reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+        if (masks) {
+          const __mmask32 nz =
+              static_cast<__mmask32>(_mm512_cmp_ps_mask(lo, zero, _CMP_NEQ_UQ)) |
+              (static_cast<__mmask32>(_mm512_cmp_ps_mask(hi, zero, _CMP_NEQ_UQ)) << 16);
+          _mm512_storeu_si512(nonzero + base + j / 2, _mm512_movm_epi16(nz));
+        }
+      }
+      base += (count + 1) / 2;
+    }
+  }
+}
+
+// One pair of keys (v0: the even key's row, v0 + ldv the odd key's, read
+// under my: m, or 0 for the zero partner of a run's odd last key) into the
+// kRows x kVecs x 2 accumulators: the V rows interleaved (lo: dims {0-3,
+// 8-11, 16-19, 24-27} of each 32, hi: the others), times each row's
+// broadcast P pair; kSkip: V halves zeroed where the row's p is 0.
+template <bool kL2, bool kSkip, size_t kRows, size_t kVecs, typename T>
+HWYATTN_BF16_TARGET inline void ValuePair(const T* v0, int64_t ldv, int64_t ahead,
+                                          const __mmask32 (&m)[kVecs], const __mmask32 (&my)[kVecs],
+                                          const uint32_t* pp, const uint32_t* nz, size_t ldpairs,
+                                          __m512 (&acc)[kRows][2 * kVecs]) {
+  __m512i lo[kVecs], hi[kVecs];
+  for (size_t c = 0; c < kVecs; ++c) {
+    const T* a = v0 + c * kBf16DecodeDims;
+    PrefetchVector<kL2>(a + ahead);
+    PrefetchVector<kL2>(a + ldv + ahead);
+    const __m512i x = LoadPairs<T, true>(a, m[c]);
+    const __m512i y = LoadPairs<T, true>(a + ldv, my[c]);
+    lo[c] = _mm512_unpacklo_epi16(x, y);
+    hi[c] = _mm512_unpackhi_epi16(x, y);
+  }
+  for (size_t r = 0; r < kRows; ++r) {
+    const __m512bh pr =
+        reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pp[r * ldpairs])));
+    for (size_t c = 0; c < kVecs; ++c) {
+      __m512i l = lo[c], h = hi[c];
+      if constexpr (kSkip) {
+        const __m512i keep = _mm512_set1_epi32(static_cast<int>(nz[r * ldpairs]));
+        l = _mm512_and_si512(l, keep);
+        h = _mm512_and_si512(h, keep);
+      }
+      acc[r][2 * c] = _mm512_dpbf16_ps(acc[r][2 * c], reinterpret_cast<__m512bh>(l), pr);
+      acc[r][2 * c + 1] = _mm512_dpbf16_ps(acc[r][2 * c + 1], reinterpret_cast<__m512bh>(h), pr);
+    }
+  }
+}
+
+// out[r][dv + d] for kRows rows and kVecs vectors of 32 value dims (the
+// elements of m), over every pair of every run, the accumulators in
+// registers throughout, un-permuted once at the end.
+// The pairs of keys of a batch of runs, flattened (one loop over them
+// keeps the accumulators in registers; a loop per run made GCC 12 store all
+// 16 of them at every pair): the even key's V row, the prefetch address for
+// it, and whether the odd key exists (a run's odd last key has a zero
+// partner).
+template <typename T>
+struct PairRows {
+  const T** row;
+  const T** ahead;
+  uint8_t* partner;
+  size_t count;
+};
+
+// out[r][dv + d] for kRows rows and kVecs vectors of 32 value dims (the
+// elements of m), over every pair, the accumulators in registers
+// throughout, un-permuted once at the end.
+template <bool kL2, bool kSkip, size_t kRows, size_t kVecs, typename T>
+HWYATTN_BF16_TARGET void ValueTile(const uint32_t* pairs, const uint32_t* nonzero, size_t ldpairs,
+                                   const PairRows<T>& rows, size_t dv, int64_t ldv,
+                                   const __mmask32 (&m)[kVecs], bool accumulate, float* out,
+                                   size_t ldo) {
+  // A = dims 0-15 of a vector, B = dims 16-31, from (lo, hi) and back.
+  const __m512i to_a = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i to_b =
+      _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  const __m512i to_lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+  const __m512i to_hi =
+      _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  __m512 acc[kRows][2 * kVecs];
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t c = 0; c < kVecs; ++c) {
+      if (accumulate) {
+        const float* o = out + r * ldo + dv + c * kBf16DecodeDims;
+        const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m[c]), o);
+        const __m512 b = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m[c] >> 16), o + 16);
+        acc[r][2 * c] = _mm512_permutex2var_ps(a, to_lo, b);
+        acc[r][2 * c + 1] = _mm512_permutex2var_ps(a, to_hi, b);
+      } else {
+        acc[r][2 * c] = acc[r][2 * c + 1] = _mm512_setzero_ps();
+      }
+    }
+  }
+  for (size_t i = 0; i < rows.count; ++i) {
+    __mmask32 my[kVecs];
+    for (size_t c = 0; c < kVecs; ++c) my[c] = rows.partner[i] ? m[c] : 0;
+    ValuePair<kL2, kSkip, kRows, kVecs>(rows.row[i] + dv, ldv, rows.ahead[i] - rows.row[i], m, my,
+                                        pairs + i, nonzero + i, ldpairs, acc);
+  }
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t c = 0; c < kVecs; ++c) {
+      float* o = out + r * ldo + dv + c * kBf16DecodeDims;
+      _mm512_mask_storeu_ps(o, static_cast<__mmask16>(m[c]),
+                            _mm512_permutex2var_ps(acc[r][2 * c], to_a, acc[r][2 * c + 1]));
+      _mm512_mask_storeu_ps(o + 16, static_cast<__mmask16>(m[c] >> 16),
+                            _mm512_permutex2var_ps(acc[r][2 * c], to_b, acc[r][2 * c + 1]));
+    }
+  }
+}
+
+template <bool kL2, bool kSkip, size_t kVecs, typename T>
+HWYATTN_BF16_TARGET void ValueTileRows(size_t rows, const uint32_t* pairs, const uint32_t* nonzero,
+                                       size_t ldpairs, const PairRows<T>& refs, size_t dv,
+                                       int64_t ldv, const __mmask32 (&m)[kVecs], bool accumulate,
+                                       float* out, size_t ldo) {
+  switch (rows) {
+    case 1:
+      ValueTile<kL2, kSkip, 1, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m, accumulate, out,
+                                         ldo);
+      break;
+    case 2:
+      ValueTile<kL2, kSkip, 2, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m, accumulate, out,
+                                         ldo);
+      break;
+    case 3:
+      ValueTile<kL2, kSkip, 3, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m, accumulate, out,
+                                         ldo);
+      break;
+    default:
+      ValueTile<kL2, kSkip, 4, kVecs, T>(pairs, nonzero, ldpairs, refs, dv, ldv, m, accumulate, out,
+                                         ldo);
+      break;
+  }
+}
+
+// All rows (in groups of up to 4) and value dims (in blocks of 64: 4 rows x
+// 2 vectors x (lo, hi) = 16 accumulators, as the fp32 kernel's 4 x 4).
+template <bool kL2, bool kSkip, typename T>
+HWYATTN_BF16_TARGET void ValuesOf(size_t rows, const float* p, size_t ldp, const Bf16ValueRun* runs,
+                                  size_t num_runs, size_t value_dim, int64_t ldv, bool accumulate,
+                                  float* out, uint32_t* scratch) {
+  size_t ldpairs = kBf16DecodeLanes;
+  for (size_t k = 0; k < num_runs; ++k) ldpairs += (runs[k].count + 1) / 2;
+  uint32_t* pairs = scratch;
+  uint32_t* nonzero = scratch + 8 * ldpairs;
+  PairProbabilities(rows, p, ldp, runs, num_runs, kSkip, pairs, nonzero, ldpairs);
+  // Two pointers and a flag per pair after the masks (16 * ldpairs words:
+  // 64-byte aligned).
+  PairRows<T> refs;
+  refs.row = reinterpret_cast<const T**>(nonzero + 8 * ldpairs);
+  refs.ahead = refs.row + ldpairs;
+  refs.partner = reinterpret_cast<uint8_t*>(refs.ahead + ldpairs);
+  refs.count = 0;
+  for (size_t k = 0; k < num_runs; ++k) {
+    const T* v = static_cast<const T*>(runs[k].rows);
+    for (size_t j = 0; j < runs[k].count; j += 2, ++refs.count) {
+      refs.row[refs.count] = v + static_cast<int64_t>(j) * ldv;
+      refs.ahead[refs.count] = refs.row[refs.count] + runs[k].ahead;
+      refs.partner[refs.count] = j + 1 < runs[k].count;
+    }
+  }
+  for (size_t r0 = 0; r0 < rows; r0 += 4) {
+    const size_t nr = std::min<size_t>(4, rows - r0);
+    const uint32_t* pr = pairs + r0 * ldpairs;
+    const uint32_t* zr = nonzero + r0 * ldpairs;
+    float* o = out + r0 * value_dim;
+    for (size_t dv = 0; dv < value_dim; dv += 2 * kBf16DecodeDims) {
+      const size_t left = value_dim - dv;
+      if (left > kBf16DecodeDims) {
+        const __mmask32 m[2] = {FirstElements(left), FirstElements(left - kBf16DecodeDims)};
+        ValueTileRows<kL2, kSkip, 2, T>(nr, pr, zr, ldpairs, refs, dv, ldv, m, accumulate, o,
+                                        value_dim);
+      } else {
+        const __mmask32 m[1] = {FirstElements(left)};
+        ValueTileRows<kL2, kSkip, 1, T>(nr, pr, zr, ldpairs, refs, dv, ldv, m, accumulate, o,
+                                        value_dim);
+      }
+    }
+  }
+}
+
+// Calls body(T{}, bool_constant<l2>) for the dtype (F32, F16, BF16).
+template <class Body>
+inline void Dispatch(Dtype dtype, bool l2, const Body& body) {
+  const auto with = [&](auto tag) {
+    if (l2) {
+      body(tag, std::true_type());
+    } else {
+      body(tag, std::false_type());
+    }
+  };
+  switch (dtype) {
+    case Dtype::kF32: with(float{}); return;
+    case Dtype::kF16: with(F16{}); return;
+    case Dtype::kBF16: with(BF16{}); return;
+    default: break;
+  }
+  HWY_ABORT("hwyattn: dtype %d reached the bf16 decode loops", static_cast<int>(dtype));
+}
+
+}  // namespace
+
+HWYATTN_BF16_TARGET void Bf16DecodeScores(Dtype dtype, bool l2, size_t rows, size_t group_rows,
+                                          const uint32_t* q_pairs, size_t dim, const void* k,
+                                          int64_t ldk, int64_t ahead, size_t keys, size_t pad,
+                                          float scale, float* s, size_t lds) {
+  Dispatch(dtype, l2, [&](auto tag, auto l2_tag) {
+    using T = decltype(tag);
+    ScoresOf<decltype(l2_tag)::value>(rows, group_rows, q_pairs, dim, static_cast<const T*>(k), ldk,
+                                      ahead, keys, scale, s, lds);
+  });
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t j = keys; j < pad; ++j) s[r * lds + j] = -INFINITY;
+  }
+}
+
+HWYATTN_BF16_TARGET void Bf16DecodeValues(Dtype dtype, bool l2, size_t rows, const float* p,
+                                          size_t ldp, const Bf16ValueRun* runs, size_t num_runs,
+                                          size_t value_dim, int64_t ldv, bool accumulate,
+                                          bool skip_zeros, float* out, uint32_t* scratch) {
+  Dispatch(dtype, l2, [&](auto tag, auto l2_tag) {
+    using T = decltype(tag);
+    constexpr bool kL2 = decltype(l2_tag)::value;
+    if (skip_zeros) {
+      ValuesOf<kL2, true, T>(rows, p, ldp, runs, num_runs, value_dim, ldv, accumulate, out,
+                             scratch);
+    } else {
+      ValuesOf<kL2, false, T>(rows, p, ldp, runs, num_runs, value_dim, ldv, accumulate, out,
+                              scratch);
+    }
+  });
+}
+
+}  // namespace hwyattn
+
+#else  // not x86-64: Bf16DotFor() is false, nothing calls these
+
+#include "hwy/base.h"
+
+namespace hwyattn {
+void Bf16DecodeScores(Dtype, bool, size_t, size_t, const uint32_t*, size_t, const void*, int64_t,
+                      int64_t, size_t, size_t, float, float*, size_t) {
+  HWY_ABORT("hwyattn: AVX512_BF16 decode loops called on a CPU without them");
+}
+void Bf16DecodeValues(Dtype, bool, size_t, const float*, size_t, const Bf16ValueRun*, size_t,
+                      size_t, int64_t, bool, bool, float*, uint32_t*) {
+  HWY_ABORT("hwyattn: AVX512_BF16 decode loops called on a CPU without them");
+}
+}  // namespace hwyattn
+
+#endif

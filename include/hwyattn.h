@@ -540,6 +540,12 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
  *  num_seqs sequences with page_size = the capacity of each (kv_len[s] <=
  *  page_size); block_table_stride is then ignored.
  *
+ *  Performance: a decode step reads the pages in block-table order, each a
+ *  few KiB; with 4 KiB memory pages every cache page is also a TLB miss.
+ *  Backing a large pool with huge pages (Linux: madvise(MADV_HUGEPAGE) on the
+ *  allocation before first touch, or transparent huge pages "always") made
+ *  a 107 MB paged decode batch 20% faster on an AMD Zen 4 guest.
+ *
  *  Initialise with hwyattn_kv_cache_init (zeroes it and sets struct_size),
  *  then fill the fields. */
 typedef struct hwyattn_kv_cache {

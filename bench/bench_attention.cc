@@ -825,30 +825,14 @@ std::vector<int64_t> Concat(std::vector<int64_t> a, const std::vector<int64_t>& 
 }
 
 const std::vector<KvRow>& KvRows() {
+  // V1's and V1b's sequences: 16 cache lengths from 64 to 4096.
+  static const std::vector<int64_t> kV1Lens = {64,   128,  200,  333,  512,  777,  901,  1024,
+                                               1500, 1777, 2048, 2500, 3000, 3333, 4000, 4096};
   static const std::vector<KvRow> rows = {
       {"D1q", 32, 8, 128, HWYATTN_I8, 0, {4096}, {1}, true, 0.3},
       {"D2q", 8, 8, 64, HWYATTN_I8, 0, Repeat(8, 2048), Repeat(8, 1), true, 0.3},
-      {"V1",
-       32,
-       8,
-       128,
-       HWYATTN_BF16,
-       16,
-       {64, 128, 200, 333, 512, 777, 901, 1024, 1500, 1777, 2048, 2500, 3000, 3333, 4000, 4096},
-       Repeat(16, 1),
-       true,
-       0.3},
-      {"V1b",
-       32,
-       8,
-       128,
-       HWYATTN_BF16,
-       16,
-       {64, 128, 200, 333, 512, 777, 901, 1024, 1500, 1777, 2048, 2500, 3000, 3333, 4000, 4096},
-       Repeat(16, 1),
-       true,
-       0.3,
-       true},
+      {"V1", 32, 8, 128, HWYATTN_BF16, 16, kV1Lens, Repeat(16, 1), true, 0.3},
+      {"V1b", 32, 8, 128, HWYATTN_BF16, 16, kV1Lens, Repeat(16, 1), true, 0.3, true},
       {"V2", 32, 8, 128, HWYATTN_F32, 16, Concat({2048}, Repeat(15, 2048)),
        Concat({512}, Repeat(15, 1)), false, 0.5},
       {"V2chunk", 32, 8, 128, HWYATTN_F32, 16, {2048}, {512}, false, 0.5},

@@ -473,8 +473,8 @@ struct PairedProbabilities {
       const __m512 hi = i + 1 < count ? p[i + 1].raw : _mm512_setzero_ps();
       __m512i halves;  // words 0-15: lo rounded, 16-31: hi rounded
       asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(hi), "v"(lo));
-      _mm512_store_si512(pairs + (r + i) / 2 * ld_pairs + c,
-                         _mm512_permutexvar_epi16(interleave, halves));
+      _mm512_storeu_si512(pairs + (r + i) / 2 * ld_pairs + c,
+                          _mm512_permutexvar_epi16(interleave, halves));
     }
     (void)df;
 #else

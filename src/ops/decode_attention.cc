@@ -229,9 +229,6 @@ struct KeyRun {
   size_t first, count;
 };
 
-// Runs per batch of ValuesChunk (2 KiB of runs on the stack).
-constexpr size_t kMaxRuns = kDecodeMaxRuns;
-
 // out[r][dv] = sum_j p[r][j] v[j][dv] for kRows rows (p rows `ldp` apart) and
 // kVecs vectors of value dims from dv, over the keys of `num_runs` runs, in
 // their order, the accumulators in registers throughout; with `accumulate`,
@@ -570,9 +567,9 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
   const int64_t ldv = p.v.stride[2];
   const size_t dv_vec = static_cast<size_t>(value_dim) / kLanes * kLanes;
   // The chunk's runs of keys (the whole chunk, or a page's each), in
-  // batches of up to kMaxRuns: each batch continues the sums of the one
+  // batches of up to kDecodeMaxRuns: each batch continues the sums of the one
   // before, the same operations in the same order as a chunk in one piece.
-  KeyRun<T> runs[kMaxRuns];
+  KeyRun<T> runs[kDecodeMaxRuns];
   const auto for_batches = [&](const auto& body) {
     size_t n = 0;
     bool first = true;
@@ -582,7 +579,7 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
                    AheadOffset(p, p.v, b, kvh, c0 + j0), static_cast<size_t>(j0),
                    static_cast<size_t>(run)};
       j0 += run;
-      if (n == kMaxRuns || j0 == keys) {
+      if (n == kDecodeMaxRuns || j0 == keys) {
         body(n, !first);
         first = false;
         n = 0;
@@ -606,7 +603,7 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
     // The same runs on the AVX512_BF16 loops; !finite: zero probabilities
     // skipped there.
     for_batches([&](size_t n, bool accumulate) {
-      Bf16ValueRun bruns[kMaxRuns];
+      Bf16ValueRun bruns[kDecodeMaxRuns];
       for (size_t k = 0; k < n; ++k) {
         bruns[k] = {runs[k].rows, runs[k].ahead, runs[k].first, runs[k].count};
       }

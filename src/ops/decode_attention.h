@@ -33,7 +33,8 @@ constexpr int64_t kDecodeRun = 2;
 constexpr int64_t kDecodeMaxRows = 8;
 
 // Runs of keys (a chunk, or what of it each page holds) per batch of P . V:
-// a 512-key chunk in pages of 8 or more keys is one batch.
+// a 512-key chunk in pages of 8 or more keys is one batch (~2 KiB of runs
+// on the stack).
 constexpr size_t kDecodeMaxRuns = 65;
 
 // Whether the decode kernel can run this problem: few rows, K and V of one

@@ -272,9 +272,10 @@ typedef enum hwyattn_precision {
    *  stay fp32. Every CPU gives the same rounding rule (AVX512_BF16 dot
    *  products where the CPU has them: the prefill kernel, and the decode
    *  kernel on F32/F16/BF16 K/V, which it multiplies on the cache's own bits
-   *  in place); results agree across SIMD targets
-   *  within fp32 accumulation-order differences, and are bit-identical for
-   *  any thread count, as with F32.
+   *  in place); results agree across SIMD targets within fp32
+   *  accumulation-order differences (and below 2^-126 per product: the
+   *  AVX512_BF16 instructions take subnormal bf16 values as zero), and are
+   *  bit-identical for any thread count, as with F32.
    *  Accuracy: lse and weights are within fp32 rounding of exact attention on
    *  the rounded q and k; out is within 2^-9 max|v| of exact attention on the
    *  rounded q, k, v (the rounding of P). Against the unrounded inputs expect

@@ -319,8 +319,12 @@ int FuzzSdpa(FuzzedDataProvider& in) {
     return 0;
   }
   // bf16 products: the oracle on the rounded operands; out also carries P's
-  // rounding (each weight within 2^-9 of itself: 2^-9 max|v| at most).
-  const bool bf16 = opts.precision == HWYATTN_PRECISION_BF16;
+  // rounding (each weight within 2^-9 of itself: 2^-9 max|v| at most). Only
+  // when the caller's struct reaches the field: a struct_size from an older
+  // header (Corrupt may set one) makes the library read precision as F32.
+  const bool bf16 =
+      opts.struct_size >= offsetof(hwyattn_sdpa_options, precision) + sizeof(opts.precision) &&
+      opts.precision == HWYATTN_PRECISION_BF16;
   if (bf16) {
     for (Arg* a : {&q, &k, &v}) RoundOperandsToBf16(a);
   }

@@ -99,6 +99,20 @@ double MaxAbs(const std::vector<double>& x) {
   return m;
 }
 
+// The double oracle on the bf16-rounded operands (what the library must match
+// to fp32-small error) and on the unrounded ones (bf16's own error, reported),
+// and max|v| of the rounded values (P's rounding bounds out by 2^-9 of it).
+void References(const Input& q, const Input& k, const Input& v, const hwyattn_sdpa_options& opts,
+                hwyattn_test::RefResult* rounded, hwyattn_test::RefResult* plain, double* v_max) {
+  std::string error;
+  ASSERT_TRUE(hwyattn_test::ReferenceSdpa(q.rounded_desc, k.rounded_desc, v.rounded_desc, &opts,
+                                          rounded, &error))
+      << error;
+  ASSERT_TRUE(hwyattn_test::ReferenceSdpa(q.desc, k.desc, v.desc, &opts, plain, &error)) << error;
+  *v_max = 0.0;
+  for (float x : v.rounded) *v_max = std::max(*v_max, static_cast<double>(std::fabs(x)));
+}
+
 struct Case {
   const char* name;
   int64_t batch, q_heads, kv_heads, q_len, k_len, dim, value_dim;
@@ -161,15 +175,9 @@ TEST_P(Bf16Sdpa, AgainstRoundedOperands) {
   hwyattn_sdpa_options_init(&ref_opts);
   ref_opts.causal = c.causal;
   hwyattn_test::RefResult rounded_ref, plain_ref;
-  std::string error;
-  ASSERT_TRUE(hwyattn_test::ReferenceSdpa(q.rounded_desc, k.rounded_desc, v.rounded_desc, &ref_opts,
-                                          &rounded_ref, &error))
-      << error;
-  ASSERT_TRUE(hwyattn_test::ReferenceSdpa(q.desc, k.desc, v.desc, &ref_opts, &plain_ref, &error))
-      << error;
+  double v_max;
+  ASSERT_NO_FATAL_FAILURE(References(q, k, v, ref_opts, &rounded_ref, &plain_ref, &v_max));
 
-  double v_max = 0.0;
-  for (float x : v.rounded) v_max = std::max(v_max, static_cast<double>(std::fabs(x)));
   const double out_max = MaxAbs(rounded_ref.out);
   double err = 0.0, plain_err = 0.0;
   for (size_t i = 0; i < out.size(); ++i) {
@@ -451,14 +459,8 @@ TEST_P(Bf16Decode, AgainstRoundedOperands) {
   hwyattn_sdpa_options ref_opts;
   options(&ref_opts);
   hwyattn_test::RefResult ref, plain;
-  std::string error;
-  ASSERT_TRUE(hwyattn_test::ReferenceSdpa(q.rounded_desc, k.rounded_desc, v.rounded_desc, &ref_opts,
-                                          &ref, &error))
-      << error;
-  ASSERT_TRUE(hwyattn_test::ReferenceSdpa(q.desc, k.desc, v.desc, &ref_opts, &plain, &error))
-      << error;
-  double v_max = 0.0;
-  for (float x : v.rounded) v_max = std::max(v_max, static_cast<double>(std::fabs(x)));
+  double v_max;
+  ASSERT_NO_FATAL_FAILURE(References(q, k, v, ref_opts, &ref, &plain, &v_max));
   const double out_max = MaxAbs(ref.out);
   const double bound = std::ldexp(v_max, -9) * 1.01 + 2e-5 * out_max;
   double err = 0.0, prefill_err = 0.0;

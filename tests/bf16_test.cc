@@ -113,6 +113,29 @@ void References(const Input& q, const Input& k, const Input& v, const hwyattn_sd
   for (float x : v.rounded) *v_max = std::max(*v_max, static_cast<double>(std::fabs(x)));
 }
 
+// hwyattn_sdpa under bf16 products on 1, 2 and 3 threads: the same bits
+// each time; returns the 1-thread output.
+std::vector<float> SameBitsOverThreads(const Input& q, const Input& k, const Input& v,
+                                       const int64_t (&os)[4], hwyattn_causal causal) {
+  std::vector<std::vector<float>> outs;
+  for (int threads : {1, 2, 3}) {
+    std::vector<float> out(static_cast<size_t>(os[0] * os[1] * os[2] * os[3]), NAN);
+    hwyattn_tensor tout;
+    hwyattn_tensor_contiguous(&tout, out.data(), HWYATTN_F32, 4, os);
+    hwyattn_sdpa_options opts;
+    hwyattn_sdpa_options_init(&opts);
+    opts.causal = causal;
+    opts.precision = HWYATTN_PRECISION_BF16;
+    EXPECT_EQ(hwyattn_set_num_threads(threads), HWYATTN_OK);
+    EXPECT_EQ(hwyattn_sdpa(&q.desc, &k.desc, &v.desc, &tout, &opts), HWYATTN_OK);
+    outs.push_back(out);
+  }
+  EXPECT_EQ(hwyattn_set_num_threads(0), HWYATTN_OK);
+  EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * sizeof(float)));
+  return outs[0];
+}
+
 struct Case {
   const char* name;
   int64_t batch, q_heads, kv_heads, q_len, k_len, dim, value_dim;
@@ -298,22 +321,7 @@ TEST(Bf16Threads, BitIdentical) {
   const int64_t qs[4] = {1, 8, 200, 64}, ks[4] = {1, 4, 300, 64}, os[4] = {1, 8, 200, 64};
   Input q(HWYATTN_F32, qs, &rng, 1.0f), k(HWYATTN_F32, ks, &rng, 1.0f),
       v(HWYATTN_F32, ks, &rng, 1.0f);
-  std::vector<std::vector<float>> outs;
-  for (int threads : {1, 2, 3}) {
-    std::vector<float> out(static_cast<size_t>(os[0] * os[1] * os[2] * os[3]), NAN);
-    hwyattn_tensor tout;
-    hwyattn_tensor_contiguous(&tout, out.data(), HWYATTN_F32, 4, os);
-    hwyattn_sdpa_options opts;
-    hwyattn_sdpa_options_init(&opts);
-    opts.causal = HWYATTN_CAUSAL_TOP_LEFT;
-    opts.precision = HWYATTN_PRECISION_BF16;
-    ASSERT_EQ(hwyattn_set_num_threads(threads), HWYATTN_OK);
-    ASSERT_EQ(hwyattn_sdpa(&q.desc, &k.desc, &v.desc, &tout, &opts), HWYATTN_OK);
-    outs.push_back(out);
-  }
-  ASSERT_EQ(hwyattn_set_num_threads(0), HWYATTN_OK);
-  EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * sizeof(float)));
+  SameBitsOverThreads(q, k, v, os, HWYATTN_CAUSAL_TOP_LEFT);
 }
 
 }  // namespace
@@ -504,21 +512,7 @@ TEST(Bf16Decode, BitIdenticalThreadsAndBatch) {
     const int64_t B = 3, Hq = 8, Hkv = 2, Lk = 1300, D = 80;
     const int64_t qs[4] = {B, Hq, 1, D}, ks[4] = {B, Hkv, Lk, D}, os[4] = {B, Hq, 1, D};
     Input q(dtype, qs, &rng, 1.0f), k(dtype, ks, &rng, 1.0f), v(dtype, ks, &rng, 1.0f);
-    std::vector<std::vector<float>> outs;
-    for (int threads : {1, 2, 3}) {
-      std::vector<float> out(static_cast<size_t>(B * Hq * D), NAN);
-      hwyattn_tensor tout;
-      hwyattn_tensor_contiguous(&tout, out.data(), HWYATTN_F32, 4, os);
-      hwyattn_sdpa_options opts;
-      hwyattn_sdpa_options_init(&opts);
-      opts.precision = HWYATTN_PRECISION_BF16;
-      ASSERT_EQ(hwyattn_set_num_threads(threads), HWYATTN_OK);
-      ASSERT_EQ(hwyattn_sdpa(&q.desc, &k.desc, &v.desc, &tout, &opts), HWYATTN_OK);
-      outs.push_back(out);
-    }
-    ASSERT_EQ(hwyattn_set_num_threads(0), HWYATTN_OK);
-    EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)));
-    EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * sizeof(float)));
+    const std::vector<float> out0 = SameBitsOverThreads(q, k, v, os, HWYATTN_CAUSAL_NONE);
     // Batch entry 2 alone: views of its q, k, v.
     const size_t es = dtype == HWYATTN_F32 ? 4 : 2;
     hwyattn_tensor q1 = q.desc, k1 = k.desc, v1 = v.desc, o1;
@@ -533,7 +527,7 @@ TEST(Bf16Decode, BitIdenticalThreadsAndBatch) {
     hwyattn_sdpa_options_init(&opts);
     opts.precision = HWYATTN_PRECISION_BF16;
     ASSERT_EQ(hwyattn_sdpa(&q1, &k1, &v1, &o1, &opts), HWYATTN_OK) << hwyattn_last_error();
-    EXPECT_EQ(0, std::memcmp(alone.data(), outs[0].data() + 2 * Hq * D, alone.size() * 4))
+    EXPECT_EQ(0, std::memcmp(alone.data(), out0.data() + 2 * Hq * D, alone.size() * 4))
         << "dtype " << dtype;
   }
 }

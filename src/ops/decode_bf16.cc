@@ -28,7 +28,8 @@ HWYATTN_BF16_TARGET inline void Prefetch(const void* p) {
 }
 
 // The lines of the 32 elements of T from p (one line for 16-bit elements,
-// two for floats).
+// two for floats) when p starts a line; each span of vectors also
+// prefetches its last element (as the fp32 loops: PrefetchAt).
 template <bool kL2, typename T>
 HWYATTN_BF16_TARGET inline void PrefetchVector(const T* p) {
   Prefetch<kL2>(p);
@@ -101,6 +102,7 @@ HWYATTN_BF16_TARGET inline void ScoreBlock(const uint32_t* q, size_t ldq, size_t
         acc[r * kKeys + kk] = _mm512_dpbf16_ps(acc[r * kKeys + kk], kv, qv[r][c]);
       }
     }
+    Prefetch<kL2>(kr + ahead + kBlock * kBf16DecodeDims - 1);
   }
 }
 
@@ -229,6 +231,8 @@ HWYATTN_BF16_TARGET inline void ValuePair(const T* v0, int64_t ldv, int64_t ahea
     lo[c] = _mm512_unpacklo_epi16(x, y);
     hi[c] = _mm512_unpackhi_epi16(x, y);
   }
+  Prefetch<kL2>(v0 + ahead + kVecs * kBf16DecodeDims - 1);
+  Prefetch<kL2>(v0 + ldv + ahead + kVecs * kBf16DecodeDims - 1);
 #pragma GCC unroll 16
   for (size_t r = 0; r < kRows; ++r) {
     const __m512bh pr =

@@ -867,9 +867,30 @@ double KvCacheBytes(const KvRow& r) {
   return keys * per_key;
 }
 
+// A KV pool's bytes on a 4 KiB boundary, as hwyattn.h advises: a page of
+// a head (4 KiB for V1's) then fills memory pages instead of straddling two
+// (malloc puts large blocks 16 bytes past a boundary).
+struct PoolBytes {
+  struct Free {
+    void operator()(unsigned char* p) const { free(p); }
+  };
+  std::unique_ptr<unsigned char, Free> ptr;
+  size_t bytes = 0;
+  void resize(size_t n) {
+    bytes = n;
+    ptr.reset(static_cast<unsigned char*>(aligned_alloc(4096, (n + 4095) / 4096 * 4096)));
+    if (!ptr) {
+      fprintf(stderr, "out of memory (%zu bytes)\n", n);
+      abort();
+    }
+  }
+  unsigned char* data() const { return ptr.get(); }
+  size_t size() const { return bytes; }
+};
+
 struct KvState {
   int64_t pages = 0, page_size = 0, table_stride = 0, tokens = 0;
-  std::vector<unsigned char> k, v;      // [pages, Hkv, S, D] of the row's dtype
+  PoolBytes k, v;                       // [pages, Hkv, S, D] of the row's dtype
   std::vector<float> k_scale, v_scale;  // I8: [pages, Hkv, S, 1]
   std::vector<int32_t> table, q_start, kv_len;
   FloatBuffer q, out;
@@ -912,7 +933,7 @@ struct KvState {
     const size_t bytes = elements * KvElementBytes(r.dtype);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f), positive(0.5f, 1.5f);
     std::uniform_int_distribution<int> int8(-127, 127);
-    for (std::vector<unsigned char>* t : {&k, &v}) {
+    for (PoolBytes* t : {&k, &v}) {
       t->resize(bytes);
       for (size_t i = 0; i < elements; ++i) {
         if (r.dtype == HWYATTN_F32) {
@@ -922,7 +943,7 @@ struct KvState {
           const uint16_t h = ToBf16(uni(rng));
           memcpy(t->data() + 2 * i, &h, 2);
         } else {
-          (*t)[i] = static_cast<unsigned char>(static_cast<int8_t>(int8(rng)));
+          t->data()[i] = static_cast<unsigned char>(static_cast<int8_t>(int8(rng)));
         }
       }
     }

@@ -119,6 +119,16 @@ def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_po
     return (out, lse) if return_lse else out
 
 
+def _page_aligned_zeros(shape, dtype):
+    """np.zeros starting on a 4 KiB boundary, as hwyattn.h advises for a KV
+    pool (numpy, like malloc, puts large arrays 16 bytes past one)."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    raw = np.zeros(nbytes + 4096, np.uint8)
+    start = -raw.ctypes.data % 4096
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
 class KVCache(object):
     """A paged KV cache held in numpy arrays (vLLM's layout).
 
@@ -141,8 +151,8 @@ class KVCache(object):
         if dtype not in _CACHE_DTYPES:
             raise TypeError("dtype %s; must be float32, float16 or int8" % dtype)
         self.page_size = int(page_size)
-        self.k = np.zeros((num_pages, kv_heads, page_size, head_dim), dtype)
-        self.v = np.zeros((num_pages, kv_heads, page_size, value_dim), dtype)
+        self.k = _page_aligned_zeros((num_pages, kv_heads, page_size, head_dim), dtype)
+        self.v = _page_aligned_zeros((num_pages, kv_heads, page_size, value_dim), dtype)
         self.k_scale = self.v_scale = None
         if dtype == np.int8:
             if channel_scales is None:

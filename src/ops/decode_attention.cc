@@ -14,7 +14,7 @@
 //   softmax: per row over the chunk (max, Exp2, sum);
 //   P.V: value dims are the lanes, up to 4 rows x 4 vectors of accumulators,
 //     each V vector loaded once per row group feeds 4 FMAs.
-// K and V lines are prefetched kPrefetchKeys keys ahead. Long caches are cut
+// K and V lines are prefetched ahead (PrefetchKeys). Long caches are cut
 // into kDecodeChunk-key chunks merged by log-sum-exp (a vector pass per row),
 // so a single (batch, kv head) still feeds every thread; a work item is one
 // chunk or, when there are items enough, a run of kDecodeRun consecutive
@@ -57,14 +57,25 @@ constexpr size_t kLanes = HWY_LANES(float);
 // (decode_bf16.h; the planner sets plan.bf16_dot only for them).
 constexpr bool kBf16DotTarget = HWY_TARGET == HWY_AVX3;
 
-// K and V lines are prefetched this many keys ahead of their use (one
-// prefetch per line, interleaved with the vector loads). Without it a decode
-// step streaming K/V from L3 or memory is latency-bound (D1 at half speed).
-// 32 keys ahead: 10% faster than 16 on D1; further made no difference.
-// Over pages, "ahead" follows the block table (AheadOffset): the rows 32
-// keys on are in another page. Prefetches of any address are harmless: they
+// K and V lines are prefetched ahead of their use (one prefetch per line,
+// interleaved with the vector loads): kPrefetchKeys keys, or more for short
+// rows, so that at least kPrefetchBytes of the stream are in flight
+// (PrefetchKeys). Without it a decode step streaming K/V from L3 or memory
+// is latency-bound (D1 at half speed). 32 keys ahead: 10% faster than 16 on
+// D1; further made no difference there, but rows of 64 B (D2q: int8, D 64,
+// one query row per kv head, little arithmetic per byte) were only 2 KiB
+// ahead, too little time for memory (D2qcold with 8 KiB ahead: -25%; 16 KiB
+// gained nothing more).
+// Over pages, "ahead" follows the block table (AheadOffset): the rows
+// ahead are in another page. Prefetches of any address are harmless: they
 // never fault.
 constexpr int64_t kPrefetchKeys = 32;
+constexpr int64_t kPrefetchBytes = 8192;
+
+// Keys ahead for rows of `row_bytes`.
+inline int64_t PrefetchKeys(int64_t row_bytes) {
+  return std::max(kPrefetchKeys, kPrefetchBytes / std::max<int64_t>(row_bytes, 1));
+}
 
 // Whether to prefetch at element d (a multiple of kLanes) of a T row: at
 // every vector, except for int8, whose vectors are a quarter line (there,
@@ -466,14 +477,17 @@ void ScoreRun(const float* HWY_RESTRICT q, size_t dim_pad, int64_t rows, int64_t
   }
 }
 
-// The prefetch distance of a run of keys from key j in t (k or v): the
-// element offset from key j's row to key j + kPrefetchKeys's (over pages:
-// in the page the block table gives). 0 (the run's own lines again) when
-// that key is past the keys of batch b, whose page may not be in the table.
-int64_t AheadOffset(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t h, int64_t j) {
-  if (!p.Paged()) return kPrefetchKeys * t.stride[2];
-  if (j + kPrefetchKeys >= p.KeyEnd(b)) return 0;
-  return p.KeyRowOffset(t, b, h, j + kPrefetchKeys) - p.KeyRowOffset(t, b, h, j);
+// The prefetch distance of a run of keys from key j in t (k or v, rows of
+// `row_bytes`): the element offset from key j's row to key j +
+// PrefetchKeys's (over pages: in the page the block table gives). 0 (the
+// run's own lines again) when that key is past the keys of batch b, whose
+// page may not be in the table.
+int64_t AheadOffset(const SdpaProblem& p, const TensorView& t, int64_t row_bytes, int64_t b,
+                    int64_t h, int64_t j) {
+  const int64_t n = PrefetchKeys(row_bytes);
+  if (!p.Paged()) return n * t.stride[2];
+  if (j + n >= p.KeyEnd(b)) return 0;
+  return p.KeyRowOffset(t, b, h, j + n) - p.KeyRowOffset(t, b, h, j);
 }
 
 // Scores of the chunk's `keys` keys from c0 for every row into s [rows][ld]
@@ -495,7 +509,8 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
     const T* k = p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, c0 + j0);
     const bool last = j0 + run == keys;
     const int64_t pad = last ? static_cast<int64_t>(keys_pad) - j0 : run;
-    const int64_t ahead = AheadOffset(p, p.k, b, kvh, c0 + j0);
+    const int64_t ahead =
+        AheadOffset(p, p.k, dim * static_cast<int64_t>(sizeof(T)), b, kvh, c0 + j0);
     if (kBf16DotTarget && plan.bf16_dot) {
       Bf16DecodeScores(p.k.dtype, kL2, static_cast<size_t>(rows),
                        GroupRows(static_cast<size_t>(rows)), reinterpret_cast<const uint32_t*>(q),
@@ -583,9 +598,10 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
     bool first = true;
     for (int64_t j0 = 0; j0 < keys;) {
       const int64_t run = p.KeysInRun(c0 + j0, keys - j0);
-      runs[n++] = {p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, c0 + j0),
-                   AheadOffset(p, p.v, b, kvh, c0 + j0), static_cast<size_t>(j0),
-                   static_cast<size_t>(run)};
+      runs[n++] = {
+          p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, c0 + j0),
+          AheadOffset(p, p.v, value_dim * static_cast<int64_t>(sizeof(T)), b, kvh, c0 + j0),
+          static_cast<size_t>(j0), static_cast<size_t>(run)};
       j0 += run;
       if (n == kDecodeMaxRuns || j0 == keys) {
         body(n, !first);

@@ -370,7 +370,13 @@ void ScaleKeys(const SdpaProblem& p, const KvScale& scale, int64_t b, int64_t kv
     const float* sc = p.ScaleRow(scale, b, kvh, c0 + j0, &unused);
     for (int64_t r = 0; r < rows; ++r) {
       float* sr = s + r * ld + j0;
-      for (int64_t j = 0; j < run; ++j) sr[j] *= sc[j * sj];
+      int64_t j = 0;
+      if (sj == 1) {  // the scales of a run's keys side by side: a vector at a time
+        const DF df;
+        for (; j + static_cast<int64_t>(kLanes) <= run; j += kLanes)
+          hn::StoreU(hn::Mul(hn::LoadU(df, sr + j), hn::LoadU(df, sc + j)), df, sr + j);
+      }
+      for (; j < run; ++j) sr[j] *= sc[j * sj];
     }
     j0 += run;
   }

@@ -33,6 +33,7 @@
 #include "src/ops/decode_attention.h"
 #include "src/ops/decode_bf16.h"
 #include "src/ops/flash_bf16.h"  // Bf16Pair
+#include "src/ops/reduce_keys_avx512.h"
 #include "src/ops/score_rules.h"
 #include "src/targets.h"
 
@@ -103,11 +104,15 @@ HWY_INLINE void PrefetchStream(const T* p) {
 }
 
 // Transposes-and-sums kLanes accumulators (one per key) into one vector of
-// the keys' totals: pairwise, lanes [0, N/2) of a level's result sum adjacent
-// lanes of a, lanes [N/2, N) those of b; after log2(N) levels lane i holds
-// key i's total.
+// the keys' totals: on AVX3 ReduceKeys16; elsewhere pairwise, lanes [0, N/2)
+// of a level's result sum adjacent lanes of a, lanes [N/2, N) those of b;
+// after log2(N) levels lane i holds key i's total.
 HWY_INLINE VF ReduceKeys(VF (&acc)[kLanes]) {
-#if HWY_TARGET != HWY_SCALAR
+#if HWY_TARGET == HWY_AVX3
+  __m512 raw[16];
+  for (size_t i = 0; i < 16; ++i) raw[i] = acc[i].raw;
+  return VF{ReduceKeys16(raw)};
+#elif HWY_TARGET != HWY_SCALAR
   const DF df;
   HWY_UNROLL(16)
   for (size_t n = kLanes; n > 1; n /= 2) {

@@ -14,6 +14,7 @@
 
 #include "hwy/base.h"
 #include "src/ops/convert.h"
+#include "src/ops/reduce_keys_avx512.h"
 
 #define HWYATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
@@ -119,20 +120,6 @@ HWYATTN_BF16_TARGET inline void ScoreBlocks(const uint32_t* q, size_t ldq, size_
   }
 }
 
-// The fp32 kernel's ReduceKeys: log2(16) levels of adjacent-lane sums
-// (ConcatEven + ConcatOdd), lane i of the result is accumulator i's total.
-HWYATTN_BF16_TARGET inline __m512 ReduceKeys(__m512 (&acc)[16]) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  for (size_t n = 16; n > 1; n /= 2) {
-    for (size_t i = 0; i < n / 2; ++i) {
-      acc[i] = _mm512_add_ps(_mm512_permutex2var_ps(acc[2 * i], even, acc[2 * i + 1]),
-                             _mm512_permutex2var_ps(acc[2 * i], odd, acc[2 * i + 1]));
-    }
-  }
-  return acc[0];
-}
-
 // Scores of all `keys` keys for `rows` rows in groups of kRows (rows past
 // `rows` have zero queries), 16 / kRows keys at a time.
 template <bool kL2, size_t kRows, typename T>
@@ -152,7 +139,7 @@ HWYATTN_BF16_TARGET void ScoreRows(size_t rows, const uint32_t* q, size_t dim, c
       ScoreBlock<kL2, kRows, 1, true>(q, ldq, full, k, ldk, ahead, j, keys - 1, FirstElements(tail),
                                       acc);
     }
-    const __m512 sums = _mm512_mul_ps(ReduceKeys(acc), sc);
+    const __m512 sums = _mm512_mul_ps(ReduceKeys16(acc), sc);
     const __mmask16 valid = static_cast<__mmask16>((1u << std::min(kKeys, keys - j)) - 1u);
     if constexpr (kRows == 1) {
       _mm512_mask_storeu_ps(s + j, valid, sums);

@@ -239,14 +239,20 @@ struct KvSetup {
     }
   }
 
-  // Scale tensors: per token [P, Hkv, S, 1] (NaN until written), or per
-  // channel [1, Hkv, 1, dim] calibrated on every sequence's values.
+  // Scale tensors: per token [P, Hkv, S, 1] (NaN until written; with the
+  // NHD layout stored [P, S, Hkv] as the pool, so a page's scales of one
+  // head are Hkv apart), or per channel [1, Hkv, 1, dim] calibrated on every
+  // sequence's values.
   void MakeScales(bool per_token, int64_t dim, bool of_values, std::vector<float>* data,
                   hwyattn_tensor* t) {
     if (per_token) {
       data->assign(static_cast<size_t>(P * spec.Hkv * S), kNaN);
       const int64_t shape[4] = {P, spec.Hkv, S, 1};
       EXPECT_EQ(hwyattn_tensor_contiguous(t, data->data(), HWYATTN_F32, 4, shape), HWYATTN_OK);
+      if (spec.nhd) {
+        const int64_t st[4] = {S * spec.Hkv, 1, spec.Hkv, 1};
+        std::copy(st, st + 4, t->stride);
+      }
       return;
     }
     data->assign(static_cast<size_t>(spec.Hkv * dim), 0.0f);

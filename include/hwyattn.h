@@ -549,8 +549,8 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
  *  batch, bench row V1, took 10-20% longer that way on an AMD Zen 4 guest).
  *  Backing a large pool with huge pages (Linux: madvise(MADV_HUGEPAGE) on the
  *  allocation before first touch, or transparent huge pages "always") made
- *  the same batch 20% faster again. hwyattn.KVCache (Python) allocates its
- *  pool page-aligned.
+ *  the same batch 20% faster (measured on a malloc'ed pool). hwyattn.KVCache
+ *  (Python) allocates its pool page-aligned.
  *
  *  Initialise with hwyattn_kv_cache_init (zeroes it and sets struct_size),
  *  then fill the fields. */

@@ -546,7 +546,7 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
  *  Allocate the pool on a 4 KiB boundary (aligned_alloc, posix_memalign,
  *  mmap): malloc and numpy put large blocks 16 bytes past one, so that each
  *  cache page of a head straddles two memory pages (a 107 MB paged decode
- *  batch, bench row V1, took 10-20% longer that way on an AMD Zen 4 guest).
+ *  batch, bench row V1, took 8-26% longer that way on an AMD Zen 4 guest).
  *  Backing a large pool with huge pages (Linux: madvise(MADV_HUGEPAGE) on the
  *  allocation before first touch, or transparent huge pages "always") made
  *  the same batch 20% faster (measured on a malloc'ed pool). hwyattn.KVCache

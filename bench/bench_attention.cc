@@ -229,21 +229,28 @@ void SetFlopCounters(benchmark::State& state, double gflop, double row_peak, int
       Counter(startup > 0 ? gflop / startup * 100.0 : 0.0, Counter::kIsRate);
 }
 
+// `bytes` (rounded up to a multiple of `align`) from aligned_alloc; aborts
+// when out of memory. Freed by FreeDeleter.
+void* AlignedOrDie(size_t align, size_t bytes) {
+  const size_t rounded = (bytes + align - 1) / align * align;
+  void* p = aligned_alloc(align, rounded);
+  if (p == nullptr) {
+    fprintf(stderr, "out of memory (%zu bytes)\n", rounded);
+    abort();
+  }
+  return p;
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const { free(p); }
+};
+
 // 64-byte aligned float buffer.
 struct FloatBuffer {
-  struct Free {
-    void operator()(float* p) const { free(p); }
-  };
-  std::unique_ptr<float, Free> ptr;
+  std::unique_ptr<float, FreeDeleter> ptr;
   size_t size = 0;
-  explicit FloatBuffer(size_t n) : size(n) {
-    const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-    ptr.reset(static_cast<float*>(aligned_alloc(64, bytes)));
-    if (!ptr) {
-      fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
-      abort();
-    }
-  }
+  explicit FloatBuffer(size_t n)
+      : ptr(static_cast<float*>(AlignedOrDie(64, n * sizeof(float)))), size(n) {}
   float* data() const { return ptr.get(); }
 };
 
@@ -871,18 +878,11 @@ double KvCacheBytes(const KvRow& r) {
 // a head (4 KiB for V1's) then fills memory pages instead of straddling two
 // (malloc puts large blocks 16 bytes past a boundary).
 struct PoolBytes {
-  struct Free {
-    void operator()(unsigned char* p) const { free(p); }
-  };
-  std::unique_ptr<unsigned char, Free> ptr;
+  std::unique_ptr<unsigned char, FreeDeleter> ptr;
   size_t bytes = 0;
   void resize(size_t n) {
     bytes = n;
-    ptr.reset(static_cast<unsigned char*>(aligned_alloc(4096, (n + 4095) / 4096 * 4096)));
-    if (!ptr) {
-      fprintf(stderr, "out of memory (%zu bytes)\n", n);
-      abort();
-    }
+    ptr.reset(static_cast<unsigned char*>(AlignedOrDie(4096, n)));
   }
   unsigned char* data() const { return ptr.get(); }
   size_t size() const { return bytes; }

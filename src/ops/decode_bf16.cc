@@ -87,18 +87,23 @@ HWYATTN_BF16_TARGET inline void ScoreBlock(const uint32_t* q, size_t ldq, size_t
                                            __mmask32 m, __m512 (&acc)[16]) {
   constexpr size_t kKeys = 16 / kRows;
   __m512bh qv[kRows][kBlock];
+#pragma GCC unroll 16
   for (size_t r = 0; r < kRows; ++r) {
+#pragma GCC unroll 16
     for (size_t c = 0; c < kBlock; ++c) {
       qv[r][c] =
           reinterpret_cast<__m512bh>(_mm512_loadu_si512(q + r * ldq + (c0 + c) * kBf16DecodeLanes));
     }
   }
+#pragma GCC unroll 16
   for (size_t kk = 0; kk < kKeys; ++kk) {
     const T* kr = KeyRow(k, ldk, j + kk, last) + c0 * kBf16DecodeDims;
+#pragma GCC unroll 16
     for (size_t c = 0; c < kBlock; ++c) {
       PrefetchVector<kL2>(kr + ahead + c * kBf16DecodeDims);
       const __m512bh kv =
           reinterpret_cast<__m512bh>(LoadPairs<T, kMasked>(kr + c * kBf16DecodeDims, m));
+#pragma GCC unroll 16
       for (size_t r = 0; r < kRows; ++r) {
         acc[r * kKeys + kk] = _mm512_dpbf16_ps(acc[r * kKeys + kk], kv, qv[r][c]);
       }
@@ -133,6 +138,7 @@ HWYATTN_BF16_TARGET void ScoreRows(size_t rows, const uint32_t* q, size_t dim, c
   const __m512 sc = _mm512_set1_ps(scale);
   for (size_t j = 0; j < keys; j += kKeys) {
     __m512 acc[16];
+#pragma GCC unroll 16
     for (size_t i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
     ScoreBlocks<kL2, kRows, kBlock>(q, ldq, 0, full, k, ldk, ahead, j, keys - 1, acc);
     if (tail != 0) {

@@ -17,21 +17,28 @@ HWYATTN_BF16_TARGET inline void ScoreTile(size_t pairs, const uint32_t* k_pairs,
                                           const uint32_t* q_pairs, size_t ldq, float scale,
                                           float* s, size_t lds) {
   __m512 acc[kBf16TileRows][kVectors];
+#pragma GCC unroll 16
   for (size_t r = 0; r < kBf16TileRows; ++r)
+#pragma GCC unroll 16
     for (size_t c = 0; c < kVectors; ++c) acc[r][c] = _mm512_setzero_ps();
   for (size_t i = 0; i < pairs; ++i) {
     __m512bh q[kVectors];
+#pragma GCC unroll 16
     for (size_t c = 0; c < kVectors; ++c) {
       q[c] = (__m512bh)_mm512_loadu_si512(q_pairs + i * ldq + c * kBf16Lanes);
     }
     const uint32_t* k = k_pairs + i * kBf16TileRows;
+#pragma GCC unroll 16
     for (size_t r = 0; r < kBf16TileRows; ++r) {
       const __m512bh kr = (__m512bh)_mm512_set1_epi32(static_cast<int>(k[r]));
+#pragma GCC unroll 16
       for (size_t c = 0; c < kVectors; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], kr, q[c]);
     }
   }
   const __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 16
   for (size_t r = 0; r < kBf16TileRows; ++r)
+#pragma GCC unroll 16
     for (size_t c = 0; c < kVectors; ++c)
       _mm512_storeu_ps(s + r * lds + c * kBf16Lanes, _mm512_mul_ps(acc[r][c], sc));
 }
@@ -41,24 +48,31 @@ HWYATTN_BF16_TARGET inline void ValueTile(size_t pairs, const uint32_t* v_pairs,
                                           const uint32_t* p_pairs, size_t ldp, const float* alpha,
                                           float* o, size_t ldo) {
   __m512 acc[kRows][kVectors];
+#pragma GCC unroll 16
   for (size_t c = 0; c < kVectors; ++c) {
     const __m512 a = _mm512_loadu_ps(alpha + c * kBf16Lanes);
+#pragma GCC unroll 16
     for (size_t r = 0; r < kRows; ++r) {
       acc[r][c] = _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c * kBf16Lanes), a);
     }
   }
   for (size_t i = 0; i < pairs; ++i) {
     __m512bh p[kVectors];
+#pragma GCC unroll 16
     for (size_t c = 0; c < kVectors; ++c) {
       p[c] = (__m512bh)_mm512_loadu_si512(p_pairs + i * ldp + c * kBf16Lanes);
     }
     const uint32_t* v = v_pairs + i * ldv;
+#pragma GCC unroll 16
     for (size_t r = 0; r < kRows; ++r) {
       const __m512bh vr = (__m512bh)_mm512_set1_epi32(static_cast<int>(v[r]));
+#pragma GCC unroll 16
       for (size_t c = 0; c < kVectors; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], vr, p[c]);
     }
   }
+#pragma GCC unroll 16
   for (size_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 16
     for (size_t c = 0; c < kVectors; ++c) _mm512_storeu_ps(o + r * ldo + c * kBf16Lanes, acc[r][c]);
 }
 

@@ -20,27 +20,35 @@ HWYATTN_BF16_TARGET inline void Tile(size_t pairs, const uint32_t* a_pairs, cons
                                      const char* prefetch, size_t prefetch_lines) {
   constexpr size_t kRows = kBf16MatmulRows;
   __m512 acc[kRows][kVectors];
+#pragma GCC unroll 16
   for (size_t v = 0; v < kVectors; ++v) {
     if (bias != nullptr) {
       const __m512 b = _mm512_loadu_ps(bias + v * kLanes);
+#pragma GCC unroll 16
       for (size_t r = 0; r < kRows; ++r) acc[r][v] = b;
     } else {
+#pragma GCC unroll 16
       for (size_t r = 0; r < kRows; ++r) acc[r][v] = _mm512_loadu_ps(c + r * ldc + v * kLanes);
     }
   }
   for (size_t i = 0; i < pairs; ++i) {
     if (i < prefetch_lines) __builtin_prefetch(prefetch + i * 64, 0, 2);
     __m512bh b[kVectors];
+#pragma GCC unroll 16
     for (size_t v = 0; v < kVectors; ++v) {
       b[v] = (__m512bh)_mm512_loadu_si512(b_pairs + i * ldb + v * kLanes);
     }
     const uint32_t* a = a_pairs + i * kRows;
+#pragma GCC unroll 16
     for (size_t r = 0; r < kRows; ++r) {
       const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r]));
+#pragma GCC unroll 16
       for (size_t v = 0; v < kVectors; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], ar, b[v]);
     }
   }
+#pragma GCC unroll 16
   for (size_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 16
     for (size_t v = 0; v < kVectors; ++v) _mm512_storeu_ps(c + r * ldc + v * kLanes, acc[r][v]);
 }
 

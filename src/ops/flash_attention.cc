@@ -37,6 +37,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <algorithm>
 #include <type_traits>
@@ -223,6 +224,14 @@ HWY_INLINE uint32_t Bf16Bits(T x) {
   return FloatBits(hwyattn::RoundToBf16(ToFloat(x)));
 }
 
+// Two BF16 elements as they lie in memory (the first in the low half) as
+// their Bf16Pair: the same bits, NaNs quieted as FloatToBf16 quiets them.
+HWY_INLINE uint32_t QuietBf16Pair(uint32_t word) {
+  const uint32_t lo_nan = (word & 0x7FFFu) > 0x7F80u ? 0x40u : 0u;
+  const uint32_t hi_nan = ((word >> 16) & 0x7FFFu) > 0x7F80u ? 0x400000u : 0u;
+  return word | lo_nan | hi_nan;
+}
+
 // bf16_dot packing (flash_bf16.h). K of (b, kvh) as [panel][ceil(D/2)][MR]
 // pairs along the head dim; keys past the key end and the odd dim's partner
 // are 0.
@@ -236,7 +245,18 @@ void PackKeyPairs(const SdpaProblem& p, int64_t b, int64_t kvh, uint32_t* HWY_RE
     for (size_t r = 0; r < kMR; ++r) {
       const int64_t j = panel * static_cast<int64_t>(kMR) + static_cast<int64_t>(r);
       const T* row = j < key_end ? p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, j) : nullptr;
-      for (int64_t i = 0; i < pairs; ++i) {
+      int64_t i = 0;
+      if constexpr (std::is_same_v<T, BF16>) {
+        // Contiguous BF16: a pair is the 32-bit word the two elements form.
+        if (row != nullptr && sd == 1) {
+          for (; 2 * i + 1 < dim; ++i) {
+            uint32_t word;
+            memcpy(&word, row + 2 * i, sizeof(word));
+            out[i * static_cast<int64_t>(kMR) + static_cast<int64_t>(r)] = QuietBf16Pair(word);
+          }
+        }
+      }
+      for (; i < pairs; ++i) {
         const uint32_t lo = row != nullptr ? Bf16Bits(row[2 * i * sd]) : 0u;
         const uint32_t hi =
             row != nullptr && 2 * i + 1 < dim ? Bf16Bits(row[(2 * i + 1) * sd]) : 0u;

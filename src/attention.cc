@@ -86,7 +86,10 @@ void WorkerRange(int64_t items, double total_weight, const Weight& weight, int64
 // items (one parallel region): a small problem whole, a decode problem's runs
 // of key chunks (the last to finish a kv head merges it), a prefill
 // problem's K/V packing per (b, kv head); phase B (a second region, after
-// the packing): the prefill problems' query tiles.
+// the packing): the prefill problems' query tiles, and in a call that also
+// has prefill problems the decode problems' runs (decode_in_b), so that a
+// core streams a decode's K/V while the other computes a prefill's tiles
+// instead of both cores streaming at once and then both computing.
 struct Job {
   enum class Kernel : uint8_t { kSmall, kDecode, kFlash };
   const SdpaProblem* problem;
@@ -100,12 +103,18 @@ struct Job {
   DecodePlan decode;
   FlashPlan flash;
   std::atomic<int32_t>* remaining;  // decode: per kv head, its items still running
+  bool decode_in_b;                 // decode: its runs are phase B items
   int64_t first_a, first_b;         // its first item in phase A, in phase B
 
   int64_t ItemsA() const {
-    return kernel == Kernel::kSmall ? 1 : kernel == Kernel::kDecode ? heads * per_head : pack;
+    if (kernel == Kernel::kSmall) return 1;
+    if (kernel == Kernel::kDecode) return decode_in_b ? 0 : heads * per_head;
+    return pack;
   }
-  int64_t ItemsB() const { return kernel == Kernel::kFlash ? heads * per_head : 0; }
+  int64_t ItemsB() const {
+    if (kernel == Kernel::kFlash) return heads * per_head;
+    return kernel == Kernel::kDecode && decode_in_b ? heads * per_head : 0;
+  }
 
   // Phase A, item i of this job's; `scratch` is the worker's.
   void RunA(int64_t i, float* scratch) const {
@@ -113,22 +122,25 @@ struct Job {
     if (kernel == Kernel::kSmall) {
       SmallAttention(p);
     } else if (kernel == Kernel::kDecode) {
-      // Item i is run i % per_head of kv head i / per_head. The merge of a
-      // head (which normalises a lone chunk, and combines several in their
-      // fixed order) is done by whichever worker finishes the head's last
-      // item: no barrier between the chunks and the merges. The acq_rel
-      // decrement orders every item's partials before the merge that reads
-      // them; which worker merges never changes a bit.
-      const DecodeKernels& kernels = GetDecodeKernels();
-      const int64_t head = i / per_head, b = head / p.kv_heads, kvh = head % p.kv_heads;
-      const int64_t chunk0 = i % per_head * decode.run;
-      kernels.attend_chunks(decode, b, kvh, chunk0, std::min(decode.run, decode.chunks - chunk0),
-                            scratch);
-      if (remaining[head].fetch_sub(1, std::memory_order_acq_rel) == 1)
-        kernels.merge(decode, b, kvh);
+      RunDecode(i, scratch);
     } else {
       GetFlashKernels().pack_kv(flash, i / p.kv_heads, i % p.kv_heads);
     }
+  }
+  // Decode item i (in phase A, or B under decode_in_b): run i % per_head of
+  // kv head i / per_head. The merge of a head (which normalises a lone
+  // chunk, and combines several in their fixed order) is done by whichever
+  // worker finishes the head's last item: no barrier between the chunks and
+  // the merges. The acq_rel decrement orders every item's partials before
+  // the merge that reads them; which worker merges never changes a bit.
+  void RunDecode(int64_t i, float* scratch) const {
+    const SdpaProblem& p = *problem;
+    const DecodeKernels& kernels = GetDecodeKernels();
+    const int64_t head = i / per_head, b = head / p.kv_heads, kvh = head % p.kv_heads;
+    const int64_t chunk0 = i % per_head * decode.run;
+    kernels.attend_chunks(decode, b, kvh, chunk0, std::min(decode.run, decode.chunks - chunk0),
+                          scratch);
+    if (remaining[head].fetch_sub(1, std::memory_order_acq_rel) == 1) kernels.merge(decode, b, kvh);
   }
   // The cost of phase A item i, in keys streamed: a decode run's visible
   // keys plus a fixed cost per chunk (set-up, softmax and output passes)
@@ -146,6 +158,18 @@ struct Job {
       w += 32.0 + static_cast<double>(decode.ChunkKeys(b, c, &first));
     }
     return w;
+  }
+  // The cost of phase B item i under decode_in_b, in FLOPs: a query tile's
+  // share of its problem's; a decode run's K/V bytes (WeightA's keys, K and
+  // V rows of one kv head) at the bytes-for-FLOPs rate of the thread-count
+  // rule (threading.h: kMinBytesPerWorker streamed cost kMinFlopsPerWorker).
+  double WeightB(int64_t i) const {
+    if (kernel == Kernel::kFlash) return flops / static_cast<double>(ItemsB());
+    const SdpaProblem& p = *problem;
+    const double row_bytes =
+        static_cast<double>(p.head_dim) * static_cast<double>(DtypeSize(p.k.dtype)) +
+        static_cast<double>(p.value_dim) * static_cast<double>(DtypeSize(p.v.dtype));
+    return WeightA(i) * row_bytes * (kMinFlopsPerWorker / kMinBytesPerWorker);
   }
   // Phase B item i: query tiles numbered head by head, so that consecutive
   // items (a worker takes its share in order) read the same K/V, still in
@@ -290,6 +314,7 @@ hwyattn_status RunJobs(const SdpaProblem* problems, int64_t n, const Executor& e
   if (jobs == nullptr) return HWYATTN_OUT_OF_MEMORY;
   double flops = 0.0;
   int64_t items_a = 0, items_b = 0, chunks = 0, decode_runs = 0;
+  bool any_decode = false, any_flash = false;
   size_t shared_floats = 0, worker_floats = 0;
   for (int64_t k = 0; k < n; ++k) {
     Job* job = new (&jobs[k]) Job{};
@@ -301,15 +326,15 @@ hwyattn_status RunJobs(const SdpaProblem* problems, int64_t n, const Executor& e
       job->kernel = Job::Kernel::kSmall;
     } else if (DecodeApplies(p)) {
       job->kernel = Job::Kernel::kDecode;
+      any_decode = true;
       PlanDecode(job);
       chunks += job->heads * job->decode.chunks;
       decode_runs += job->heads * ((job->decode.chunks + kDecodeRun - 1) / kDecodeRun);
     } else {
       job->kernel = Job::Kernel::kFlash;
+      any_flash = true;
       if (!PlanFlash(job)) return HWYATTN_OUT_OF_MEMORY;
     }
-    job->first_a = items_a;
-    job->first_b = items_b;
     items_a += job->kernel == Job::Kernel::kDecode ? 0 : job->ItemsA();
     items_b += job->ItemsB();
     flops += job->flops;
@@ -330,14 +355,20 @@ hwyattn_status RunJobs(const SdpaProblem* problems, int64_t n, const Executor& e
   float* memory = AttentionScratch(shared_floats, worker_floats, threads);
   if (memory == nullptr) return HWYATTN_OUT_OF_MEMORY;
   float* at = memory;
-  items_a = 0;
+  const bool decode_in_b = any_decode && any_flash;
+  items_a = items_b = 0;
   for (int64_t k = 0; k < n; ++k) {
     Job& job = jobs[k];
-    if (job.kernel == Job::Kernel::kDecode) PlaceDecode(&job, at, run);
+    if (job.kernel == Job::Kernel::kDecode) {
+      PlaceDecode(&job, at, run);
+      job.decode_in_b = decode_in_b;
+    }
     if (job.kernel == Job::Kernel::kFlash) PlaceFlash(&job, at);
     at += job.shared_floats;
     job.first_a = items_a;
+    job.first_b = items_b;
     items_a += job.ItemsA();
+    items_b += job.ItemsB();
   }
   float* scratch = at + share_floats;
   const auto first_a = [](const Job& job) { return job.first_a; };
@@ -349,6 +380,10 @@ hwyattn_status RunJobs(const SdpaProblem* problems, int64_t n, const Executor& e
   const auto run_b = [&](int64_t i, int64_t next, float* mine) {
     const Job& job = JobOf(jobs, n, i, first_b);
     const int64_t local = i - job.first_b;
+    if (job.kernel == Job::Kernel::kDecode) {
+      job.RunDecode(local, mine);
+      return;
+    }
     const bool same = next >= 0 && next - job.first_b < job.ItemsB();
     const FlashItem next_item = same ? job.ItemB(next - job.first_b) : FlashItem{};
     GetFlashKernels().attend(job.flash, job.ItemB(local), same ? &next_item : nullptr, mine);
@@ -383,6 +418,23 @@ hwyattn_status RunJobs(const SdpaProblem* problems, int64_t n, const Executor& e
   }
   if (items_b > 0) {
     ItemShare* shares = InitShares(at, threads, items_b);
+    if (decode_in_b) {
+      // Shares of about equal cost: the decode runs, in the order of their
+      // problems, sit together in one or two shares, beside the others'
+      // query tiles.
+      const auto weight = [&](int64_t i) {
+        const Job& job = JobOf(jobs, n, i, first_b);
+        return job.WeightB(i - job.first_b);
+      };
+      double total_weight = 0.0;
+      for (int64_t i = 0; i < items_b; ++i) total_weight += weight(i);
+      for (int64_t w = 0; w < threads; ++w) {
+        int64_t begin, end;
+        WorkerRange(items_b, total_weight, weight, w, threads, &begin, &end);
+        shares[w].next.store(begin, std::memory_order_relaxed);
+        shares[w].end = end;
+      }
+    }
     ParallelRegion(executor, threads, [&](int64_t me) {
       float* mine = scratch + static_cast<size_t>(me) * worker_floats;
       RunShares(shares, threads, me, [&](int64_t i, int64_t next) { run_b(i, next, mine); });

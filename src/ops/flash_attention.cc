@@ -375,32 +375,32 @@ HWY_INLINE void TransposeBlock(hn::Vec<DF> (&rows)[kLanes]) {
 #endif
 }
 
-// F32 Q rows with a contiguous head dim: kLanes rows x kLanes dims at a time,
-// loaded as vectors, scaled, transposed in registers and stored as vectors;
-// the dims past the last whole vector one by one. Same layout and values as
-// PackQueries.
-template <bool kRound>
-void PackQueriesF32(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int64_t rows,
-                    float q_scale, float* HWY_RESTRICT dst) {
+// Q rows with a contiguous head dim: kLanes rows x kLanes dims at a time,
+// loaded as vectors (LoadWide), scaled, transposed in registers and stored as
+// vectors; the dims past the last whole vector one by one. Same layout and
+// values as PackQueries.
+template <typename T, bool kRound>
+void PackQueriesContiguous(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int64_t rows,
+                           float q_scale, float* HWY_RESTRICT dst) {
   const DF df;
   const int64_t dim = p.head_dim;
   const int64_t dim_vec = dim / static_cast<int64_t>(kLanes) * static_cast<int64_t>(kLanes);
   const auto scale = hn::Set(df, q_scale);
   // Row c of the tile (null past the last), as the kernel numbers rows.
-  const float* src_rows[kQueryTile];
+  const T* src_rows[kQueryTile];
   for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
-    src_rows[c] = c < rows ? p.q.As<float>() + p.RowOffset(p.q, b, kvh, row0 + c) : nullptr;
+    src_rows[c] = c < rows ? p.q.As<T>() + p.RowOffset(p.q, b, kvh, row0 + c) : nullptr;
   }
   // The tile's rows usually come from L3 or memory: ask for all of their
   // lines first, so that the misses overlap instead of stalling block by block.
   for (int64_t c = 0; c < rows; ++c) {
     const char* row = reinterpret_cast<const char*>(src_rows[c]);
-    for (int64_t at = 0; at < dim * static_cast<int64_t>(sizeof(float)); at += 64) {
+    for (int64_t at = 0; at < dim * static_cast<int64_t>(sizeof(T)); at += 64) {
       hwy::Prefetch(row + at);
     }
   }
   for (int64_t c0 = 0; c0 < static_cast<int64_t>(kQueryTile); c0 += kLanes) {
-    const float* const* src = src_rows + c0;
+    const T* const* src = src_rows + c0;
     for (int64_t d0 = 0; d0 < dim_vec; d0 += kLanes) {
       hn::Vec<DF> block[kLanes];
       HWY_UNROLL(16)
@@ -409,7 +409,7 @@ void PackQueriesF32(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, 
           block[i] = hn::Zero(df);
           continue;
         }
-        const auto q = hn::LoadU(df, src[i] + d0);
+        const auto q = LoadWide(src[i] + d0);
         block[i] = hn::Mul(kRound ? RoundToBf16(df, q) : q, scale);
       }
       TransposeBlock(block);
@@ -918,16 +918,16 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   // scales its sums), then paired.
   const bool bf16_dot = kBf16DotTarget && plan.bf16_dot;
   const float q_scale = bf16_dot ? 1.0f : plan.q_scale;
-  if (p.q.dtype == Dtype::kF32 && p.q.stride[3] == 1) {
-    bf16 ? PackQueriesF32<true>(p, b, kvh, row0, rows, q_scale, q_t)
-         : PackQueriesF32<false>(p, b, kvh, row0, rows, q_scale, q_t);
-  } else {
-    DispatchFloatDtype(p.q.dtype, [&](auto tag) {
-      using T = decltype(tag);
+  DispatchFloatDtype(p.q.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.q.stride[3] == 1) {
+      bf16 ? PackQueriesContiguous<T, true>(p, b, kvh, row0, rows, q_scale, q_t)
+           : PackQueriesContiguous<T, false>(p, b, kvh, row0, rows, q_scale, q_t);
+    } else {
       bf16 ? PackQueries<T, true>(p, b, kvh, row0, rows, q_scale, q_t)
            : PackQueries<T, false>(p, b, kvh, row0, rows, q_scale, q_t);
-    });
-  }
+    }
+  });
   uint32_t* HWY_RESTRICT q_pairs = reinterpret_cast<uint32_t*>(scratch + layout.q_pairs);
   uint32_t* HWY_RESTRICT p_pairs = reinterpret_cast<uint32_t*>(scratch + layout.p_pairs);
   const size_t dim_pairs = static_cast<size_t>(dim + 1) / 2;

@@ -232,6 +232,14 @@ HWY_INLINE uint32_t QuietBf16Pair(uint32_t word) {
   return word | lo_nan | hi_nan;
 }
 
+// Bf16Pair per lane of two vectors of floats rounded to bf16 (RoundToBf16):
+// lo's bf16 in the low half, hi's in the high half.
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16Pairs(hn::Vec<DF> lo, hn::Vec<DF> hi) {
+  const hn::RebindToUnsigned<DF> du;
+  return hn::Or(hn::ShiftRight<16>(hn::BitCast(du, lo)),
+                hn::And(hn::BitCast(du, hi), hn::Set(du, 0xFFFF0000u)));
+}
+
 // bf16_dot packing (flash_bf16.h). K of (b, kvh) as [panel][ceil(D/2)][MR]
 // pairs along the head dim; keys past the key end and the odd dim's partner
 // are 0.
@@ -247,7 +255,8 @@ void PackKeyPairs(const SdpaProblem& p, int64_t b, int64_t kvh, uint32_t* HWY_RE
       const T* row = j < key_end ? p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, j) : nullptr;
       int64_t i = 0;
       if constexpr (std::is_same_v<T, BF16>) {
-        // Contiguous BF16: a pair is the 32-bit word the two elements form.
+        // Contiguous BF16: a pair is the 32-bit word its two elements form
+        // (NaNs quieted as RoundToBf16 quiets them).
         if (row != nullptr && sd == 1) {
           for (; 2 * i + 1 < dim; ++i) {
             uint32_t word;
@@ -255,6 +264,27 @@ void PackKeyPairs(const SdpaProblem& p, int64_t b, int64_t kvh, uint32_t* HWY_RE
             out[i * static_cast<int64_t>(kMR) + static_cast<int64_t>(r)] = QuietBf16Pair(word);
           }
         }
+      } else {
+#if HWY_TARGET != HWY_SCALAR  // (no ConcatEven there)
+        // A contiguous F32 or F16 row kLanes pairs at a time: 2 kLanes
+        // elements rounded (RoundToBf16, the scalar rule's bits), split into
+        // the pairs' first and second elements, paired, and stored down the
+        // panel's column.
+        if (row != nullptr && sd == 1) {
+          const DF df;
+          HWY_ALIGN uint32_t words[kLanes];
+          for (; 2 * (i + static_cast<int64_t>(kLanes)) <= dim; i += kLanes) {
+            const auto a = RoundToBf16(df, LoadWide(row + 2 * i));
+            const auto c = RoundToBf16(df, LoadWide(row + 2 * i + kLanes));
+            hn::Store(Bf16Pairs(hn::ConcatEven(df, c, a), hn::ConcatOdd(df, c, a)),
+                      hn::RebindToUnsigned<DF>(), words);
+            for (size_t k = 0; k < kLanes; ++k) {
+              out[(i + static_cast<int64_t>(k)) * static_cast<int64_t>(kMR) +
+                  static_cast<int64_t>(r)] = words[k];
+            }
+          }
+        }
+#endif
       }
       for (; i < pairs; ++i) {
         const uint32_t lo = row != nullptr ? Bf16Bits(row[2 * i * sd]) : 0u;
@@ -275,7 +305,17 @@ void PackValuePairs(const SdpaProblem& p, int64_t b, int64_t kvh, uint32_t* HWY_
     const T* lo = p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, j);
     const T* hi = j + 1 < key_end ? p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, j + 1) : nullptr;
     uint32_t* HWY_RESTRICT out = dst + j / 2 * value_dim;
-    for (int64_t dv = 0; dv < value_dim; ++dv) {
+    int64_t dv = 0;
+    if (sd == 1) {
+      // Contiguous rows a vector at a time, rounded as RoundToBf16.
+      const DF df;
+      for (; dv + static_cast<int64_t>(kLanes) <= value_dim; dv += kLanes) {
+        const auto l = RoundToBf16(df, LoadWide(lo + dv));
+        const auto h = hi != nullptr ? RoundToBf16(df, LoadWide(hi + dv)) : hn::Zero(df);
+        hn::StoreU(Bf16Pairs(l, h), hn::RebindToUnsigned<DF>(), out + dv);
+      }
+    }
+    for (; dv < value_dim; ++dv) {
       const uint32_t l = Bf16Bits(lo[dv * sd]);
       const uint32_t h = hi != nullptr ? Bf16Bits(hi[dv * sd]) : 0u;
       out[dv] = Bf16Pair(l, h);

@@ -907,8 +907,9 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   HWY_DASSERT(plan.geometry.query_tile == kQueryTile && plan.geometry.key_tile == kKeyTile);
   HWY_DASSERT(0 <= item.b && item.b < plan.problem->batch && 0 <= item.kvh &&
               item.kvh < plan.problem->kv_heads);
-  HWY_DASSERT(0 <= item.row0 && item.row0 < plan.problem->q_len * plan.problem->group() &&
-              item.row0 % static_cast<int64_t>(kQueryTile) == 0);
+  HWY_DASSERT(0 <= item.row0 && item.row0 % static_cast<int64_t>(kLanes) == 0 && 0 < item.rows &&
+              item.rows <= static_cast<int64_t>(kQueryTile) &&
+              item.row0 + item.rows <= plan.problem->q_len * plan.problem->group());
   HWY_DASSERT(next == nullptr || (0 <= next->b && next->b < plan.problem->batch && 0 <= next->kvh &&
                                   next->kvh < plan.problem->kv_heads));
   const DF df;
@@ -931,7 +932,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   int64_t* HWY_RESTRICT mask_row = reinterpret_cast<int64_t*>(scratch + layout.mask_row);
 
   const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim;
-  const int64_t rows = std::min<int64_t>(kQueryTile, p.q_len * group - row0);
+  const int64_t rows = item.rows;
   const int64_t first_pos = row0 / group, last_pos = (row0 + rows - 1) / group;
 
   // Keys this tile needs: [key_begin, key_end), the union of its rows'
@@ -1014,7 +1015,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   // key panel (rows with a contiguous last dim only).
   RowLinesAhead ahead;
   if (next != nullptr && p.q.stride[3] == 1) {
-    const int64_t next_rows = std::min<int64_t>(kQueryTile, p.q_len * group - next->row0);
+    const int64_t next_rows = next->rows;
     const char* q_base = static_cast<const char*>(p.q.data);
     const int64_t q_bytes = static_cast<int64_t>(DtypeSize(p.q.dtype));
     ahead.AddRows(next_rows, dim * q_bytes, [&](int64_t c) {

@@ -74,11 +74,13 @@ struct FlashPlan {
   }
 };
 
-// A work item: query rows [row0, row0 + query_tile) of (batch b, kv head kvh).
+// A work item: query rows [row0, row0 + rows) of (batch b, kv head kvh);
+// row0 a multiple of the vector, rows <= query_tile.
 struct FlashItem {
   int64_t b;
   int64_t kvh;
   int64_t row0;
+  int64_t rows;
 };
 
 // One target's kernels. `target` comes first (see PickKernels).

@@ -1062,11 +1062,15 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
       const PanelMask* panel_mask = (edge || j_last >= jt1) ? &mask : nullptr;
       float* s_rows = s_t + panel * kMR * kQueryTile;
       const size_t udim = static_cast<size_t>(dim);
-      // The first line of the panel's value rows, for P . V; the key panel
+      // The first line of the panel's value rows, for P . V (under bf16_dot
+      // its rows of V pairs, a row per two keys); the key panel
       // kPrefetchDistance ahead (if it is within key_end), over this one's
       // steps.
-      for (int64_t r = j; r < std::min<int64_t>(j + static_cast<int64_t>(kMR), jt1); ++r) {
-        hwy::Prefetch(v_rows + r * ldv);
+      const int64_t v_end = std::min<int64_t>(j + static_cast<int64_t>(kMR), jt1);
+      if (bf16_dot) {
+        for (int64_t r = j / 2; r < (v_end + 1) / 2; ++r) hwy::Prefetch(v_rows + r * ldv);
+      } else {
+        for (int64_t r = j; r < v_end; ++r) hwy::Prefetch(v_rows + r * ldv);
       }
       ahead.Step();
       const KeyPanelPrefetch prefetch =

@@ -225,11 +225,10 @@ HWY_INLINE uint32_t Bf16Bits(T x) {
 }
 
 // Two BF16 elements as they lie in memory (the first in the low half) as
-// their Bf16Pair: the same bits, NaNs quieted as FloatToBf16 quiets them.
+// their Bf16Pair: rounding a bf16 value keeps its bits and quiets a NaN.
 HWY_INLINE uint32_t QuietBf16Pair(uint32_t word) {
-  const uint32_t lo_nan = (word & 0x7FFFu) > 0x7F80u ? 0x40u : 0u;
-  const uint32_t hi_nan = ((word >> 16) & 0x7FFFu) > 0x7F80u ? 0x400000u : 0u;
-  return word | lo_nan | hi_nan;
+  return Bf16Pair(Bf16Bits(BF16{static_cast<uint16_t>(word)}),
+                  Bf16Bits(BF16{static_cast<uint16_t>(word >> 16)}));
 }
 
 // Bf16Pair per lane of two vectors of floats rounded to bf16 (RoundToBf16):

@@ -309,7 +309,9 @@ struct Tensors {
 // leaves it; parallel_for returns only when every task is finished and no
 // worker is still in the job, so a late worker never claims tasks of the
 // next job. TP1spin (spin_us = 100) polls before sleeping and runs task i
-// on worker i (RunTasks).
+// on worker i (RunTasks). The pool records how late its pthreads join the
+// jobs (Lateness): a sleeping pool's cost, which no library can avoid, as
+// the TP1 rows' worker_late_us and worker_joined_pct counters.
 class PthreadPool {
  public:
   // spin_us > 0: a worker that finished a job polls for the next one that
@@ -339,6 +341,15 @@ class PthreadPool {
   }
   const hwyattn_parallel* parallel() const { return &parallel_; }
 
+  // Jobs posted, jobs a pthread joined (it found unclaimed tasks), and the
+  // sum of the delays from posting a job to a pthread joining it.
+  struct Lateness {
+    int64_t jobs = 0, joined = 0, late_ns = 0, join_ns = 0;
+  };
+  Lateness lateness() const {
+    return {jobs_.load(), joined_.load(), late_ns_.load(), join_ns_.load()};
+  }
+
  private:
   static void ParallelFor(void* self, int64_t n, hwyattn_task_fn task, void* ctx) {
     PthreadPool* p = static_cast<PthreadPool*>(self);
@@ -348,10 +359,13 @@ class PthreadPool {
     p->ctx_ = ctx;
     p->next_.store(0);
     p->finished_.store(0);
+    p->posted_ns_ = NowNs();
+    p->jobs_.fetch_add(1);
     ++p->generation_;
     pthread_cond_broadcast(&p->wake_);
     pthread_mutex_unlock(&p->mu_);
     p->RunTasks(0, n, task, ctx);
+    const int64_t ran = NowNs();
     if (p->spin_us_ > 0) {  // poll for the other workers before sleeping
       const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(p->spin_us_);
       for (int k = 1; p->finished_.load() < n || p->active_.load() > 0; ++k) {
@@ -362,6 +376,7 @@ class PthreadPool {
     pthread_mutex_lock(&p->mu_);
     while (p->finished_.load() < n || p->active_ > 0) pthread_cond_wait(&p->done_, &p->mu_);
     pthread_mutex_unlock(&p->mu_);
+    p->join_ns_.fetch_add(NowNs() - ran);
   }
 
   // Participant `me` (0 = the caller, t + 1 = pthread t): tasks from the
@@ -413,6 +428,8 @@ class PthreadPool {
       const int64_t n = p->n_;
       hwyattn_task_fn task = p->task_;
       void* ctx = p->ctx_;
+      p->joined_.fetch_add(1);
+      p->late_ns_.fetch_add(NowNs() - p->posted_ns_);
       ++p->active_;
       pthread_mutex_unlock(&p->mu_);
       p->RunTasks(me, n, task, ctx);
@@ -422,6 +439,12 @@ class PthreadPool {
     }
     pthread_mutex_unlock(&p->mu_);
     return nullptr;
+  }
+
+  static int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
 
   int threads_;
@@ -437,14 +460,16 @@ class PthreadPool {
   hwyattn_task_fn task_ = nullptr;
   void* ctx_ = nullptr;
   std::atomic<int64_t> next_{0}, finished_{0};
+  int64_t posted_ns_ = 0;  // under mu_
+  std::atomic<int64_t> jobs_{0}, joined_{0}, late_ns_{0}, join_ns_{0};
   hwyattn_parallel parallel_;
 };
 
-// TP1's pool, started on first use and kept for the run.
-const hwyattn_parallel* Tp1Pool(bool spin) {
+// TP1's pools, started on first use and kept for the run.
+PthreadPool* Tp1Pool(bool spin) {
   static PthreadPool* const plain = new PthreadPool(1, 0);
   static PthreadPool* const spinning = new PthreadPool(1, 100);
-  return spin ? spinning->parallel() : plain->parallel();
+  return spin ? spinning : plain;
 }
 
 // One set of inputs per row, created on first use and kept for the run.
@@ -531,7 +556,8 @@ constexpr bool kCanFlush =
 void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool cold) {
   const Row& r = *row;
   const int threads = static_cast<int>(state.range(0));
-  const hwyattn_parallel* pool = on_pool ? Tp1Pool(on_pool == 2) : nullptr;
+  PthreadPool* const tp1 = on_pool ? Tp1Pool(on_pool == 2) : nullptr;
+  const hwyattn_parallel* pool = tp1 != nullptr ? tp1->parallel() : nullptr;
   Tensors& t = GetTensors(r);
   static std::string error;  // SkipWithError keeps the pointer
 
@@ -579,6 +605,7 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
   }
 
   const size_t kv_bytes = static_cast<size_t>(KvBytes(r)) / 2;
+  const PthreadPool::Lateness before = tp1 != nullptr ? tp1->lateness() : PthreadPool::Lateness{};
   for (auto _ : state) {
     if (cold) {
       FlushFromCaches(t.tk.data, kv_bytes);
@@ -612,6 +639,18 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
     state.counters["same_size_read_GBps"] = Counter(same_size_bw);
     state.counters["pct_warm_bw"] =
         Counter(same_size_bw > 0 ? gb / same_size_bw * 100.0 : 0.0, Counter::kIsRate);
+  }
+  if (tp1 != nullptr) {
+    // How late the pool's pthread joined the timed calls' jobs (the mean over
+    // the jobs it joined), and in how many of them it took part at all.
+    const PthreadPool::Lateness after = tp1->lateness();
+    const double jobs = static_cast<double>(after.jobs - before.jobs);
+    const double joined = static_cast<double>(after.joined - before.joined);
+    state.counters["worker_late_us"] =
+        Counter(joined > 0 ? static_cast<double>(after.late_ns - before.late_ns) / joined * 1e-3 : 0);
+    state.counters["worker_joined_pct"] = Counter(jobs > 0 ? joined / jobs * 100.0 : 0);
+    state.counters["caller_join_us"] =
+        Counter(jobs > 0 ? static_cast<double>(after.join_ns - before.join_ns) / jobs * 1e-3 : 0);
   }
   state.SetLabel(Shape(r));
 }

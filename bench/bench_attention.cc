@@ -646,8 +646,8 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
     const PthreadPool::Lateness after = tp1->lateness();
     const double jobs = static_cast<double>(after.jobs - before.jobs);
     const double joined = static_cast<double>(after.joined - before.joined);
-    state.counters["worker_late_us"] =
-        Counter(joined > 0 ? static_cast<double>(after.late_ns - before.late_ns) / joined * 1e-3 : 0);
+    state.counters["worker_late_us"] = Counter(
+        joined > 0 ? static_cast<double>(after.late_ns - before.late_ns) / joined * 1e-3 : 0);
     state.counters["worker_joined_pct"] = Counter(jobs > 0 ? joined / jobs * 100.0 : 0);
     state.counters["caller_join_us"] =
         Counter(jobs > 0 ? static_cast<double>(after.join_ns - before.join_ns) / jobs * 1e-3 : 0);

@@ -262,6 +262,8 @@ bool PlanFlash(Job* job) {
   // I8 cache's are dequantized and rounded into the fp32 panels instead.
   plan.bf16_dot = p.Bf16Products() && Bf16DotFor(GetFlashKernels().target) &&
                   p.k_scale.layout == KvScales::kNone;
+  // The plan's geometry is what the kernel and the scratch layout read.
+  if (plan.bf16_dot) plan.geometry.key_tile = g.bf16_key_tile;
 
   size_t k_floats = 0, v_floats = 0, packed_floats;
   const size_t heads = static_cast<size_t>(job->heads);
@@ -279,13 +281,13 @@ bool PlanFlash(Job* job) {
   // finite; the kernel then needs to know which key tiles hold such values
   // (flags after the packed heads).
   const bool masked = p.MayBlockPerRow();
-  const int64_t key_tile = static_cast<int64_t>(g.key_tile);
+  const int64_t key_tile = static_cast<int64_t>(plan.geometry.key_tile);
   plan.key_tiles = (p.kv_len + key_tile - 1) / key_tile;
   if (masked) {
     const size_t flag_floats = PadFloats((heads * static_cast<size_t>(plan.key_tiles) + 3) / 4);
     if (__builtin_add_overflow(packed_floats, flag_floats, &packed_floats)) return false;
   }
-  plan.scratch_floats = FlashScratchLayout(p, g, plan.value_dim_pad).total;
+  plan.scratch_floats = FlashScratchLayout(p, plan.geometry, plan.value_dim_pad).total;
   job->shared_floats = packed_floats;
   job->worker_floats = plan.scratch_floats;
   const int64_t query_tile = static_cast<int64_t>(g.query_tile);

@@ -328,32 +328,45 @@ TEST(Bf16Threads, BitIdentical) {
 
 namespace {
 
-// NaN confinement under bf16 products: with a causal mask a NaN in v at key
-// 70 reaches only the rows that see key 70; the rows before it are
-// bit-identical to a run with a finite value there (the zero-skipping path
-// takes the tiles' order of operations).
-TEST(Bf16NonFinite, ConfinedToRowsThatSeeIt) {
+// NaN confinement under bf16 products: with a causal mask (and a window) a
+// NaN in v at key `nan_key` reaches only the rows that see it; every other
+// row is bit-identical to a run with a finite value there (the zero-skipping
+// path takes the tiles' order of operations). The cases put the key in the
+// first key tile, past the first 128-key tile (the bf16 kernel's step), and
+// under a window whose rows' tiles start between the non-finite flags'
+// tile edges (a tile then spans two flags).
+struct NonFiniteCase {
+  int64_t len, nan_key, window_left;
+};
+
+class Bf16NonFinite : public ::testing::TestWithParam<NonFiniteCase> {};
+
+TEST_P(Bf16NonFinite, ConfinedToRowsThatSeeIt) {
+  const NonFiniteCase c = GetParam();
   std::mt19937 rng(5);
-  const int64_t qs[4] = {1, 2, 100, 32}, ks[4] = {1, 1, 100, 32}, os[4] = {1, 2, 100, 32};
+  const int64_t qs[4] = {1, 2, c.len, 32}, ks[4] = {1, 1, c.len, 32}, os[4] = {1, 2, c.len, 32};
   Input q(HWYATTN_F32, qs, &rng, 1.0f), k(HWYATTN_F32, ks, &rng, 1.0f),
       v(HWYATTN_F32, ks, &rng, 1.0f);
   std::vector<float> outs[2];
   for (int run = 0; run < 2; ++run) {
-    v.values[70 * 32 + 5] = run == 0 ? NAN : 0.5f;
+    v.values[c.nan_key * 32 + 5] = run == 0 ? NAN : 0.5f;
     outs[run].assign(static_cast<size_t>(os[0] * os[1] * os[2] * os[3]), -7.0f);
     hwyattn_tensor tout;
     hwyattn_tensor_contiguous(&tout, outs[run].data(), HWYATTN_F32, 4, os);
     hwyattn_sdpa_options opts;
     hwyattn_sdpa_options_init(&opts);
     opts.causal = HWYATTN_CAUSAL_TOP_LEFT;
+    opts.window_left = c.window_left;
     opts.precision = HWYATTN_PRECISION_BF16;
     ASSERT_EQ(hwyattn_sdpa(&q.desc, &k.desc, &v.desc, &tout, &opts), HWYATTN_OK);
   }
   for (int64_t h = 0; h < 2; ++h) {
-    for (int64_t i = 0; i < 100; ++i) {
-      const float* row0 = outs[0].data() + (h * 100 + i) * 32;
-      const float* row1 = outs[1].data() + (h * 100 + i) * 32;
-      if (i < 70) {
+    for (int64_t i = 0; i < c.len; ++i) {
+      const float* row0 = outs[0].data() + (h * c.len + i) * 32;
+      const float* row1 = outs[1].data() + (h * c.len + i) * 32;
+      // Row i sees key j when j <= i and (with a window) i - j < window_left.
+      const bool sees = c.nan_key <= i && (c.window_left == 0 || i - c.nan_key < c.window_left);
+      if (!sees) {
         EXPECT_EQ(0, std::memcmp(row0, row1, 32 * sizeof(float))) << "head " << h << " row " << i;
       } else {
         EXPECT_TRUE(std::isnan(row0[5])) << "head " << h << " row " << i;
@@ -361,6 +374,16 @@ TEST(Bf16NonFinite, ConfinedToRowsThatSeeIt) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Bf16, Bf16NonFinite,
+                         ::testing::Values(NonFiniteCase{100, 70, 0}, NonFiniteCase{300, 200, 0},
+                                           NonFiniteCase{300, 130, 100},
+                                           NonFiniteCase{400, 250, 170}),
+                         [](const ::testing::TestParamInfo<NonFiniteCase>& info) {
+                           return "Len" + std::to_string(info.param.len) + "Nan" +
+                                  std::to_string(info.param.nan_key) + "Window" +
+                                  std::to_string(info.param.window_left);
+                         });
 
 }  // namespace
 

@@ -142,8 +142,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Windows from 1 key (a row sees only itself under causal) to wider than
 // every row, on the prefill kernel's tile edges (48-row query tiles, 64-key
-// tiles on AVX-512): whole tiles skipped on both sides, edge panels masked
-// per lane.
+// tiles on AVX-512, 128 under bf16 products): whole tiles skipped on both
+// sides, edge panels masked per lane.
 class WindowSizeTest : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
 
 TEST_P(WindowSizeTest, MatchesReference) {
@@ -167,8 +167,9 @@ INSTANTIATE_TEST_SUITE_P(
     Sdpa, WindowSizeTest,
     ::testing::Values(std::make_tuple(1, 0), std::make_tuple(2, 0), std::make_tuple(7, 0),
                       std::make_tuple(8, 0), std::make_tuple(9, 0), std::make_tuple(48, 0),
-                      std::make_tuple(64, 0), std::make_tuple(65, 0), std::make_tuple(200, 0),
-                      std::make_tuple(256, 0), std::make_tuple(257, 0), std::make_tuple(10000, 0),
+                      std::make_tuple(64, 0), std::make_tuple(65, 0), std::make_tuple(128, 0),
+                      std::make_tuple(129, 0), std::make_tuple(200, 0), std::make_tuple(256, 0),
+                      std::make_tuple(257, 0), std::make_tuple(10000, 0),
                       std::make_tuple(int64_t{1} << 62, 0), std::make_tuple(0, 1),
                       std::make_tuple(0, 33), std::make_tuple(5, 5), std::make_tuple(1, 1),
                       std::make_tuple(0, int64_t{1} << 62)),

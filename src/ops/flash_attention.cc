@@ -70,8 +70,14 @@ constexpr size_t kQueryTile = kTileVectors * kLanes;
 // Keys per online-softmax step: 8 panels (64 keys on AVX-512, 48 on AVX2).
 // On AVX-512 with D = Dv = 64 a step touches S^T (12 KiB), O^T (12 KiB), the K
 // panels and the V rows (16 KiB each): about L1's 48 KiB. 128 keys measured
-// 1-2% slower on P1, P3 and X1 (Zen 5).
+// 1-2% slower on P1, P3 and X1 (Zen 5), within 1% either way on Zen 4.
 constexpr size_t kKeyTile = 8 * kMR;
+// Under bf16_dot 16 panels (128 keys): the dot products take half the time,
+// so a step's fixed costs (O^T loaded, rescaled and stored by every P . V
+// tile, the softmax's per-column set-up) weigh twice as much; 128 keys halve
+// them. P1b on Zen 4: -3.6 to -4.0% on 1 thread, -1.5% on 2 (96 keys: -1.6%,
+// 256: -2.4%).
+constexpr size_t kBf16KeyTile = 16 * kMR;
 
 constexpr size_t kLineFloats = 64 / sizeof(float);
 // Whether this target's kernels may run the AVX512_BF16 tiles (flash_bf16.h;
@@ -340,9 +346,10 @@ void PackKVPairs(const FlashPlan& plan, int64_t b, int64_t kvh) {
   if (plan.nonfinite_values == nullptr) return;
   uint8_t* flags = plan.nonfinite_values + (b * p.kv_heads + kvh) * plan.key_tiles;
   const int64_t key_end = p.KeyEnd(b), value_dim = p.value_dim;
+  const int64_t key_tile = static_cast<int64_t>(plan.geometry.key_tile);
   for (int64_t t = 0; t < plan.key_tiles; ++t) {
-    const int64_t j0 = t * static_cast<int64_t>(kKeyTile);
-    const int64_t j1 = std::min<int64_t>(j0 + kKeyTile, key_end);
+    const int64_t j0 = t * key_tile;
+    const int64_t j1 = std::min<int64_t>(j0 + key_tile, key_end);
     bool finite = true;
     for (int64_t j = j0; j < j1 && finite; ++j) {
       for (int64_t d = 0; d < value_dim; ++d) {
@@ -382,9 +389,10 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   const float* v = plan.ValueRows(b, kvh, &ldv);
   uint8_t* flags = plan.nonfinite_values + (b * p.kv_heads + kvh) * plan.key_tiles;
   const int64_t key_end = p.KeyEnd(b);
+  const int64_t key_tile = static_cast<int64_t>(plan.geometry.key_tile);
   for (int64_t t = 0; t < plan.key_tiles; ++t) {
-    const int64_t j0 = t * static_cast<int64_t>(kKeyTile);
-    const int64_t j1 = std::min<int64_t>(j0 + kKeyTile, key_end);
+    const int64_t j0 = t * key_tile;
+    const int64_t j1 = std::min<int64_t>(j0 + key_tile, key_end);
     flags[t] = j1 > j0 && !ValuesFinite(v + j0 * ldv, static_cast<size_t>(j1 - j0), ldv,
                                         static_cast<size_t>(p.value_dim));
   }
@@ -903,7 +911,8 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   // Preconditions (free in Release): an item is a whole query tile of one
   // (batch, kv head); the planner's scratch slice is aligned.
   HWY_DASSERT(plan.problem != nullptr && plan.problem->Valid() && IsScratchAligned(scratch));
-  HWY_DASSERT(plan.geometry.query_tile == kQueryTile && plan.geometry.key_tile == kKeyTile);
+  HWY_DASSERT(plan.geometry.query_tile == kQueryTile &&
+              plan.geometry.key_tile == (plan.bf16_dot ? kBf16KeyTile : kKeyTile));
   HWY_DASSERT(0 <= item.b && item.b < plan.problem->batch && 0 <= item.kvh &&
               item.kvh < plan.problem->kv_heads);
   HWY_DASSERT(0 <= item.row0 && item.row0 % static_cast<int64_t>(kLanes) == 0 && 0 < item.rows &&
@@ -947,7 +956,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   key_end = std::max(key_end, key_begin);
   free_end = std::min(free_end, key_end);
   // Key tiles start at the panel holding key_begin (a window's left edge
-  // seldom falls on a kKeyTile boundary; panels are kMR keys from key 0).
+  // seldom falls on a key tile boundary; panels are kMR keys from key 0).
   const int64_t tile_begin = key_begin / static_cast<int64_t>(kMR) * kMR;
   const ScoreModifiers rule(p);
   const LaneModifiers lane_mods{&rule, rule.slopes != nullptr ? lane_slope : nullptr, lane_pos};
@@ -1041,8 +1050,9 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
                ? KeyPanelPrefetch{k_rows + j * ldk, static_cast<size_t>(ldk), lines}
                : KeyPanelPrefetch{k_packed + j * dim, static_cast<size_t>(dim), lines};
   };
-  for (int64_t jt0 = tile_begin; jt0 < key_end; jt0 += kKeyTile) {
-    const int64_t jt1 = std::min<int64_t>(jt0 + kKeyTile, key_end);
+  const int64_t key_tile = static_cast<int64_t>(plan.geometry.key_tile);
+  for (int64_t jt0 = tile_begin; jt0 < key_end; jt0 += key_tile) {
+    const int64_t jt1 = std::min<int64_t>(jt0 + key_tile, key_end);
     const size_t panels = static_cast<size_t>(jt1 - jt0 + kMR - 1) / kMR;
     const size_t tile_keys = panels * kMR;
     for (size_t c = 0; c < q_vectors * kLanes; c += kLanes) {
@@ -1154,9 +1164,9 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
     // O^T = O^T * alpha + V^T . P^T over the tile's real keys (not the padding).
     const bool masked_tile = p.has_mask || jt0 < free_begin || jt1 > free_end;
     const size_t keys = static_cast<size_t>(jt1 - jt0);
-    // The flags are per kKeyTile keys from key 0; this tile may span two.
+    // The flags are per key_tile keys from key 0; this tile may span two.
     const auto nonfinite = [&](int64_t j) {
-      return plan.nonfinite_values[(b * p.kv_heads + kvh) * plan.key_tiles + j / kKeyTile] != 0;
+      return plan.nonfinite_values[(b * p.kv_heads + kvh) * plan.key_tiles + j / key_tile] != 0;
     };
     const uint32_t* v_pairs = reinterpret_cast<const uint32_t*>(v_rows);
     if (masked_tile && plan.nonfinite_values != nullptr && (nonfinite(jt0) || nonfinite(jt1 - 1))) {
@@ -1205,7 +1215,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
 // Constant-initialised so that reading an unsupported target's table (to learn
 // its target bit) executes none of that target's instructions.
 constexpr FlashKernels kFlashKernels = {
-    HWY_TARGET, {kLanes, kMR, kQueryTile, kKeyTile}, &PackKV, &Attend};
+    HWY_TARGET, {kLanes, kMR, kQueryTile, kKeyTile, kBf16KeyTile}, &PackKV, &Attend};
 
 const FlashKernels* GetFlashKernelTable() { return &kFlashKernels; }
 

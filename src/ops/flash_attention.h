@@ -16,10 +16,11 @@ namespace hwyattn {
 
 // Tile shape of one target's kernels.
 struct FlashGeometry {
-  size_t lanes;       // floats per vector
-  size_t tile_rows;   // MR: keys (or value dims) per register tile
-  size_t query_tile;  // Bq: queries per work item (a multiple of lanes)
-  size_t key_tile;    // Bk: keys per online-softmax step (a multiple of MR)
+  size_t lanes;          // floats per vector
+  size_t tile_rows;      // MR: keys (or value dims) per register tile
+  size_t query_tile;     // Bq: queries per work item (a multiple of lanes)
+  size_t key_tile;       // Bk: keys per online-softmax step (a multiple of MR)
+  size_t bf16_key_tile;  // Bk under bf16_dot (the planner puts it in key_tile)
 };
 
 // Everything a work item needs, fixed for the whole call.

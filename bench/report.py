@@ -24,7 +24,8 @@ Output:
                               sgemm (GFLOP/s, % of peak, hwyattn/oneDNN) at 1 and 2
                               threads; bench_composition: the fused kernel against
                               Q K^T + softmax + P V on the library's matmul (speed-up
-                              of fusion)
+                              of fusion); bench_tiles (tiles.json): the bf16 register
+                              tiles alone against the bf16 dot peak
     <out-dir>/matmul.svg      the matmul comparison as a chart
     table.md, "Against other  with scripts/bench.sh --compare: PyTorch and ONNX Runtime on the
       libraries"              same rows (torch.json, onnxruntime.json next to the attention JSON,
@@ -60,6 +61,8 @@ NAME_RE = re.compile(r"^BM_Attention/(?P<id>[A-Za-z0-9]+)/threads:(?P<threads>\d
 MATMUL_RE = re.compile(r"^BM_Matmul/(?P<impl>hwyattn|onednn)/(?P<id>[A-Za-z0-9_]+)/threads:(?P<threads>\d+)")
 COMPOSITION_RE = re.compile(
     r"^BM_Composition/(?P<id>[A-Za-z0-9]+)/(?P<impl>fused|composed)/threads:(?P<threads>\d+)")
+
+TILES_RE = re.compile(r"^BM_Bf16Tile/(?P<kind>score|value)/(?P<arg>[a-z]+:\d+)")
 
 COMPARE_RE = re.compile(r"^BM_Compare/(?P<lib>[A-Za-z0-9_.-]+)/(?P<id>[A-Za-z0-9]+)/threads:(?P<threads>\d+)")
 # bench/compare's result files, in the order of the table's columns, with their display names.
@@ -548,6 +551,29 @@ def matmul_section(context, results, source):
     return lines
 
 
+def tiles_section(context, results, source):
+    """Markdown lines: the bf16 register tiles alone against the bf16 dot peak."""
+    peak = as_float(context.get("bf16_peak_gflops_1t"))
+    lines = ["## The bf16 register tiles alone", ""]
+    lines.append(
+        "The prefill's AVX512_BF16 tiles called as the kernel calls them at P1b's shape (bench/README.md, "
+        "\"bench_tiles\"), 1 thread, %s; %% of the vdpbf16ps peak measured in this run (%s GFLOP/s). "
+        "Source: `%s`." % (reps_text(results), fmt_num(peak), source))
+    lines.extend(contention_note(context))
+    lines.append("")
+    lines.append("| tile | calls | time | GFLOP/s | % of the bf16 peak |")
+    lines.append("|------|-------|-----:|--------:|-------------------:|")
+    for (kind, arg) in sorted(results):
+        e = results[(kind, arg)]
+        if e.get("error_occurred"):
+            lines.append("| %s | %s | %s | - | - |" % (kind, arg, e.get("error_message", "error")))
+            continue
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            kind, arg, fmt_time(e), fmt_num(as_float(e.get("GFLOPS"))),
+            fmt_num(as_float(e.get("pct_bf16_peak")))))
+    return lines
+
+
 def composition_section(context, results, source):
     """Markdown lines: the fused kernel against the unfused composition."""
     peaks = peaks_of(context)
@@ -872,6 +898,11 @@ def main(argv):
     elif args.composition:
         print("report.py: %s does not exist" % comp_json, file=sys.stderr)
         return 1
+    tiles_json = os.path.join(json_dir, "tiles.json")
+    if os.path.exists(tiles_json):
+        tctx, tres = load_medians(tiles_json, TILES_RE, lambda m: (m.group("kind"), m.group("arg")))
+        if tres:
+            sections.append(tiles_section(tctx, tres, rel(tiles_json)))
     competitors = load_competitors(json_dir, context)
     if competitors:
         sections.insert(0, compare_section(context, results, competitors, rel(args.json)))

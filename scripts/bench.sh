@@ -7,6 +7,7 @@
 #                                   with the peak and the read bandwidth
 #   bench/results/matmul.json       bench_matmul: the packed matmul against oneDNN's sgemm
 #   bench/results/composition.json  bench_composition: fused against Q K^T + softmax + P V
+#   bench/results/tiles.json        bench_tiles: the bf16 register tiles alone (1 thread)
 #   bench/results/table.md          the Markdown tables (bench/report.py)
 #   bench/results/attention.svg     the attention chart
 #   bench/results/matmul.svg        the matmul chart
@@ -35,7 +36,7 @@
 #   HWYATTN_BENCH_BW_MIB  bandwidth buffer size in MiB (default 1024)
 #   JOBS                  parallel build jobs (default: nproc)
 #   REPETITIONS           repetitions per benchmark (default 5)
-#   BENCH_ONLY            space-separated subset of "attention matmul composition"
+#   BENCH_ONLY            space-separated subset of "attention matmul composition tiles"
 #                         to run (default: all three); the report uses the JSON
 #                         files present
 #   WAIT_IDLE             seconds to wait for idle CPUs before each benchmark (default 30)
@@ -47,7 +48,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 REPETITIONS=${REPETITIONS:-5}
-BENCH_ONLY=${BENCH_ONLY:-attention matmul composition}
+BENCH_ONLY=${BENCH_ONLY:-attention matmul composition tiles}
 WAIT_IDLE=${WAIT_IDLE:-30}
 ORT_NODE_VERSION=${ORT_NODE_VERSION:-1.30.0}
 COMPARE_MIN_TIME=${COMPARE_MIN_TIME:-0.3}
@@ -82,7 +83,7 @@ if ((COMPARE)); then
 fi
 
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_BENCH=ON
-cmake --build "$BUILD_DIR" -j"$JOBS" --target bench_attention bench_matmul bench_composition
+cmake --build "$BUILD_DIR" -j"$JOBS" --target bench_attention bench_matmul bench_composition bench_tiles
 
 # The 2-thread figures need both cores: warn if something else is using them
 # (CPU idle time over one second, from /proc/stat).
@@ -174,6 +175,7 @@ run attention bench_attention bench/results/latest.json --benchmark_enable_rando
 if ((COMPARE)); then compare; fi
 run matmul bench_matmul bench/results/matmul.json --benchmark_enable_random_interleaving=true
 run composition bench_composition bench/results/composition.json --benchmark_enable_random_interleaving=true
+run tiles bench_tiles bench/results/tiles.json --benchmark_enable_random_interleaving=true
 echo "bench.sh: done ($(date +%T))" >&2
 
 python3 bench/report.py bench/results/latest.json --out-dir bench/results

@@ -75,8 +75,8 @@ constexpr size_t kKeyTile = 8 * kMR;
 // Under bf16_dot 16 panels (128 keys): the dot products take half the time,
 // so a step's fixed costs (O^T loaded, rescaled and stored by every P . V
 // tile, the softmax's per-column set-up) weigh twice as much; 128 keys halve
-// them. P1b on Zen 4: -3.6 to -4.0% on 1 thread, -1.5% on 2 (96 keys: -1.6%,
-// 256: -2.4%).
+// them. P1b on Zen 4: -3.2 to -4.0% on 1 thread, -1.4 to -1.7% on 2 (96
+// keys: -1.6%, 256: -2.4% on 1 thread).
 constexpr size_t kBf16KeyTile = 16 * kMR;
 
 constexpr size_t kLineFloats = 64 / sizeof(float);

@@ -310,8 +310,9 @@ struct Tensors {
 // worker is still in the job, so a late worker never claims tasks of the
 // next job. TP1spin (spin_us = 100) polls before sleeping and runs task i
 // on worker i (RunTasks). The pool records how late its pthreads join the
-// jobs (Lateness): a sleeping pool's cost, which no library can avoid, as
-// the TP1 rows' worker_late_us and worker_joined_pct counters.
+// jobs and how long the caller waits at their end (Lateness): a sleeping
+// pool's own cost, which no library can avoid, as the TP1 rows'
+// worker_late_us, worker_joined_pct and caller_join_us counters.
 class PthreadPool {
  public:
   // spin_us > 0: a worker that finished a job polls for the next one that
@@ -341,8 +342,9 @@ class PthreadPool {
   }
   const hwyattn_parallel* parallel() const { return &parallel_; }
 
-  // Jobs posted, jobs a pthread joined (it found unclaimed tasks), and the
-  // sum of the delays from posting a job to a pthread joining it.
+  // Jobs posted, jobs a pthread joined (it found unclaimed tasks), the sum
+  // of the delays from posting a job to a pthread joining it, and the sum of
+  // the caller's waits from running out of tasks to the job's end.
   struct Lateness {
     int64_t jobs = 0, joined = 0, late_ns = 0, join_ns = 0;
   };
@@ -642,7 +644,8 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
   }
   if (tp1 != nullptr) {
     // How late the pool's pthread joined the timed calls' jobs (the mean over
-    // the jobs it joined), and in how many of them it took part at all.
+    // the jobs it joined), in how many of them it took part at all, and how
+    // long the caller waited at a job's end (the mean over all jobs).
     const PthreadPool::Lateness after = tp1->lateness();
     const double jobs = static_cast<double>(after.jobs - before.jobs);
     const double joined = static_cast<double>(after.joined - before.joined);

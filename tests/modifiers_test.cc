@@ -142,8 +142,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Windows from 1 key (a row sees only itself under causal) to wider than
 // every row, on the prefill kernel's tile edges (48-row query tiles, 64-key
-// tiles on AVX-512, 128 under bf16 products): whole tiles skipped on both
-// sides, edge panels masked per lane.
+// tiles on AVX-512; 128 and 129 keys: two tiles and one key): whole tiles
+// skipped on both sides, edge panels masked per lane. (The bf16 kernel's
+// 128-key steps under windows: bf16_test.cc.)
 class WindowSizeTest : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
 
 TEST_P(WindowSizeTest, MatchesReference) {

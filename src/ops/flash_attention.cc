@@ -334,6 +334,21 @@ HWY_INLINE float PairedValue(const uint32_t* v_pairs, int64_t value_dim, int64_t
   return BitsToFloat((j & 1) ? (pair & 0xFFFF0000u) : (pair << 16));
 }
 
+// Sets the non-finite V flags of (b, kvh), one per key tile of the plan:
+// finite(j0, j1) says whether V's rows [j0, j1) are all finite.
+template <class Finite>
+void FlagNonfiniteTiles(const FlashPlan& plan, int64_t b, int64_t kvh, const Finite& finite) {
+  const SdpaProblem& p = *plan.problem;
+  uint8_t* flags = plan.nonfinite_values + (b * p.kv_heads + kvh) * plan.key_tiles;
+  const int64_t key_end = p.KeyEnd(b);
+  const int64_t key_tile = static_cast<int64_t>(plan.geometry.key_tile);
+  for (int64_t t = 0; t < plan.key_tiles; ++t) {
+    const int64_t j0 = t * key_tile;
+    const int64_t j1 = std::min<int64_t>(j0 + key_tile, key_end);
+    flags[t] = j1 > j0 && !finite(j0, j1);
+  }
+}
+
 // bf16_dot: packs K and V as pairs, and flags the key tiles whose V is not
 // finite (when nonfinite_values is set).
 void PackKVPairs(const FlashPlan& plan, int64_t b, int64_t kvh) {
@@ -344,20 +359,16 @@ void PackKVPairs(const FlashPlan& plan, int64_t b, int64_t kvh) {
   DispatchFloatDtype(p.k.dtype, [&](auto tag) { PackKeyPairs<decltype(tag)>(p, b, kvh, k_dst); });
   DispatchFloatDtype(p.v.dtype, [&](auto tag) { PackValuePairs<decltype(tag)>(p, b, kvh, v_dst); });
   if (plan.nonfinite_values == nullptr) return;
-  uint8_t* flags = plan.nonfinite_values + (b * p.kv_heads + kvh) * plan.key_tiles;
-  const int64_t key_end = p.KeyEnd(b), value_dim = p.value_dim;
-  const int64_t key_tile = static_cast<int64_t>(plan.geometry.key_tile);
-  for (int64_t t = 0; t < plan.key_tiles; ++t) {
-    const int64_t j0 = t * key_tile;
-    const int64_t j1 = std::min<int64_t>(j0 + key_tile, key_end);
+  const int64_t value_dim = p.value_dim;
+  FlagNonfiniteTiles(plan, b, kvh, [&](int64_t j0, int64_t j1) {
     bool finite = true;
     for (int64_t j = j0; j < j1 && finite; ++j) {
       for (int64_t d = 0; d < value_dim; ++d) {
         finite &= std::isfinite(PairedValue(v_dst, value_dim, j, d));
       }
     }
-    flags[t] = !finite;
-  }
+    return finite;
+  });
 }
 
 void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
@@ -387,15 +398,10 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   if (plan.nonfinite_values == nullptr) return;
   int64_t ldv;
   const float* v = plan.ValueRows(b, kvh, &ldv);
-  uint8_t* flags = plan.nonfinite_values + (b * p.kv_heads + kvh) * plan.key_tiles;
-  const int64_t key_end = p.KeyEnd(b);
-  const int64_t key_tile = static_cast<int64_t>(plan.geometry.key_tile);
-  for (int64_t t = 0; t < plan.key_tiles; ++t) {
-    const int64_t j0 = t * key_tile;
-    const int64_t j1 = std::min<int64_t>(j0 + key_tile, key_end);
-    flags[t] = j1 > j0 && !ValuesFinite(v + j0 * ldv, static_cast<size_t>(j1 - j0), ldv,
-                                        static_cast<size_t>(p.value_dim));
-  }
+  FlagNonfiniteTiles(plan, b, kvh, [&](int64_t j0, int64_t j1) {
+    return ValuesFinite(v + j0 * ldv, static_cast<size_t>(j1 - j0), ldv,
+                        static_cast<size_t>(p.value_dim));
+  });
 }
 
 // In-register transpose of a kLanes x kLanes block: log2(kLanes) rounds of

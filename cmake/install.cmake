@@ -122,8 +122,10 @@ endif()
 # --- Consumer tests (tests/install/) -----------------------------------------
 # tests/CMakeLists.txt may add tests/install itself; it then sets the global
 # property HWYATTN_INSTALL_TESTS_ADDED (tests/install/CMakeLists.txt does), and
-# we do not add it twice.
-if(HWYATTN_BUILD_TESTS AND EXISTS "${PROJECT_SOURCE_DIR}/tests/install/CMakeLists.txt")
+# we do not add it twice. Not in a cross build: the consumers are built and
+# run by the build machine's tools.
+if(HWYATTN_BUILD_TESTS AND NOT CMAKE_CROSSCOMPILING
+   AND EXISTS "${PROJECT_SOURCE_DIR}/tests/install/CMakeLists.txt")
   get_property(_hwyattn_install_tests_added GLOBAL PROPERTY HWYATTN_INSTALL_TESTS_ADDED)
   if(NOT _hwyattn_install_tests_added)
     enable_testing()

@@ -120,14 +120,22 @@ HWYATTN_API const char* hwyattn_last_error(void);
 /* ------------------------------------------------------------------------ */
 
 /** The SIMD target the kernels run on, picked at the first call from what this
- *  CPU supports: "AVX3", "AVX2", "SSE4" on x86-64, "NEON" on Arm, ..., or the
- *  portable fallback: "EMU128", or "SCALAR" when the library was built with a
- *  compiler on which Highway disables EMU128 (GCC < 12.3, e.g. Debian 12's).
+ *  CPU supports among the targets the library was built with:
+ *  - x86-64: "AVX3_BF16" (AVX-512 with the AVX512_BF16 dot products, used
+ *    under HWYATTN_PRECISION_BF16), "AVX3", "AVX2", "SSE4";
+ *  - arm64: "NEON";
+ *  - every architecture (ppc64el and s390x have nothing else with Highway
+ *    1.0.3): the portable fallback, "EMU128", or "SCALAR" when the library
+ *    was built with a compiler on which Highway disables EMU128 (GCC < 12.3,
+ *    e.g. Debian 12's).
  *  The environment variable HWYATTN_TARGET (read once, at the first call) caps
- *  it: HWYATTN_TARGET=AVX2 on an AVX-512 machine runs the AVX2 kernels;
- *  HWYATTN_TARGET=EMU128 (or SCALAR) runs the fallback. A name Highway does not
- *  know is ignored (no cap) rather than failing every later call.
- *  Static storage; never NULL. */
+ *  it for this library only: HWYATTN_TARGET=AVX2 on an AVX-512 machine runs
+ *  the AVX2 kernels; HWYATTN_TARGET=EMU128 or SCALAR (either name, on any
+ *  architecture) runs the fallback. A name that is not a target of this
+ *  build (a typo, or another architecture's target, such as NEON on x86) is
+ *  ignored, no cap, rather than failing every later call; the library then
+ *  prints one line to stderr naming the accepted values, as libgomp does for
+ *  an invalid OMP_* variable. Static storage; never NULL. */
 HWYATTN_API const char* hwyattn_simd_target(void);
 
 /** Sets the number of threads later calls may use: 1 = run on the calling

@@ -11,6 +11,9 @@ HWYATTN_PACKAGES=(cmake g++ make pkg-config libhwy-dev libbenchmark-dev libgtest
 # scripts/test.sh --sanitizers adds these: clang with its sanitizer and
 # libFuzzer runtimes (and libomp for clang's -fopenmp).
 HWYATTN_SANITIZER_PACKAGES=(clang-14 libclang-rt-14-dev libomp-14-dev)
+# scripts/cross_test.sh sets these: the architectures whose packages
+# (name:arch) it installs, added to dpkg's list when missing.
+HWYATTN_FOREIGN_ARCHITECTURES=()
 
 install_missing_packages() {
   local who=${1:-hwyattn}
@@ -18,19 +21,29 @@ install_missing_packages() {
     echo "$who: not a Debian system; make sure these are installed: ${HWYATTN_PACKAGES[*]}" >&2
     return 0
   fi
-  local missing=() p
+  local missing=() p a
+  local new_arches=()
+  for a in "${HWYATTN_FOREIGN_ARCHITECTURES[@]}"; do
+    if ! dpkg --print-foreign-architectures | grep -qx "$a" && [[ $(dpkg --print-architecture) != "$a" ]]; then
+      new_arches+=("$a")
+    fi
+  done
   for p in "${HWYATTN_PACKAGES[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
       missing+=("$p")
     fi
   done
-  ((${#missing[@]} == 0)) && return 0
-  echo "$who: installing ${missing[*]}"
+  ((${#missing[@]} == 0 && ${#new_arches[@]} == 0)) && return 0
+  echo "$who: installing ${new_arches[*]:+architectures ${new_arches[*]}, }${missing[*]}"
   local sudo=()
   if [[ $(id -u) != 0 ]]; then
     command -v sudo >/dev/null 2>&1 || { echo "$who: run as root to install: ${missing[*]}" >&2; exit 1; }
     sudo=(sudo)
   fi
-  "${sudo[@]}" apt-get update
+  for a in "${new_arches[@]}"; do "${sudo[@]}" dpkg --add-architecture "$a"; done
+  # A mirror caught mid-sync fails one index ("File has unexpected size")
+  # while the others load: go on with what loaded; the install below fails
+  # if a package is really unavailable.
+  "${sudo[@]}" apt-get update || echo "$who: apt-get update reported errors; trying the install anyway" >&2
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 }

@@ -9,8 +9,10 @@
 # in $NOOMP_BUILD_DIR (default build-noomp; no benchmarks; also
 # HWYATTN_MPI=OFF, so the MPI-less build is covered too): no OpenMP runtime
 # linked (install.library checks the NEEDED entries), threads only through
-# opts->parallel (pool_test, examples.thread_pool_c). Exits non-zero if
-# anything fails.
+# opts->parallel (pool_test, examples.thread_pool_c). Then the other
+# architectures (scripts/cross_test.sh): cross-built for arm64, ppc64el and
+# s390x, their C/C++ suites run under QEMU (CROSS_ARCHES="" skips them).
+# Exits non-zero if anything fails.
 #
 # Usage (from anywhere; as root on a fresh Debian 12 it installs what is missing):
 #   scripts/test.sh [extra ctest flags, e.g. -R install]
@@ -19,6 +21,8 @@
 #   BUILD_DIR     build directory (default: build, relative to the repo root)
 #   JOBS          parallel build and test jobs (default: nproc)
 #   TEST_TIMEOUT  per-test timeout in seconds (default 900)
+#   CROSS_ARCHES  architectures scripts/cross_test.sh builds and tests
+#                 (default: arm64 ppc64el s390x; empty: none)
 #
 # --sanitizers: the second mode (.ci/run runs it after the normal one). With
 # clang-14 (Debian's clang-14, libclang-rt-14-dev, libomp-14-dev):
@@ -69,6 +73,12 @@ if [[ $MODE == normal ]]; then
   cmake --build "$NOOMP_BUILD_DIR" -j"$JOBS"
   ctest --test-dir "$NOOMP_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" "$@"
   echo "test.sh: both builds passed (${SECONDS}s)"
+  CROSS_ARCHES=${CROSS_ARCHES-arm64 ppc64el s390x}
+  if [[ -n $CROSS_ARCHES ]]; then
+    # shellcheck disable=SC2086  # a list of words
+    scripts/cross_test.sh $CROSS_ARCHES
+    echo "test.sh: $CROSS_ARCHES passed too (${SECONDS}s)"
+  fi
   exit 0
 fi
 

@@ -261,9 +261,10 @@ def line_panels(base, title, panels, legends, caption):
     """Side-by-side line plots on a log2 x axis (docs/scaling).
 
     panels: [(title, xlabel, ylabel, xs, ymax, [(colour, dash, ys)])], dash a matplotlib dash tuple or
-    None for solid; legends: per panel, [(label, colour, dash)], drawn in that panel's upper left."""
+    None for solid; legends: per panel, ([(label, colour, dash)], (x, y) of the legend's upper left in
+    axes fractions): place it where no curve runs."""
     fig, axes = figure(title, 5.0, 1, len(panels))
-    for ax, (ptitle, xlabel, ylabel, xs, ymax, series), legend in zip(axes[0], panels, legends):
+    for ax, (ptitle, xlabel, ylabel, xs, ymax, series), (legend, corner) in zip(axes[0], panels, legends):
         style = lambda dash: (0, dash) if dash else "-"
         for colour, dash, ys in series:
             ax.plot(xs, ys, color=colour, linestyle=style(dash), linewidth=1.5)
@@ -278,7 +279,7 @@ def line_panels(base, title, panels, legends, caption):
         ax.set_ylabel(ylabel)
         ax.grid(color="#eee")
         handles = [_plt.Line2D([], [], color=c, linestyle=style(d), label=l) for l, c, d in legend]
-        ax.legend(handles=handles, loc="upper left", fontsize=8, handlelength=4)
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=corner, fontsize=8, handlelength=4)
     footnote(fig, [caption])
     return save(fig, base)
 

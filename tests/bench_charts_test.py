@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""bench_charts_test: every chart of bench/report.py, drawn from a recorded run.
+"""bench_charts_test: every chart of bench/report.py and docs/scaling_model.py, drawn from a recorded run.
 
 report.py runs on tests/data/bench_results/ (a small recorded run: attention rows, PyTorch and ONNX
 Runtime on some of them, two matmul rows). Each chart must be written as SVG and PNG of a non-trivial
@@ -143,6 +143,15 @@ class ChartsTest(unittest.TestCase):
             table = f.read()
         self.assertIn("| P1 |", table)
         self.assertNotIn("Chart:", table)
+
+    def test_scaling_figure(self):
+        base = os.path.join(self.tmp, "scaling")
+        subprocess.run([sys.executable, os.path.join(REPO, "docs", "scaling_model.py"), "--out", base],
+                       stdout=subprocess.PIPE, check=True)
+        self.assertGreater(os.path.getsize(base + ".png"), 20000)
+        texts = svg_texts(base + ".svg")
+        for label in ("N = 2 machines", "N = 16 machines", "100 Gb/s, 5 us", "25 Gb/s, 20 us"):
+            self.assertIn(label, texts)
 
 
 if __name__ == "__main__":

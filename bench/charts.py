@@ -16,8 +16,8 @@ import textwrap
 
 WIDTH_IN = 9.0          # inches; at 100 px per inch the README's width
 PNG_DPI = 150           # PNG pixels per inch (1350 px wide, shown scaled to ~900)
-BAR_ROW_IN = 0.36       # inches of height per row of grouped bars
-FOOTNOTE_CHARS = 140    # a footnote line's length at 8 pt across 9 inches
+BAR_IN = 0.14           # inches of height per bar: room for its 8.5 pt value label
+FOOTNOTE_CHARS = 125    # a footnote line's length at 8.5 pt across 9 inches
 # Colours: one hue per library or kind, light for 1 thread, dark for 2.
 BLUE = ("#9ecae1", "#2171b5")
 PURPLE = ("#cbc9e2", "#6a51a3")
@@ -70,7 +70,7 @@ def footnote(fig, lines):
     """Grey notes under the plots (a list of strings, each one line)."""
     if lines:
         wrapped = [w for line in lines for w in textwrap.wrap(line, FOOTNOTE_CHARS)]
-        fig.supxlabel("\n".join(wrapped), fontsize=8, color="#444", ha="left", x=0.01)
+        fig.supxlabel("\n".join(wrapped), fontsize=8.5, color="#444", ha="left", x=0.01)
 
 
 def hbars(ax, ids, series, values, fmt, xlabel, log=False, base=0.0, ref=None):
@@ -97,8 +97,8 @@ def hbars(ax, ids, series, values, fmt, xlabel, log=False, base=0.0, ref=None):
         for y, w in zip(ys, ws):
             right = w >= base
             ax.annotate(fmt(w), (w, y), xytext=(3 if right else -3, 0), textcoords="offset points",
-                        ha="left" if right else "right", va="center", fontsize=7.5, color="#222",
-                        bbox=dict(boxstyle="square,pad=0.05", fc="white", ec="none", alpha=0.8))
+                        ha="left" if right else "right", va="center", fontsize=8.5, color="#222",
+                        bbox=dict(boxstyle="square,pad=0.05", fc="white", ec="none"))
     rows_axis(ax, ids)
     vals = [v for v in values.values() if v]
     if log:
@@ -115,6 +115,11 @@ def hbars(ax, ids, series, values, fmt, xlabel, log=False, base=0.0, ref=None):
     ax.set_xlabel(xlabel)
     ax.grid(axis="x", color="#ddd", linewidth=0.6)
     ax.set_axisbelow(True)
+
+
+def rows_height(rows, bars):
+    """Inches of plot height for rows of grouped bars (hbars fills 0.84 of a row)."""
+    return rows * bars * BAR_IN / 0.84
 
 
 def rows_axis(ax, labels):
@@ -162,7 +167,7 @@ def thread_series(prefix, colours, hatch=None, key=None):
 
 def legend_above(ax, ncol):
     """The axes' legend between its title and its plot."""
-    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.01), ncol=ncol, fontsize=7.5, borderaxespad=0,
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.01), ncol=ncol, fontsize=8.5, borderaxespad=0,
               columnspacing=1.0, handletextpad=0.4)
 
 
@@ -172,7 +177,7 @@ def limits_figure(base, title, compute, memory, latency, notes=()):
     compute: [(id, "fp32" or "bf16", {threads: % of that peak})]; memory: [(id, cold, {threads: % of the
     read bandwidth})]; latency: [(id, {threads: seconds per call})]."""
     n_c, n_m, n_t = max(len(compute), 1), max(len(memory), 1), max(len(latency), 1)
-    height = 2.2 + BAR_ROW_IN * max(n_c + n_t * 1.4 + 2.5, n_m) + 0.16 * len(notes)
+    height = 2.2 + rows_height(max(n_c + n_t * 1.4 + 2.5, n_m), 2) + 0.16 * len(notes)
     fig = _plt.figure(figsize=(WIDTH_IN, height), layout="constrained")
     fig.suptitle(title, fontweight="bold", fontsize=11.5)
     grid = fig.add_gridspec(2, 2, height_ratios=[n_c, n_t * 1.4])
@@ -201,7 +206,7 @@ def compare_figure(base, title, ids, competitors, speedups, limits, limit_names,
     competitors: [display name]; speedups: {(id, name, threads): hwyattn's speed-up over it};
     limits: {(id, library, threads): % of the machine's limit}, library "hwyattn" or a competitor's
     name; limit_names: {id: 'FMA peak', ...}; latency_text: {id: text} for rows drawn as latencies."""
-    height = 2.0 + BAR_ROW_IN * 1.2 * len(ids) * max(len(competitors), 1) / 2 + 0.16 * len(notes)
+    height = 2.0 + rows_height(len(ids), 2 * max(len(competitors), 1)) + 0.16 * len(notes)
     fig, axes = figure(title, height, 1, 2, gridspec_kw={"width_ratios": [1.2, 1]}, sharey=True)
     ax_s, ax_l = axes[0]
     palette = [BLUE, ORANGE, PURPLE, GREEN]
@@ -221,15 +226,16 @@ def compare_figure(base, title, ids, competitors, speedups, limits, limit_names,
             pts = [(limits[(rid, lib, t)], i) for i, rid in enumerate(ids) if (rid, lib, t) in limits]
             if pts:
                 ax_l.scatter([p[0] for p in pts], [p[1] + (0.17 if t == 2 else -0.17) for p in pts],
-                             marker=markers[k % 4], s=34, label="%s, %d thread%s" % (lib, t, "s" if t > 1 else ""), zorder=3,
+                             marker=markers[k % 4], s=34, label="%s, %dt" % (lib, t), zorder=3,
                              facecolors=colours[k] if t == 2 else "white", edgecolors=colours[k], linewidths=1.3)
     top = max(list(limits.values()) + [100.0]) * 1.06
     for i, rid in enumerate(ids):
         if rid in limit_names:
             ax_l.annotate(limit_names[rid], (1.01, i), xycoords=("axes fraction", "data"), ha="left", va="center",
-                          fontsize=8, color="#444")
+                          fontsize=8.5, color="#444")
         elif rid in latency_text:
-            ax_l.annotate(latency_text[rid], (top * 0.02, i), ha="left", va="center", fontsize=7.5, color="#222")
+            ax_l.annotate(latency_text[rid], (top * 0.02, i), ha="left", va="center", fontsize=8.5, color="#222",
+                          bbox=dict(boxstyle="square,pad=0.2", fc="white", ec="none"))
     ax_l.set_xlim(0, top)
     ax_l.axvline(100, color="#333", linestyle="--", linewidth=1, zorder=1)
     ax_l.grid(axis="x", color="#ddd", linewidth=0.6)
@@ -244,7 +250,7 @@ def compare_figure(base, title, ids, competitors, speedups, limits, limit_names,
 
 def matmul_figure(base, title, ids, impls, pct_of_peak, notes=()):
     """The packed matmul against another SGEMM: % of the FMA peak per (id, impl display name, threads)."""
-    height = 1.7 + BAR_ROW_IN * 1.1 * len(ids) * max(len(impls), 1) / 2
+    height = 1.7 + rows_height(len(ids), 2 * max(len(impls), 1))
     fig, axes = figure(title, height)
     ax = axes[0][0]
     palette = [GREEN, BLUE, ORANGE]
@@ -252,7 +258,7 @@ def matmul_figure(base, title, ids, impls, pct_of_peak, notes=()):
               for s in thread_series(name, palette[k % len(palette)], key=name)[t:t + 1]]
     vals = {(rid, (name, t)): v for (rid, name, t), v in pct_of_peak.items()}
     hbars(ax, ids, series, vals, pct, "% of the fp32 FMA peak measured in the same run (dashed)", ref=100)
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8.5)
     footnote(fig, notes)
     return save(fig, base)
 
@@ -279,7 +285,7 @@ def line_panels(base, title, panels, legends, caption):
         ax.set_ylabel(ylabel)
         ax.grid(color="#eee")
         handles = [_plt.Line2D([], [], color=c, linestyle=style(d), label=l) for l, c, d in legend]
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=corner, fontsize=8, handlelength=4)
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=corner, fontsize=8.5, handlelength=4)
     footnote(fig, [caption])
     return save(fig, base)
 

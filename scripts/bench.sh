@@ -9,12 +9,12 @@
 #   bench/results/composition.json  bench_composition: fused against Q K^T + softmax + P V
 #   bench/results/tiles.json        bench_tiles: the bf16 register tiles alone (1 thread)
 #   bench/results/table.md          the Markdown tables (bench/report.py)
-#   bench/results/attention.svg     the attention chart
-#   bench/results/matmul.svg        the matmul chart
+#   bench/results/attention.{svg,png}  the attention rows against the machine's limits
+#   bench/results/matmul.{svg,png}  the matmul chart (both drawn by bench/charts.py, matplotlib)
 # With --compare, also (bench/README.md, "Comparing with other libraries"):
 #   bench/results/torch.json        Debian's PyTorch on the same rows (bench/compare/torch_rows.py)
 #   bench/results/onnxruntime.json  ONNX Runtime from npm on the same rows (bench/compare/ort_rows.mjs)
-#   bench/results/compare.svg       hwyattn beside them, with a section in table.md
+#   bench/results/compare.{svg,png} hwyattn beside them, with a section in table.md
 # Each benchmark: median of 5 repetitions, interleaved at random (Google
 # Benchmark's --benchmark_enable_random_interleaving): a row's repetitions
 # are spread over the whole run, so a minute of load from other processes
@@ -178,4 +178,8 @@ run composition bench_composition bench/results/composition.json --benchmark_ena
 run tiles bench_tiles bench/results/tiles.json --benchmark_enable_random_interleaving=true
 echo "bench.sh: done ($(date +%T))" >&2
 
-python3 bench/report.py bench/results/latest.json --out-dir bench/results
+# Debian's python3, which has python3-matplotlib (deps.sh) for the charts;
+# another python3 without it writes the tables only.
+report_py=python3
+[[ -x /usr/bin/python3 ]] && report_py=/usr/bin/python3
+"$report_py" bench/report.py bench/results/latest.json --out-dir bench/results

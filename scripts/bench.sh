@@ -21,6 +21,9 @@
 # moves every row's median a little instead of a few rows' a lot, and the
 # two sides of each comparison (hwyattn and oneDNN, fused and composed)
 # alternate in time. About 3-4 minutes on the 2-core reference machine once built.
+# Progress on stderr: a line per row as its results arrive ("attention: 12/56
+# BM_Attention/P1/threads:1, 2m05s"), a count every minute without one; under
+# the interleaving most rows finish near the end of their binary's run.
 #
 # Usage (from anywhere; as root on a fresh Debian 12 it installs what is missing,
 # plus libdnnl-dev, the oneDNN that bench_matmul compares with):
@@ -108,8 +111,10 @@ run() {
   [[ " $BENCH_ONLY " == *" $name "* ]] || return 0
   echo "bench.sh: $name ($(date +%T))" >&2
   # run_bench.py waits (up to WAIT_IDLE s) for idle CPUs, then records in the
-  # JSON how much CPU other processes took during the run (report.py warns).
-  python3 bench/run_bench.py --json "$out.tmp" --wait-idle "$WAIT_IDLE" -- \
+  # JSON how much CPU other processes took during the run (report.py warns);
+  # meanwhile it prints to stderr a line per row as its results arrive (k/n,
+  # the row, the time elapsed; the last run's time from the previous JSON).
+  python3 bench/run_bench.py --json "$out.tmp" --wait-idle "$WAIT_IDLE" --progress "$name" --previous "$out" -- \
     "$BUILD_DIR/bench/$binary" \
     --benchmark_repetitions="$REPETITIONS" \
     --benchmark_report_aggregates_only=true \

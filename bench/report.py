@@ -18,30 +18,32 @@ Output:
     <out-dir>/table.md        one line per benchmark row (bench/README.md): time, GFLOP/s and % of the
                               measured FMA peak at 1 and 2 threads, 2t/1t scaling,
                               K/V GB/s for decode rows, the row's target
-    <out-dir>/attention.svg   GFLOP/s per row at 1 and 2 threads, with the measured
-                              peaks as lines (hand-written SVG, no matplotlib)
     table.md, more sections   bench_matmul: hwyattn's packed matmul against oneDNN's
                               sgemm (GFLOP/s, % of peak, hwyattn/oneDNN) at 1 and 2
                               threads; bench_composition: the fused kernel against
                               Q K^T + softmax + P V on the library's matmul (speed-up
                               of fusion); bench_tiles (tiles.json): the bf16 register
                               tiles alone against the bf16 dot peak
-    <out-dir>/matmul.svg      the matmul comparison as a chart
     table.md, "Against other  with scripts/bench.sh --compare: PyTorch and ONNX Runtime on the
       libraries"              same rows (torch.json, onnxruntime.json next to the attention JSON,
                               from bench/compare/; used only when written in the same run as it)
-    <out-dir>/compare.svg     that comparison as a chart, the start-up FMA peaks as lines
+  and the charts, each as .svg and .png (bench/charts.py, matplotlib):
+    <out-dir>/attention.*     the rows against the machine's limits: compute-bound rows as % of
+                              the peak that bounds them (fp32 FMA or bf16 dot), memory-bound rows
+                              as % of the read bandwidth (warm and cold), the tiny call's latency
+    <out-dir>/compare.*       with competitors: hwyattn's speed-up over each on the rows they ran,
+                              and every library's share of the machine's limits
+    <out-dir>/matmul.*        the matmul against oneDNN as % of the FMA peak
 
-Python 3 standard library only.
+The tables need Python 3's standard library only; without matplotlib (Debian's
+python3-matplotlib) and numpy the charts are skipped with a message.
 """
 
 import argparse
 import json
-import math
 import os
 import re
 import sys
-from xml.sax.saxutils import escape
 
 ROW_ORDER = ["P1", "P2", "P3", "D1", "D2", "X1", "M1", "T1"]
 
@@ -84,7 +86,10 @@ COMPOSITION_NOTES = {
 UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
-def cpu_model():
+def cpu_model(context=None):
+    """The CPU the run recorded (bench/run_bench.py's cpu_model), else this machine's."""
+    if context and context.get("cpu_model"):
+        return context["cpu_model"]
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -196,7 +201,7 @@ def write_table(path, context, results, source, extra_sections=()):
         "(%s MiB buffer)."
         % (
             context.get("date", "unknown date"),
-            cpu_model(),
+            cpu_model(context),
             context.get("num_cpus", "?"),
             context.get("hwyattn_version", "?"),
             context.get("simd_target", "?"),
@@ -319,134 +324,6 @@ def write_table(path, context, results, source, extra_sections=()):
         lines.append("")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
-
-
-def nice_step(span, target_ticks=6):
-    raw = span / max(target_ticks, 1)
-    if raw <= 0:
-        return 1.0
-    mag = 10 ** math.floor(math.log10(raw))
-    for m in (1, 2, 2.5, 5, 10):
-        if raw <= m * mag:
-            return m * mag
-    return 10 * mag
-
-
-def peak_lines(out, peaks, peak_colors, y, left, plot_w):
-    """Dashed lines at the measured FMA peaks, labelled in the right margin (labels kept 15 px apart)."""
-    label_ys = []
-    for t in (1, 2):
-        p = peaks.get(t)
-        if not p:
-            continue
-        yy = y(p)
-        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="6,4"/>'
-                   % (left, yy, left + plot_w, yy, peak_colors[t]))
-        ly_text = yy
-        for other in label_ys:
-            if abs(ly_text - other) < 15:
-                ly_text = other - 15
-        label_ys.append(ly_text)
-        out.append('<text x="%d" y="%.1f" dominant-baseline="middle" font-size="12" fill="%s">peak %dt: %.0f</text>'
-                   % (left + plot_w + 6, ly_text, peak_colors[t], t, p))
-
-
-def shape_lines(label):
-    """A row's shape in three short lines: batch and heads, lengths, the rest (head dim, flags)."""
-    tokens = label.split()
-    return [
-        " ".join(t for t in tokens if t.split("=")[0] in ("B", "Hq", "Hkv")),
-        " ".join(t for t in tokens if t.split("=")[0] in ("Lq", "Lk")),
-        " ".join(t for t in tokens if t.split("=")[0] not in ("B", "Hq", "Hkv", "Lq", "Lk")),
-    ]
-
-
-def write_svg(path, context, results):
-    ids = ordered_ids(results)
-    values = {}
-    for rid in ids:
-        for t in (1, 2):
-            values[(rid, t)] = counter(results.get((rid, t)), "GFLOPS")
-    peaks = {t: as_float(context.get("fma_peak_gflops_%dt" % t)) for t in (1, 2)}
-    top = max([v for v in values.values() if v] + [p for p in peaks.values() if p] + [1.0])
-    step = nice_step(top * 1.08)
-    ymax = step * math.ceil(top * 1.08 / step)
-
-    width, height = 1040, 540
-    left, right, top_m, bottom = 80, 170, 60, 100
-    plot_w = width - left - right
-    plot_h = height - top_m - bottom
-    colors = {1: "#4C78A8", 2: "#F58518"}
-    peak_colors = {1: "#1F3F66", 2: "#9C4A00"}
-
-    def y(v):
-        return top_m + plot_h - (v / ymax) * plot_h
-
-    out = []
-    out.append('<?xml version="1.0" encoding="UTF-8"?>')
-    out.append(
-        '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
-        'font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="13">' % (width, height, width, height)
-    )
-    out.append('<rect x="0" y="0" width="%d" height="%d" fill="white"/>' % (width, height))
-    title = "hwyattn fp32 attention, GFLOP/s (median), %s, SIMD %s" % (
-        cpu_model(),
-        context.get("simd_target", "?"),
-    )
-    out.append('<text x="%d" y="26" font-size="16" font-weight="bold">%s</text>' % (left, escape(title)))
-    out.append(
-        '<text x="%d" y="46" font-size="12" fill="#555">%s; dashed lines: FMA peak measured in the same run</text>'
-        % (left, escape(context.get("date", "")))
-    )
-    # Grid and y axis.
-    v = 0.0
-    while v <= ymax + 1e-9:
-        yy = y(v)
-        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e0e0e0"/>' % (left, yy, left + plot_w, yy))
-        out.append('<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>'
-                   % (left - 8, yy, ("%g" % v)))
-        v += step
-    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (left, top_m, left, top_m + plot_h))
-    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
-               % (left, top_m + plot_h, left + plot_w, top_m + plot_h))
-    out.append('<text transform="translate(22,%d) rotate(-90)" text-anchor="middle" font-size="14">GFLOP/s</text>'
-               % (top_m + plot_h // 2))
-    # Bars.
-    n = max(len(ids), 1)
-    group_w = plot_w / n
-    bar_w = min(34.0, group_w * 0.34)
-    for i, rid in enumerate(ids):
-        cx = left + group_w * (i + 0.5)
-        for j, t in enumerate((1, 2)):
-            val = values.get((rid, t))
-            x0 = cx - bar_w - 2 if j == 0 else cx + 2
-            if val is None:
-                out.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="11" fill="#999">n/a</text>'
-                           % (x0 + bar_w / 2, top_m + plot_h - 4))
-                continue
-            yy = y(val)
-            out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s, %d thread%s: %.1f GFLOP/s</title></rect>'
-                       % (x0, yy, bar_w, top_m + plot_h - yy, colors[t], rid, t, "s" if t > 1 else "", val))
-            out.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="11">%s</text>'
-                       % (x0 + bar_w / 2, yy - 4, fmt_num(val, 0) if val >= 10 else fmt_num(val, 1)))
-        e = results.get((rid, 1)) or results.get((rid, 2)) or {}
-        out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="14" font-weight="bold">%s</text>'
-                   % (cx, top_m + plot_h + 20, escape(rid)))
-        for k, chunk in enumerate(shape_lines(e.get("label", ""))):
-            if chunk:
-                out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="10" fill="#444">%s</text>'
-                           % (cx, top_m + plot_h + 36 + 13 * k, escape(chunk)))
-    # Peak lines, labelled in the right margin.
-    peak_lines(out, peaks, peak_colors, y, left, plot_w)
-    # Legend.
-    lx, ly = left + plot_w + 6, top_m + plot_h - 60
-    for k, t in enumerate((1, 2)):
-        out.append('<rect x="%d" y="%d" width="14" height="14" fill="%s"/>' % (lx, ly + 22 * k, colors[t]))
-        out.append('<text x="%d" y="%d" dominant-baseline="middle">%d thread%s</text>'
-                   % (lx + 20, ly + 22 * k + 7, t, "s" if t > 1 else ""))
-    out.append("</svg>")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(out) + "\n")
 
 
 def contention_note(context):
@@ -629,90 +506,6 @@ def composition_section(context, results, source):
     return lines
 
 
-def write_grouped_svg(path, title, subtitle, groups, series, values, peaks, width=1040, bottom=70):
-    """Grouped bars: groups [(key, label)], series [(key, legend, colour)], values {(group, series): v}.
-
-    A label's first line is under its group in bold, further lines smaller; bars narrower than 18 px
-    carry their value only in their tooltip."""
-    top = max([v for v in values.values() if v] + [p for p in peaks.values() if p] + [1.0])
-    step = nice_step(top * 1.08)
-    ymax = step * math.ceil(top * 1.08 / step)
-    height = 430 + bottom
-    left, right, top_m = 80, 190, 60
-    plot_w = width - left - right
-    plot_h = height - top_m - bottom
-    peak_colors = {1: "#1F3F66", 2: "#9C4A00"}
-
-    def y(v):
-        return top_m + plot_h - (v / ymax) * plot_h
-
-    out = ['<?xml version="1.0" encoding="UTF-8"?>']
-    out.append('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
-               'font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="13">' % (width, height, width, height))
-    out.append('<rect x="0" y="0" width="%d" height="%d" fill="white"/>' % (width, height))
-    out.append('<text x="%d" y="26" font-size="16" font-weight="bold">%s</text>' % (left, escape(title)))
-    out.append('<text x="%d" y="46" font-size="12" fill="#555">%s</text>' % (left, escape(subtitle)))
-    v = 0.0
-    while v <= ymax + 1e-9:
-        yy = y(v)
-        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e0e0e0"/>' % (left, yy, left + plot_w, yy))
-        out.append('<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%g</text>' % (left - 8, yy, v))
-        v += step
-    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (left, top_m, left, top_m + plot_h))
-    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
-               % (left, top_m + plot_h, left + plot_w, top_m + plot_h))
-    out.append('<text transform="translate(22,%d) rotate(-90)" text-anchor="middle" font-size="14">GFLOP/s</text>'
-               % (top_m + plot_h // 2))
-    n = max(len(groups), 1)
-    group_w = plot_w / n
-    bar_w = min(30.0, group_w * 0.8 / max(len(series), 1))
-    for i, (gkey, glabel) in enumerate(groups):
-        x_start = left + group_w * (i + 0.5) - bar_w * len(series) / 2
-        for j, (skey, slabel, colour) in enumerate(series):
-            val = values.get((gkey, skey))
-            x0 = x_start + j * bar_w
-            if not val:
-                continue
-            yy = y(val)
-            out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s, %s: %.1f GFLOP/s</title></rect>'
-                       % (x0 + 1, yy, bar_w - 2, top_m + plot_h - yy, colour, glabel, slabel, val))
-            if bar_w >= 18:
-                out.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%.0f</text>'
-                           % (x0 + bar_w / 2, yy - 4, val))
-        for k, part in enumerate(glabel.split("\n")):
-            out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="%d"%s>%s</text>'
-                       % (left + group_w * (i + 0.5), top_m + plot_h + 20 + 14 * k, 13 if k == 0 else 10,
-                          ' font-weight="bold"' if k == 0 else ' fill="#444"', escape(part)))
-    peak_lines(out, peaks, peak_colors, y, left, plot_w)
-    lx, ly = left + plot_w + 6, top_m + plot_h - 22 * len(series)
-    for k, (skey, slabel, colour) in enumerate(series):
-        out.append('<rect x="%d" y="%d" width="14" height="14" fill="%s"/>' % (lx, ly + 22 * k, colour))
-        out.append('<text x="%d" y="%d" dominant-baseline="middle">%s</text>' % (lx + 20, ly + 22 * k + 7, escape(slabel)))
-    out.append("</svg>")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(out) + "\n")
-
-
-def write_matmul_svg(path, context, results):
-    ids = ordered({k[1] for k in results}, MATMUL_ORDER)
-    groups = []
-    for pid in ids:
-        e = next((results[k] for k in results if k[1] == pid), {})
-        groups.append((pid, pid + "\n" + e.get("label", "")))
-    series = [(("hwyattn", 1), "hwyattn 1t", "#4C78A8"), (("onednn", 1), "oneDNN 1t", "#9ECAE9"),
-              (("hwyattn", 2), "hwyattn 2t", "#F58518"), (("onednn", 2), "oneDNN 2t", "#FFBF79")]
-    values = {}
-    for pid in ids:
-        for (impl, t), _, _ in series:
-            values[(pid, (impl, t))] = counter(results.get((impl, pid, t)), "GFLOPS")
-    write_grouped_svg(
-        path,
-        "fp32 matmul Y = X W^T, GFLOP/s (median): hwyattn packed matmul vs oneDNN %s sgemm"
-        % context.get("onednn_version", ""),
-        "%s, %s; dashed lines: FMA peak measured in the same run" % (cpu_model(), context.get("date", "")),
-        groups, series, values, peaks_of(context))
-
-
 def load_competitors(json_dir, context):
     """[(lib, display name, context, {(id, threads): entry}, path)] of bench/compare's result files next to
     the attention JSON that were written in the same run as it (their hwyattn_run_date is its date)."""
@@ -833,26 +626,104 @@ def rel_path(path):
         return path
 
 
-def write_compare_svg(path, context, results, competitors):
-    ids = ordered_ids(results)
-    groups = [(rid, "\n".join([rid] + shape_lines((results.get((rid, 1)) or results.get((rid, 2)) or {})
-                                                   .get("label", "")))) for rid in ids]
-    colours = {1: ["#4C78A8", "#9ECAE9", "#54A24B"], 2: ["#F58518", "#FFBF79", "#B279A2"]}
-    libs = [("hwyattn", "hwyattn", results)] + [(c[0], c[1], c[3]) for c in competitors]
-    series, values = [], {}
-    for t in (1, 2):
-        for k, (lib, display, res) in enumerate(libs):
-            series.append(((lib, t), "%s %dt" % (display, t), colours[t][k % 3]))
-            for rid in ids:
-                values[(rid, (lib, t))] = counter(res.get((rid, t)), "GFLOPS")
-    write_grouped_svg(
-        path,
-        "fp32 attention, GFLOP/s (median): hwyattn %s vs %s" % (
-            context.get("hwyattn_version", ""),
-            ", ".join("%s %s" % (c[1], c[2].get("library_version", "")) for c in competitors)),
-        "%s, SIMD %s, %s; dashed lines: FMA peak measured at the start of the run" % (
-            cpu_model(), context.get("simd_target", "?"), context.get("date", "")),
-        groups, series, values, peaks_of(context), width=1400, bottom=90)
+# bench/README.md: T1's target is a latency; V2decodes is memory-bound but reports no bytes counter.
+LATENCY_ROWS = {"T1"}
+NO_BYTES_ROWS = {"V2decodes"}
+
+
+def run_line(context):
+    """'AMD EPYC (2 CPUs), AVX3_BF16, 2026-11-26': the machine and day of a run, for captions."""
+    return "%s (%s CPUs), SIMD target %s, %s" % (cpu_model(context), context.get("num_cpus", "?"),
+                                                 context.get("simd_target", "?"), context.get("date", "?")[:10])
+
+
+def limits_chart(charts, base, context, results):
+    """attention.*: every row against the limit that bounds it."""
+    compute, memory, latency, left_out = [], [], [], []
+    for rid in charts.lineage_order(ordered_ids(results)):
+        es = {t: results.get((rid, t)) for t in (1, 2)}
+        if rid in LATENCY_ROWS:
+            latency.append((rid, {t: seconds(e) for t, e in es.items() if counter(e, "GFLOPS") is not None}))
+        elif any(counter(e, "GBps") is not None for e in es.values()):
+            memory.append((rid, rid.endswith("cold"), {t: counter(e, "pct_bw") for t, e in es.items()
+                                                        if counter(e, "pct_bw") is not None}))
+        elif any(counter(e, "pct_bf16_peak") for e in es.values()):
+            compute.append((rid, "bf16", {t: counter(e, "pct_bf16_peak") for t, e in es.items()
+                                          if counter(e, "pct_bf16_peak")}))
+        elif rid in NO_BYTES_ROWS or not any(counter(e, "pct_peak") is not None for e in es.values()):
+            left_out.append(rid)
+        else:
+            compute.append((rid, "fp32", {t: counter(e, "pct_peak") for t, e in es.items()
+                                          if counter(e, "pct_peak") is not None}))
+    notes = ["%s, %s. Rows and shapes: bench/README.md and table.md." % (run_line(context), reps_text(results)),
+             "Peaks and bandwidth measured in the same run, right before each row's repetitions. Warm: K/V as "
+             "the previous call left them (from L3 when they fit, so above 100% of the memory's bandwidth); "
+             "cold: flushed from every cache before each call."]
+    if left_out:
+        notes.append("Not drawn: %s (memory-bound, no bytes counter; its time is in table.md)." % ", ".join(left_out))
+    return charts.limits_figure(base, "hwyattn %s against the machine's limits" % context.get("hwyattn_version", ""),
+                                compute, memory, latency, notes)
+
+
+def compare_chart(charts, base, context, results, competitors):
+    """compare.*: hwyattn's speed-up over each competitor, and everyone's share of the machine's limits."""
+    names = [c[1] for c in competitors]
+    peaks, bws = peaks_of(context), {t: as_float(context.get("read_bw_gbps_%dt" % t)) for t in (1, 2)}
+    ok = lambda e: e is not None and not e.get("error_occurred")
+    ids, speedups, limits, limit_names, latencies = [], {}, {}, {}, {}
+    for rid in ordered_ids(results):
+        libs = [("hwyattn", results)] + [(c[1], c[3]) for c in competitors]
+        if not any(ok(res.get((rid, t))) for _, res in libs[1:] for t in (1, 2)):
+            continue
+        ids.append(rid)
+        for name, res in libs:
+            for t in (1, 2):
+                e, hw = res.get((rid, t)), results.get((rid, t))
+                if not ok(e):
+                    continue
+                if name != "hwyattn" and ok(hw):
+                    speedups[(rid, name, t)] = seconds(e) / seconds(hw)
+                if rid in LATENCY_ROWS:
+                    continue
+                if counter(results.get((rid, 1)) or results.get((rid, 2)), "GBps") is not None:
+                    limit_names[rid] = "read bw"
+                    if counter(e, "GBps") is not None and bws[t]:
+                        limits[(rid, name, t)] = 100.0 * counter(e, "GBps") / bws[t]
+                elif counter(e, "GFLOPS") is not None and peaks[t]:
+                    limit_names[rid] = "FMA peak"
+                    limits[(rid, name, t)] = 100.0 * counter(e, "GFLOPS") / peaks[t]
+        if rid in LATENCY_ROWS:
+            latencies[rid] = "latency per call, 1 / 2 threads:\n" + "\n".join(
+                "%s %s" % (name, " / ".join(charts.duration(seconds(res[(rid, t)])) if ok(res.get((rid, t)))
+                                            else "-" for t in (1, 2))) for name, res in libs)
+    if not ids:
+        return []
+    left_out = [rid for rid in ordered_ids(results) if rid not in ids]
+    title = "hwyattn %s against %s, fp32 attention" % (
+        context.get("hwyattn_version", ""),
+        " and ".join("%s %s" % (c[1], c[2].get("library_version", "")) for c in competitors))
+    notes = ["%s; each library's median time per call, all in the same run." % run_line(context),
+             "Limits measured at the start of hwyattn's run: FMA peak %s / %s GFLOP/s, streaming read %s / %s GB/s "
+             "(1 / 2 threads). The decode rows run warm (K/V as the previous call left them, partly from L3: "
+             "above 100%% of the read bandwidth). Shapes: bench/README.md, table.md."
+             % (fmt_num(peaks[1]), fmt_num(peaks[2]), fmt_num(bws[1]), fmt_num(bws[2]))]
+    if left_out:
+        notes.append("Rows no other library ran, left out here (why: table.md): %s." % ", ".join(left_out))
+    return charts.compare_figure(base, title, ids, names, speedups, limits, limit_names, latencies, notes)
+
+
+def matmul_chart(charts, base, context, results):
+    """matmul.*: the packed matmul against oneDNN as % of the FMA peak."""
+    impls = [("hwyattn", "hwyattn"), ("onednn", "oneDNN %s" % context.get("onednn_version", ""))]
+    impls = [(k, n) for k, n in impls if any(key[0] == k for key in results)]
+    ids = ordered({k[1] for k in results}, MATMUL_ORDER)
+    vals = {(pid, name, t): counter(results.get((impl, pid, t)), "pct_peak")
+            for impl, name in impls for pid in ids for t in (1, 2)}
+    notes = ["%s, %s. Shapes (M x N x K): table.md, bench/README.md. FMA peak measured right before each row's "
+             "repetitions." % (run_line(context), reps_text(results))]
+    return charts.matmul_figure(base, "fp32 matmul Y = X W^T: hwyattn's packed matmul against %s sgemm"
+                                % impls[-1][1] if len(impls) > 1 else "fp32 matmul Y = X W^T: hwyattn",
+                                ids, [n for _, n in impls], vals, notes)
 
 
 def main(argv):
@@ -870,22 +741,26 @@ def main(argv):
         return 1
     os.makedirs(args.out_dir, exist_ok=True)
     table = os.path.join(args.out_dir, "table.md")
-    svg = os.path.join(args.out_dir, "attention.svg")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import charts as chartlib
+    charts, why = chartlib.load()
+    if charts is None:
+        print("report.py: no charts (%s); the tables are written" % why, file=sys.stderr)
+    out = lambda name: os.path.join(args.out_dir, name)
 
     rel = rel_path
     json_dir = os.path.dirname(os.path.abspath(args.json))
     sections = []
-    written = [table, svg]
+    written = [table]
     matmul_json = args.matmul or os.path.join(json_dir, "matmul.json")
     if os.path.exists(matmul_json):
         mctx, mres = load_medians(matmul_json, MATMUL_RE,
                                   lambda m: (m.group("impl"), m.group("id"), int(m.group("threads"))))
         if mres:
             sections.append(matmul_section(mctx, mres, rel(matmul_json)))
-            msvg = os.path.join(args.out_dir, "matmul.svg")
-            write_matmul_svg(msvg, mctx, mres)
-            written.append(msvg)
-            sections[-1] += ["", "Chart: `matmul.svg`."]
+            if charts:
+                written += matmul_chart(charts, out("matmul"), mctx, mres)
+                sections[-1] += ["", "Chart: `matmul.svg`, `matmul.png`."]
     elif args.matmul:
         print("report.py: %s does not exist" % matmul_json, file=sys.stderr)
         return 1
@@ -906,12 +781,12 @@ def main(argv):
     competitors = load_competitors(json_dir, context)
     if competitors:
         sections.insert(0, compare_section(context, results, competitors, rel(args.json)))
-        csvg = os.path.join(args.out_dir, "compare.svg")
-        write_compare_svg(csvg, context, results, competitors)
-        written.append(csvg)
-        sections[0] += ["", "Chart: `compare.svg`."]
+        if charts:
+            written += compare_chart(charts, out("compare"), context, results, competitors)
+            sections[0] += ["", "Chart: `compare.svg`, `compare.png`."]
+    if charts:
+        written += limits_chart(charts, out("attention"), context, results)
     write_table(table, context, results, rel(args.json), sections)
-    write_svg(svg, context, results)
     with open(table, encoding="utf-8") as f:
         sys.stdout.write(f.read())
     print("wrote %s" % ", ".join(written))

@@ -9,18 +9,21 @@
 #   bench/results/composition.json  bench_composition: fused against Q K^T + softmax + P V
 #   bench/results/tiles.json        bench_tiles: the bf16 register tiles alone (1 thread)
 #   bench/results/table.md          the Markdown tables (bench/report.py)
-#   bench/results/attention.svg     the attention chart
-#   bench/results/matmul.svg        the matmul chart
+#   bench/results/attention.{svg,png}  the attention rows against the machine's limits
+#   bench/results/matmul.{svg,png}  the matmul chart (both drawn by bench/charts.py, matplotlib)
 # With --compare, also (bench/README.md, "Comparing with other libraries"):
 #   bench/results/torch.json        Debian's PyTorch on the same rows (bench/compare/torch_rows.py)
 #   bench/results/onnxruntime.json  ONNX Runtime from npm on the same rows (bench/compare/ort_rows.mjs)
-#   bench/results/compare.svg       hwyattn beside them, with a section in table.md
+#   bench/results/compare.{svg,png} hwyattn beside them, with a section in table.md
 # Each benchmark: median of 5 repetitions, interleaved at random (Google
 # Benchmark's --benchmark_enable_random_interleaving): a row's repetitions
 # are spread over the whole run, so a minute of load from other processes
 # moves every row's median a little instead of a few rows' a lot, and the
 # two sides of each comparison (hwyattn and oneDNN, fused and composed)
 # alternate in time. About 3-4 minutes on the 2-core reference machine once built.
+# Progress on stderr: a line per row as its results arrive ("attention: 12/56
+# BM_Attention/P1/threads:1, 2m05s"), a count every minute without one; under
+# the interleaving most rows finish near the end of their binary's run.
 #
 # Usage (from anywhere; as root on a fresh Debian 12 it installs what is missing,
 # plus libdnnl-dev, the oneDNN that bench_matmul compares with):
@@ -108,8 +111,10 @@ run() {
   [[ " $BENCH_ONLY " == *" $name "* ]] || return 0
   echo "bench.sh: $name ($(date +%T))" >&2
   # run_bench.py waits (up to WAIT_IDLE s) for idle CPUs, then records in the
-  # JSON how much CPU other processes took during the run (report.py warns).
-  python3 bench/run_bench.py --json "$out.tmp" --wait-idle "$WAIT_IDLE" -- \
+  # JSON how much CPU other processes took during the run (report.py warns);
+  # meanwhile it prints to stderr a line per row as its results arrive (k/n,
+  # the row, the time elapsed; the last run's time from the previous JSON).
+  python3 bench/run_bench.py --json "$out.tmp" --wait-idle "$WAIT_IDLE" --progress "$name" --previous "$out" -- \
     "$BUILD_DIR/bench/$binary" \
     --benchmark_repetitions="$REPETITIONS" \
     --benchmark_report_aggregates_only=true \
@@ -178,4 +183,8 @@ run composition bench_composition bench/results/composition.json --benchmark_ena
 run tiles bench_tiles bench/results/tiles.json --benchmark_enable_random_interleaving=true
 echo "bench.sh: done ($(date +%T))" >&2
 
-python3 bench/report.py bench/results/latest.json --out-dir bench/results
+# Debian's python3, which has python3-matplotlib (deps.sh) for the charts;
+# another python3 without it writes the tables only.
+report_py=python3
+[[ -x /usr/bin/python3 ]] && report_py=/usr/bin/python3
+"$report_py" bench/report.py bench/results/latest.json --out-dir bench/results

@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "src/cache_line.h"
 #include "src/ops/convert.h"
 #include "src/ops/flash_attention.h"
 #include "src/ops/flash_bf16.h"
@@ -79,7 +80,6 @@ constexpr size_t kKeyTile = 8 * kMR;
 // keys: -1.6%, 256: -2.4% on 1 thread).
 constexpr size_t kBf16KeyTile = 16 * kMR;
 
-constexpr size_t kLineFloats = 64 / sizeof(float);
 // Whether this target's kernels may run the AVX512_BF16 tiles (flash_bf16.h;
 // the planner sets plan.bf16_dot only for them).
 constexpr bool kBf16DotTarget = HWY_TARGET == HWY_AVX3;
@@ -97,13 +97,13 @@ constexpr bool kBf16DotTarget = HWY_TARGET == HWY_AVX3;
 constexpr size_t kPrefetchDistance = 2;
 
 // A key panel: MR rows `ld` floats apart, line by line, `lines` =
-// MR * ceil(D / 16) of them over the current panel's D steps.
+// MR * ceil(D / kCacheLineFloats) of them over the current panel's D steps.
 struct KeyPanelPrefetch {
   const float* rows;
   size_t ld;
   size_t lines;
   HWY_INLINE void operator()(size_t k) const {
-    if (k < lines) hwy::Prefetch(rows + (k % kMR) * ld + (k / kMR) * kLineFloats);
+    if (k < lines) hwy::Prefetch(rows + (k % kMR) * ld + (k / kMR) * kCacheLineFloats);
   }
 };
 
@@ -132,10 +132,11 @@ class RowLinesAhead {
   void AddRows(int64_t rows, int64_t bytes, const RowAt& row) {
     for (int64_t c = 0; c < rows && count_ < kMaxRows; ++c) {
       const uintptr_t first = reinterpret_cast<uintptr_t>(row(c));
-      const uintptr_t line0 = first / 64 * 64;
+      const uintptr_t line0 = first / kCacheLineBytes * kCacheLineBytes;
       rows_[count_] = reinterpret_cast<const char*>(line0);
       lines_[count_] =
-          static_cast<uint32_t>((first + static_cast<uintptr_t>(bytes) - 1) / 64 - first / 64 + 1);
+          static_cast<uint32_t>((first + static_cast<uintptr_t>(bytes) - 1) / kCacheLineBytes -
+                                first / kCacheLineBytes + 1);
       total_ += lines_[count_];
       ++count_;
     }
@@ -147,7 +148,7 @@ class RowLinesAhead {
   }
   HWY_INLINE void Step() {
     for (size_t n = 0; n < per_step_ && row_ < count_; ++n) {
-      hwy::Prefetch(rows_[row_] + 64 * line_);
+      hwy::Prefetch(rows_[row_] + kCacheLineBytes * line_);
       if (++line_ == lines_[row_]) {
         line_ = 0;
         ++row_;
@@ -604,7 +605,8 @@ void WeightedValues(size_t dims, size_t vectors, size_t keys, const float* HWY_R
     // if the block before it ends on another line.
     const size_t ahead = d0 + kPrefetchDistance * kMR;
     const size_t ahead_last = std::min(ahead + kMR, dims) - 1;
-    const bool new_line = ahead < dims && ahead_last / kLineFloats != (ahead - 1) / kLineFloats;
+    const bool new_line =
+        ahead < dims && ahead_last / kCacheLineFloats != (ahead - 1) / kCacheLineFloats;
     WeightedValuesBlock<kMR, kTileVectors>(
         vectors, keys, p_t, v + d0, ldv, alpha, o_t + d0 * kQueryTile,
         ValueLinePrefetch{new_line ? v + ahead_last : nullptr, ldv});
@@ -1049,7 +1051,8 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   int64_t ldv;
   const float* v_rows = plan.ValueRows(b, kvh, &ldv);
   // Prefetch of the key panel starting at key j, if all of it is below key_end.
-  const size_t panel_lines = kMR * ((static_cast<size_t>(dim) + kLineFloats - 1) / kLineFloats);
+  const size_t panel_lines =
+      kMR * ((static_cast<size_t>(dim) + kCacheLineFloats - 1) / kCacheLineFloats);
   const auto key_panel_prefetch = [&](int64_t j) {
     const size_t lines = j + static_cast<int64_t>(kMR) <= key_end ? panel_lines : 0;
     return plan.keys_in_place

@@ -29,6 +29,7 @@
 
 #include <string.h>
 
+#include "src/cache_line.h"
 #include "src/ops/convert.h"
 #include "src/ops/matmul.h"
 #include "src/ops/matmul_bf16.h"
@@ -69,7 +70,6 @@ constexpr size_t kNR = kTileVectors * HWY_LANES(float);
 // and each depth block adds a tile's loads and stores of Y.
 constexpr size_t kRowPanels = 8;
 constexpr size_t kDepth = 1024;
-constexpr size_t kLineFloats = 64 / sizeof(float);
 
 // W [n, k] as [ceil(n / NR)][k][NR] panels (zero past n): panel p's depth
 // block [k0, k0 + kc) is the contiguous kc x NR slice at (p * k + k0) * NR.
@@ -193,7 +193,7 @@ struct LinePrefetch {
   const float* lines;
   size_t count;
   HWY_INLINE void operator()(size_t k) const {
-    if (k < count) __builtin_prefetch(lines + k * kLineFloats, 0, 2);
+    if (k < count) __builtin_prefetch(lines + k * kCacheLineFloats, 0, 2);
   }
 };
 
@@ -353,7 +353,8 @@ void MultiplyPanel(const RowsView& x, int64_t m0, size_t row_panels,
     const size_t first = std::min(next_lines, i * per_tile);
     MultiplyTile<kNQ, kKind>(
         x, m0 + static_cast<int64_t>(i * kMR), a_panels + i * panel_floats, k0, kc, b, bias, n0,
-        cols, y, LinePrefetch{next + first * kLineFloats, std::min(per_tile, next_lines - first)});
+        cols, y,
+        LinePrefetch{next + first * kCacheLineFloats, std::min(per_tile, next_lines - first)});
   }
 }
 
@@ -432,7 +433,7 @@ void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs, si
         const float* next = b + slice_steps * kNR;
         const size_t next_lines = static_cast<size_t>(std::min<ptrdiff_t>(
                                       static_cast<ptrdiff_t>(slice_steps * kNR), end - next)) /
-                                  kLineFloats;
+                                  kCacheLineFloats;
         switch (kind) {
           case Kind::kF32:
             MultiplyPanelOf<Kind::kF32>(vectors, x, m0, row_panels, a_panels, panel_floats, k0, kc,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "src/targets.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
 #include <string.h>
@@ -9,23 +10,63 @@
 #include <cpuid.h>
 #endif
 
+#include "hwy/detect_targets.h"
 #include "hwy/targets.h"
 
 namespace hwyattn {
 namespace {
 
-// Parses HWYATTN_TARGET ("AVX2", "sse4", ...) into a mask of the targets no
-// better than it. Unset or unknown names impose no cap (documented in
-// hwyattn.h: an unknown name is ignored rather than failing every call).
+// The targets the kernels are compiled for: every foreach_target translation
+// unit is built with the same definitions (CMakeLists.txt's
+// HWYATTN_TARGET_DEFINITIONS), so HWY_TARGETS here is theirs.
+constexpr int64_t kCompiledTargets = HWY_TARGETS;
+
+// The names HWYATTN_TARGET accepts on this build, for the warning below.
+void AppendAcceptedNames(char* out, size_t size) {
+  size_t used = strlen(out);
+  auto append = [&](const char* name) {
+    const int n = snprintf(out + used, size - used, "%s%s", used == 0 ? "" : " ", name);
+    if (n > 0) used = used + static_cast<size_t>(n) < size ? used + static_cast<size_t>(n) : size - 1;
+  };
+#if HWY_ARCH_X86_64
+  append(kBf16DotTargetName);
+#endif
+  for (int bit = 0; bit < 63; ++bit) {
+    const int64_t target = int64_t{1} << bit;
+    if ((kCompiledTargets & target) != 0 && target != HWY_EMU128 && target != HWY_SCALAR) {
+      append(hwy::TargetName(target));
+    }
+  }
+  append("EMU128");
+  append("SCALAR");
+}
+
+// Parses HWYATTN_TARGET ("AVX2", "sse4", "NEON", ...) into a mask of the
+// targets no better than it. Accepted: the names of the targets this build
+// compiled for this architecture, and EMU128 or SCALAR (either: the portable
+// fallback, whichever this compiler built). Unset means no cap. Anything else
+// (a typo, another architecture's target such as NEON on x86) imposes no cap
+// either, rather than failing every call, and is reported once on stderr, as
+// libgomp reports an invalid OMP_* variable (documented in hwyattn.h).
 int64_t CapFromEnvironment() {
   const char* name = getenv("HWYATTN_TARGET");
   if (name == nullptr || name[0] == '\0') return ~int64_t{0};
+  if (strcasecmp(name, "EMU128") == 0 || strcasecmp(name, "SCALAR") == 0) {
+    return ~(HWY_EMU128 - 1);  // the fallback, EMU128 or SCALAR (the worst bits)
+  }
   for (int bit = 0; bit < 63; ++bit) {
     const int64_t target = int64_t{1} << bit;
-    if (strcasecmp(name, hwy::TargetName(target)) == 0) {
+    if ((kCompiledTargets & target) != 0 && strcasecmp(name, hwy::TargetName(target)) == 0) {
       return ~(target - 1);  // this target and every worse (higher) bit
     }
   }
+#if HWY_ARCH_X86_64
+  if (strcasecmp(name, kBf16DotTargetName) == 0) return ~int64_t{0};
+#endif
+  char accepted[256] = "";
+  AppendAcceptedNames(accepted, sizeof(accepted));
+  fprintf(stderr, "hwyattn: HWYATTN_TARGET=%s names no target of this build (%s); ignored\n", name,
+          accepted);
   return ~int64_t{0};
 }
 
@@ -58,16 +99,16 @@ bool CpuHasAvx512Bf16() {
 #endif
 }
 
-// HWYATTN_TARGET names a Highway target (which is then the cap: no bf16 dot
-// products above it), or is unset, "AVX3_BF16" or unknown (no cap).
-bool CapAllowsBf16Dot() {
-  const char* name = getenv("HWYATTN_TARGET");
-  if (name == nullptr || name[0] == '\0' || strcasecmp(name, kBf16DotTargetName) == 0) return true;
-  for (int bit = 0; bit < 63; ++bit) {
-    if (strcasecmp(name, hwy::TargetName(int64_t{1} << bit)) == 0) return false;
-  }
-  return true;
+// HWYATTN_TARGET's cap, read (and reported, if need be) once.
+int64_t Cap() {
+  static const int64_t cap = CapFromEnvironment();
+  return cap;
 }
+
+// HWYATTN_TARGET names a target of this build (which is then the cap: no
+// bf16 dot products above it), or is unset, "AVX3_BF16" or not a name of
+// this build (no cap).
+bool CapAllowsBf16Dot() { return Cap() == ~int64_t{0}; }
 
 }  // namespace
 
@@ -85,7 +126,7 @@ StreamPrefetch StreamPrefetchLevel() {
 }
 
 int64_t AllowedTargets() {
-  static const int64_t allowed = hwy::SupportedTargets() & CapFromEnvironment();
+  static const int64_t allowed = hwy::SupportedTargets() & Cap();
   return allowed;
 }
 

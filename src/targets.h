@@ -22,17 +22,20 @@ namespace hwyattn {
 int64_t AllowedTargets();
 
 // Picks the best allowed kernel table from an HWY_EXPORT dispatch table
-// (`F##HighwayDispatchTable`). Entry 0 is Highway's ChooseAndCall trampoline
-// and is skipped; lower target bits are better targets. The portable fallback
-// (EMU128) is always compiled and runs anywhere: it is the answer when the
-// cap excludes everything (e.g. HWYATTN_TARGET=SCALAR), so the result is never
-// null.
+// (`F##HighwayDispatchTable`), in either of its layouts: with more than one
+// target compiled, entry 0 is Highway's ChooseAndCall trampoline (skipped)
+// and the targets follow; with a single target (e.g. SCALAR alone on ppc64el
+// and s390x), the table is that target's function alone. Lower target bits
+// are better targets. The portable fallback (EMU128, or SCALAR with GCC <
+// 12.3) is compiled on every architecture (HWY_COMPILE_ALL_ATTAINABLE in
+// CMakeLists.txt) and runs anywhere: it is the answer when the cap excludes
+// everything, so the result is never null.
 template <class Kernels, size_t kN>
 const Kernels* PickKernels(const Kernels* (*const (&table)[kN])()) {
   const int64_t allowed = AllowedTargets();
   const Kernels* best = nullptr;
   const Kernels* worst = nullptr;
-  for (size_t i = 1; i < kN; ++i) {
+  for (size_t i = kN == 1 ? 0 : 1; i < kN; ++i) {
     if (table[i] == nullptr) continue;
     const Kernels* k = table[i]();
     if ((k->target & allowed) != 0 && (best == nullptr || k->target < best->target)) best = k;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <thread>
@@ -257,7 +258,9 @@ struct Layer {
       // P rounded to bf16 moves each attention output by at most 2^-9
       // max|v|; the output projection sums them with |wo|'s row weights.
       double max_v = 0.0, max_row = 0.0;
-      for (float x : vf) max_v = fmax(max_v, fabs(x));
+      // std::max, not fmax: GCC 12's aarch64 vectorizer fails (an internal
+      // compiler error) on an fmax reduction into a double.
+      for (float x : vf) max_v = std::max(max_v, static_cast<double>(std::fabs(x)));
       for (int64_t e = 0; e < c.embed; ++e) {
         double row = 0.0;
         for (int64_t i = 0; i < qw; ++i) row += fabs(wo_r[static_cast<size_t>(e * qw + i)]);

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -100,7 +101,11 @@ void TestSoftmaxTileUpdate() {
     }
     for (size_t c = 0; c < ld; ++c) {
       double mx = -INFINITY;
-      for (size_t r = 0; r < rows; ++r) mx = fmax(mx, fmax(s1[r * ld + c], s2[r * ld + c]));
+      // std::max, not fmax: GCC 12's aarch64 vectorizer fails (an internal
+      // compiler error) on an fmax reduction into a double.
+      for (size_t r = 0; r < rows; ++r) {
+        mx = std::max(mx, static_cast<double>(std::max(s1[r * ld + c], s2[r * ld + c])));
+      }
       double sum = 0.0;
       for (size_t r = 0; r < rows; ++r) {
         sum += std::exp2(s1[r * ld + c] - mx) + std::exp2(s2[r * ld + c] - mx);

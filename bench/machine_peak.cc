@@ -36,18 +36,17 @@
 #include "hwy/highway.h"
 // After highway.h
 #include "hwy/aligned_allocator.h"
+#include "src/ops/registers-inl.h"
+#include "src/ops/vectors-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn_bench {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Independent accumulators: 24 with 32 vector registers, 12 with 16.
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM || HWY_ARCH_PPC
-constexpr int kAcc = 24;
-#else
-constexpr int kAcc = 12;
-#endif
+// Independent accumulators: 24 with 32 vector registers, 12 with 16 (the
+// kernels' count, src/ops/vectors-inl.h).
+constexpr int kAcc = hwyattn::HWY_NAMESPACE::kVectorRegisters >= 32 ? 24 : 12;
 
 // Returns the FLOPs one iteration of FmaLoop performs.
 HWY_NOINLINE size_t FmaFlopsPerIteration() {
@@ -62,17 +61,20 @@ HWY_NOINLINE float FmaLoop(size_t iters, float seed) {
   using V = hn::Vec<decltype(d)>;
   const V m = hn::Set(d, 0.999f);
   const V c = hn::Set(d, 1e-3f);
-  V acc[kAcc];
-#pragma GCC unroll 32
-  for (int i = 0; i < kAcc; ++i) acc[i] = hn::Set(d, seed + 0.01f * static_cast<float>(i));
-  for (size_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 32
-    for (int i = 0; i < kAcc; ++i) acc[i] = hn::MulAdd(acc[i], m, c);
-  }
-  V sum = acc[0];
-#pragma GCC unroll 32
-  for (int i = 1; i < kAcc; ++i) sum = hn::Add(sum, acc[i]);
-  return hn::GetLane(hn::SumOfLanes(d, sum));
+  // The accumulators as a pack of registers (src/ops/registers-inl.h: SVE's
+  // vectors cannot be array elements).
+  using hwyattn::HWY_NAMESPACE::Nth;
+  using hwyattn::HWY_NAMESPACE::Unroll;
+  return hwyattn::HWY_NAMESPACE::WithRegistersFrom<kAcc>(
+      [&](auto i)
+          HWYATTN_INLINE_LAMBDA { return hn::Set(d, seed + 0.01f * static_cast<float>(i)); },
+      [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
+        for (size_t it = 0; it < iters; ++it) ((acc = hn::MulAdd(acc, m, c)), ...);
+        V sum = Nth<0>(acc...);
+        Unroll<kAcc - 1>([&](auto i)
+                             HWYATTN_INLINE_LAMBDA { sum = hn::Add(sum, Nth<i + 1>(acc...)); });
+        return hn::GetLane(hn::SumOfLanes(d, sum));
+      });
 }
 
 // Sums `n` floats (n a multiple of 8 vectors, p vector-aligned) with 8

@@ -9,6 +9,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #include "hwy/detect_targets.h"
 #include "hwy/targets.h"
@@ -100,6 +103,21 @@ bool CpuHasAvx512Bf16() {
 #endif
 }
 
+// All targets, less the vector-length-agnostic SVE targets (whose kernels
+// are built for kSveVlaFloatLanes floats) unless the hardware vector is that
+// long. The length is the thread's (prctl: the same for every thread unless
+// a program changes it, which Highway's dispatch does not support either).
+int64_t VlaSveTargets() {
+#if HWY_ARCH_ARM_A64 && defined(__linux__) && defined(PR_SVE_GET_VL)
+  const int vl = prctl(PR_SVE_GET_VL);
+  if (vl >= 0 &&
+      static_cast<size_t>(vl & PR_SVE_VL_LEN_MASK) == kSveVlaFloatLanes * sizeof(float)) {
+    return ~int64_t{0};
+  }
+#endif
+  return ~(int64_t{HWY_SVE} | int64_t{HWY_SVE2});
+}
+
 // HWYATTN_TARGET's cap, read (and reported, if need be) once.
 int64_t Cap() {
   static const int64_t cap = CapFromEnvironment();
@@ -127,7 +145,7 @@ StreamPrefetch StreamPrefetchLevel() {
 }
 
 int64_t AllowedTargets() {
-  static const int64_t allowed = hwy::SupportedTargets() & Cap();
+  static const int64_t allowed = hwy::SupportedTargets() & Cap() & VlaSveTargets();
   return allowed;
 }
 

@@ -17,8 +17,16 @@
 
 namespace hwyattn {
 
+// Floats per vector of the kernels of the vector-length-agnostic SVE targets
+// (HWY_SVE, HWY_SVE2): their layouts need a compile-time lane count, so they
+// are built for 512-bit vectors (src/ops/vectors-inl.h) and allowed only on
+// hardware whose vectors are exactly that long (AllowedTargets).
+constexpr size_t kSveVlaFloatLanes = 16;
+
 // Targets the kernels may use: those this CPU supports (hwy::SupportedTargets)
-// that are no better than the HWYATTN_TARGET cap, if set. Read once.
+// that are no better than the HWYATTN_TARGET cap, if set, less HWY_SVE and
+// HWY_SVE2 unless the hardware vector holds exactly kSveVlaFloatLanes floats.
+// Read once.
 int64_t AllowedTargets();
 
 // Picks the best allowed kernel table from an HWY_EXPORT dispatch table

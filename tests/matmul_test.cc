@@ -18,6 +18,7 @@
 #include "hwy/tests/hwy_gtest.h"
 // After highway.h
 #include "src/ops/matmul-inl.h"
+#include "src/ops/vectors-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
@@ -25,7 +26,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 void TestTileProducts() {
-  const hn::ScalableTag<float> df;
+  const DF df;  // the kernels' vectors (vectors-inl.h)
   const size_t N = hn::Lanes(df);
   constexpr size_t kMR = kTileRows, kNQ = kTileVectors;
   const size_t ldb = kNQ * N + N;  // B rows wider than the tile: only kNQ vectors are used

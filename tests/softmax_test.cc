@@ -19,6 +19,7 @@
 #include "hwy/tests/hwy_gtest.h"
 // After highway.h
 #include "src/ops/softmax-inl.h"
+#include "src/ops/vectors-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
@@ -27,7 +28,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Exp2 evaluated one vector at a time over `x`.
 std::vector<float> Exp2All(const std::vector<float>& x) {
-  const hn::ScalableTag<float> df;
+  const DF df;  // the kernels' vectors (vectors-inl.h)
   const size_t N = hn::Lanes(df);
   std::vector<float> in(x), out((x.size() + N - 1) / N * N);
   in.resize(out.size(), 0.0f);
@@ -69,7 +70,7 @@ void TestExp2Edges() {
 }
 
 void TestSoftmaxTileUpdate() {
-  const hn::ScalableTag<float> df;
+  const DF df;  // the kernels' vectors (vectors-inl.h)
   const size_t N = hn::Lanes(df);
   const size_t ld = 3 * N;  // queries (lanes)
   std::mt19937 rng(7);

@@ -22,6 +22,7 @@
 #include "hwy/tests/hwy_gtest.h"
 // After highway.h
 #include "src/ops/tanh-inl.h"
+#include "src/ops/vectors-inl.h"
 
 #ifndef HWYATTN_TESTS_TANH_TEST_ONCE_
 #define HWYATTN_TESTS_TANH_TEST_ONCE_
@@ -112,7 +113,7 @@ double MaxUlp() {
 
 // Tanh evaluated one vector at a time over `x`.
 std::vector<float> TanhAll(const std::vector<float>& x) {
-  const hn::ScalableTag<float> df;
+  const DF df;  // the kernels' vectors (vectors-inl.h)
   const size_t N = hn::Lanes(df);
   std::vector<float> in(x), out((x.size() + N - 1) / N * N);
   in.resize(out.size(), 0.0f);

@@ -44,17 +44,18 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 // After highway.h
+#include "src/ops/registers-inl.h"
 #include "src/ops/score_rules-inl.h"
 #include "src/ops/softmax-inl.h"
+#include "src/ops/vectors-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
+// DF and kLanes: vectors-inl.h.
 using VF = hn::Vec<DF>;
-constexpr size_t kLanes = HWY_LANES(float);
 // Whether this target's kernels may run the AVX512_BF16 loops
 // (decode_bf16.h; the planner sets plan.bf16_dot only for them).
 constexpr bool kBf16DotTarget = HWY_TARGET == HWY_AVX3;
@@ -104,74 +105,85 @@ HWY_INLINE void PrefetchStream(const T* p) {
 #endif
 }
 
-// Transposes-and-sums kLanes accumulators (one per key) into one vector of
-// the keys' totals: on AVX3 ReduceKeys16; elsewhere pairwise, lanes [0, N/2)
-// of a level's result sum adjacent lanes of a, lanes [N/2, N) those of b;
-// after log2(N) levels lane i holds key i's total.
-HWY_INLINE VF ReduceKeys(VF (&acc)[kLanes]) {
+#if HWY_TARGET != HWY_SCALAR  // (no ConcatEven there; one lane needs no sums)
+// Pairwise sums of a pack of accumulators (registers-inl.h), halving it
+// until one vector is left: lanes [0, N/2) of a level's result i sum adjacent
+// lanes of accumulator 2i, lanes [N/2, N) those of 2i + 1.
+template <class... V>
+HWY_INLINE VF ReducePairwise(V&... acc) {
+  if constexpr (sizeof...(V) == 1) {
+    return Nth<0>(acc...);
+  } else {
+    const DF df;
+    return WithRegistersFrom<sizeof...(V) / 2>(
+        [&](auto i) HWYATTN_INLINE_LAMBDA {
+          auto& a = Nth<2 * i>(acc...);
+          auto& b = Nth<2 * i + 1>(acc...);
+          return hn::Add(hn::ConcatEven(df, b, a), hn::ConcatOdd(df, b, a));
+        },
+        [&](auto&... next) HWYATTN_INLINE_LAMBDA { return ReducePairwise(next...); });
+  }
+}
+#endif
+
+// Transposes-and-sums kLanes accumulators (one per key; a pack) into one
+// vector of the keys' totals: on AVX3 ReduceKeys16; elsewhere pairwise
+// (ReducePairwise): after log2(N) levels lane i holds key i's total.
+template <class... V>
+HWY_INLINE VF ReduceKeys(V&... acc) {
+  static_assert(sizeof...(V) == kLanes, "an accumulator per lane");
 #if HWY_TARGET == HWY_AVX3
-  __m512 raw[16];
-  for (size_t i = 0; i < 16; ++i) raw[i] = acc[i].raw;
+  __m512 raw[16] = {acc.raw...};
   return VF{ReduceKeys16(raw)};
 #elif HWY_TARGET != HWY_SCALAR
-  const DF df;
-  HWY_UNROLL(16)
-  for (size_t n = kLanes; n > 1; n /= 2) {
-    HWY_UNROLL(16)
-    for (size_t i = 0; i < n / 2; ++i) {
-      acc[i] = hn::Add(hn::ConcatEven(df, acc[2 * i + 1], acc[2 * i]),
-                       hn::ConcatOdd(df, acc[2 * i + 1], acc[2 * i]));
-    }
-  }
+  return ReducePairwise(acc...);
+#else
+  return Nth<0>(acc...);
 #endif
-  return acc[0];
 }
 
 // The multiply-adds of head dims [d, d + kBlock * kLanes) into the
-// accumulators of ScoreKeyGroup: the kRows x kBlock query vectors are loaded
-// into registers once and feed every key of the group, so a K vector costs
-// one load for kRows FMAs (Zen 4 loads one 512-bit vector per cycle:
-// reloading q for every FMA made the score loop load-bound).
-template <bool kL2, size_t kRows, size_t kBlock, typename T>
+// accumulators of ScoreKeyGroup (a pack of kLanes): the kRows x kBlock query
+// vectors are loaded into registers once and feed every key of the group, so
+// a K vector costs one load for kRows FMAs (Zen 4 loads one 512-bit vector
+// per cycle: reloading q for every FMA made the score loop load-bound).
+template <bool kL2, size_t kRows, size_t kBlock, typename T, class... V>
 HWY_INLINE void ScoreDimBlock(const float* HWY_RESTRICT q, size_t ldq, size_t d,
-                              const T* HWY_RESTRICT k, int64_t ldk, int64_t ahead,
-                              VF (&acc)[kLanes]) {
+                              const T* HWY_RESTRICT k, int64_t ldk, int64_t ahead, V&... acc) {
   constexpr size_t kKeys = kLanes / kRows;
   const DF df;
-  VF qv[kRows][kBlock];
-  HWY_UNROLL(16)
-  for (size_t r = 0; r < kRows; ++r) {
-    HWY_UNROLL(8)
-    for (size_t c = 0; c < kBlock; ++c) qv[r][c] = hn::Load(df, q + r * ldq + d + c * kLanes);
-  }
-  HWY_UNROLL(16)
-  for (size_t kk = 0; kk < kKeys; ++kk) {
-    const T* kr = k + static_cast<int64_t>(kk) * ldk + d;
-    HWY_UNROLL(8)
-    for (size_t c = 0; c < kBlock; ++c) {
-      if (PrefetchAt<T>(d + c * kLanes)) PrefetchStream<kL2>(kr + ahead + c * kLanes);
-      const VF kv = LoadWide(kr + c * kLanes);
-      HWY_UNROLL(16)
-      for (size_t r = 0; r < kRows; ++r) {
-        acc[r * kKeys + kk] = hn::MulAdd(qv[r][c], kv, acc[r * kKeys + kk]);
-      }
-    }
-    PrefetchStream<kL2>(kr + ahead + kBlock * kLanes - 1);  // the span's end (PrefetchAt)
-  }
+  WithRegistersFrom<kRows * kBlock>(
+      [&](auto i) HWYATTN_INLINE_LAMBDA {
+        return hn::Load(df, q + (i / kBlock) * ldq + d + (i % kBlock) * kLanes);
+      },
+      [&](auto&... qv) HWYATTN_INLINE_LAMBDA {
+        const T* kr = k + d;  // key kk's row, a step of ldk per key
+        Unroll<kKeys>([&](auto kk) HWYATTN_INLINE_LAMBDA {
+          Unroll<kBlock>([&](auto c) HWYATTN_INLINE_LAMBDA {
+            if (PrefetchAt<T>(d + c * kLanes)) PrefetchStream<kL2>(kr + ahead + c * kLanes);
+            const VF kv = LoadWide(kr + c * kLanes);
+            Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
+              auto& x = Nth<r * kKeys + kk>(acc...);
+              x = hn::MulAdd(Nth<r * kBlock + c>(qv...), kv, x);
+            });
+          });
+          PrefetchStream<kL2>(kr + ahead + kBlock * kLanes - 1);  // the span's end (PrefetchAt)
+          kr += ldk;
+        });
+      });
 }
 
 // Head dims [d, dim_vec) in blocks of kBlock vectors, then the rest in
 // halving blocks (at most one of each size): D = 4 vectors with kBlock = 8
 // is one block of 4, so its key rows are still read front to back.
-template <bool kL2, size_t kRows, size_t kBlock, typename T>
+template <bool kL2, size_t kRows, size_t kBlock, typename T, class... V>
 HWY_INLINE void ScoreDimBlocks(const float* HWY_RESTRICT q, size_t ldq, size_t d, size_t dim_vec,
-                               const T* HWY_RESTRICT k, int64_t ldk, int64_t ahead,
-                               VF (&acc)[kLanes]) {
+                               const T* HWY_RESTRICT k, int64_t ldk, int64_t ahead, V&... acc) {
   for (; d + kBlock * kLanes <= dim_vec; d += kBlock * kLanes) {
-    ScoreDimBlock<kL2, kRows, kBlock>(q, ldq, d, k, ldk, ahead, acc);
+    ScoreDimBlock<kL2, kRows, kBlock>(q, ldq, d, k, ldk, ahead, acc...);
   }
   if constexpr (kBlock > 1)
-    ScoreDimBlocks<kL2, kRows, kBlock / 2>(q, ldq, d, dim_vec, k, ldk, ahead, acc);
+    ScoreDimBlocks<kL2, kRows, kBlock / 2>(q, ldq, d, dim_vec, k, ldk, ahead, acc...);
 }
 
 // Scores of kLanes / kRows consecutive keys (rows `ldk` apart) against kRows
@@ -194,38 +206,40 @@ HWY_INLINE void ScoreKeyGroup(const float* HWY_RESTRICT q, size_t ldq, size_t di
   constexpr size_t kKeys = kLanes / kRows;
   constexpr size_t kBlock = kRows >= 8 ? 1 : 8 / kRows;
   const DF df;
-  VF acc[kLanes];
-  HWY_UNROLL(16)
-  for (size_t i = 0; i < kLanes; ++i) acc[i] = hn::Zero(df);
-  if constexpr (kRows == 1) {
-    HWY_UNROLL(16)
-    for (size_t kk = 0; kk < kKeys; ++kk) {
-      const T* kr = k + static_cast<int64_t>(kk) * ldk;
-      for (size_t d = 0; d < dim_vec; d += kLanes) {
-        if (PrefetchAt<T>(d)) PrefetchStream<kL2>(kr + ahead + d);
-        acc[kk] = hn::MulAdd(hn::Load(df, q + d), LoadWide(kr + d), acc[kk]);
-      }
-      if (dim_vec != 0) PrefetchStream<kL2>(kr + ahead + dim_vec - 1);
+  WithRegisters<kLanes>(hn::Zero(df), [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
+    if constexpr (kRows == 1) {
+      Unroll<kKeys>([&](auto kk) HWYATTN_INLINE_LAMBDA {
+        const T* kr = k + static_cast<int64_t>(kk) * ldk;
+        auto& x = Nth<kk>(acc...);
+        for (size_t d = 0; d < dim_vec; d += kLanes) {
+          if (PrefetchAt<T>(d)) PrefetchStream<kL2>(kr + ahead + d);
+          x = hn::MulAdd(hn::Load(df, q + d), LoadWide(kr + d), x);
+        }
+        if (dim_vec != 0) PrefetchStream<kL2>(kr + ahead + dim_vec - 1);
+      });
+    } else {
+      ScoreDimBlocks<kL2, kRows, kBlock>(q, ldq, 0, dim_vec, k, ldk, ahead, acc...);
     }
-  } else {
-    ScoreDimBlocks<kL2, kRows, kBlock>(q, ldq, 0, dim_vec, k, ldk, ahead, acc);
-  }
-  const VF sums = ReduceKeys(acc);
-  if constexpr (kRows == 1) {
-    hn::StoreU(sums, df, s);
-  } else {
-    HWY_ALIGN float lanes[kLanes];
-    hn::Store(sums, df, lanes);
-    for (size_t r = 0; r < rows; ++r) memcpy(s + r * lds, lanes + r * kKeys, kKeys * sizeof(float));
-  }
+    const VF sums = ReduceKeys(acc...);
+    if constexpr (kRows == 1) {
+      hn::StoreU(sums, df, s);
+    } else {
+      HWY_ALIGN float lanes[kLanes];
+      hn::Store(sums, df, lanes);
+      for (size_t r = 0; r < rows; ++r)
+        memcpy(s + r * lds, lanes + r * kKeys, kKeys * sizeof(float));
+    }
+  });
 }
 
 // Scores of the chunk's first `full` keys (a multiple of kLanes / kRows) for
-// all rows, in groups of kRows rows.
+// all rows, in groups of kRows rows. Not inlined: in its own frame the key
+// loop keeps its pointers in registers (inlined into ScoreRun, the 8-row
+// loop reloaded four of them from the stack per step on AVX3).
 template <bool kL2, size_t kRows, typename T>
-void ScoreKeyBlocks(const float* HWY_RESTRICT q, size_t ldq, size_t dim_vec,
-                    const T* HWY_RESTRICT k, int64_t ldk, int64_t ahead, size_t rows, int64_t full,
-                    float* HWY_RESTRICT s, size_t lds) {
+HWY_NOINLINE void ScoreKeyBlocks(const float* HWY_RESTRICT q, size_t ldq, size_t dim_vec,
+                                 const T* HWY_RESTRICT k, int64_t ldk, int64_t ahead, size_t rows,
+                                 int64_t full, float* HWY_RESTRICT s, size_t lds) {
   constexpr int64_t kKeys = static_cast<int64_t>(kLanes / kRows);
   for (int64_t j = 0; j < full; j += kKeys) {
     for (size_t r0 = 0; r0 < rows; r0 += kRows) {
@@ -263,42 +277,40 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, const Ke
                                size_t num_runs, size_t dv, int64_t ldv, bool accumulate,
                                float* HWY_RESTRICT out, size_t ldo) {
   const DF df;
-  VF acc[kRows][kVecs];
-  HWY_UNROLL(4)
-  for (size_t r = 0; r < kRows; ++r) {
-    HWY_UNROLL(4)
-    for (size_t c = 0; c < kVecs; ++c) {
-      acc[r][c] = accumulate ? hn::LoadU(df, out + r * ldo + c * kLanes) : hn::Zero(df);
-    }
-  }
-  for (size_t k = 0; k < num_runs; ++k) {
-    const T* HWY_RESTRICT v = runs[k].rows + dv;
-    const int64_t ahead = runs[k].ahead;
-    const float* HWY_RESTRICT pk = p + runs[k].first;
-    for (size_t j = 0; j < runs[k].count; ++j) {
-      HWY_UNROLL(4)
-      for (size_t c = 0; c < kVecs; ++c) {
-        if (PrefetchAt<T>(dv + c * kLanes))
-          PrefetchStream<kL2>(v + static_cast<int64_t>(j) * ldv + ahead + c * kLanes);
-      }
-      PrefetchStream<kL2>(v + static_cast<int64_t>(j) * ldv + ahead + kVecs * kLanes - 1);
-      VF vv[kVecs];
-      HWY_UNROLL(4)
-      for (size_t c = 0; c < kVecs; ++c)
-        vv[c] = LoadWide(v + static_cast<int64_t>(j) * ldv + c * kLanes);
-      HWY_UNROLL(4)
-      for (size_t r = 0; r < kRows; ++r) {
-        const VF pr = hn::Set(df, pk[r * ldp + j]);
-        HWY_UNROLL(4)
-        for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::MulAdd(pr, vv[c], acc[r][c]);
-      }
-    }
-  }
-  HWY_UNROLL(4)
-  for (size_t r = 0; r < kRows; ++r) {
-    HWY_UNROLL(4)
-    for (size_t c = 0; c < kVecs; ++c) hn::StoreU(acc[r][c], df, out + r * ldo + c * kLanes);
-  }
+  // The kRows x kVecs accumulators, a pack (registers-inl.h), row-major.
+  WithRegistersFrom<kRows * kVecs>(
+      [&](auto i) HWYATTN_INLINE_LAMBDA {
+        return accumulate ? hn::LoadU(df, out + (i / kVecs) * ldo + (i % kVecs) * kLanes)
+                          : hn::Zero(df);
+      },
+      [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
+        for (size_t k = 0; k < num_runs; ++k) {
+          const T* HWY_RESTRICT v = runs[k].rows + dv;
+          const int64_t ahead = runs[k].ahead;
+          const float* HWY_RESTRICT pk = p + runs[k].first;
+          for (size_t j = 0; j < runs[k].count; ++j) {
+            const T* HWY_RESTRICT vj = v + static_cast<int64_t>(j) * ldv;
+            Unroll<kVecs>([&](auto c) HWYATTN_INLINE_LAMBDA {
+              if (PrefetchAt<T>(dv + c * kLanes)) PrefetchStream<kL2>(vj + ahead + c * kLanes);
+            });
+            PrefetchStream<kL2>(vj + ahead + kVecs * kLanes - 1);
+            WithRegistersFrom<kVecs>(
+                [&](auto c) HWYATTN_INLINE_LAMBDA { return LoadWide(vj + c * kLanes); },
+                [&](auto&... vv) HWYATTN_INLINE_LAMBDA {
+                  Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
+                    const VF pr = hn::Set(df, pk[r * ldp + j]);
+                    Unroll<kVecs>([&](auto c) HWYATTN_INLINE_LAMBDA {
+                      auto& x = Nth<r * kVecs + c>(acc...);
+                      x = hn::MulAdd(pr, Nth<c>(vv...), x);
+                    });
+                  });
+                });
+          }
+        }
+        Unroll<kRows * kVecs>([&](auto i) HWYATTN_INLINE_LAMBDA {
+          hn::StoreU(Nth<i>(acc...), df, out + (i / kVecs) * ldo + (i % kVecs) * kLanes);
+        });
+      });
 }
 
 // WeightedValues for `rows` <= 4 rows: a switch to the compiled tile shapes.

@@ -56,16 +56,17 @@
 #include "hwy/highway.h"
 // After highway.h
 #include "src/ops/matmul-inl.h"
+#include "src/ops/registers-inl.h"
 #include "src/ops/score_rules-inl.h"
 #include "src/ops/softmax-inl.h"
+#include "src/ops/vectors-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
-constexpr size_t kLanes = HWY_LANES(float);
+// DF and kLanes: vectors-inl.h (via matmul-inl.h).
 constexpr size_t kMR = kTileRows;
 constexpr size_t kQueryTile = kTileVectors * kLanes;
 // Keys per online-softmax step: 8 panels (64 keys on AVX-512, 48 on AVX2).
@@ -405,27 +406,32 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   });
 }
 
-// In-register transpose of a kLanes x kLanes block: log2(kLanes) rounds of
-// the perfect unshuffle (row i of a round's output is the even lanes of rows
-// 2i and 2i+1, row kLanes/2 + i their odd lanes); afterwards rows[i] holds
-// lane i of every input row. kLanes log2(kLanes) shuffles, e.g. 64 for the
-// 16 x 16 block of AVX-512 instead of 256 scalar stores.
-HWY_INLINE void TransposeBlock(hn::Vec<DF> (&rows)[kLanes]) {
+// In-register transpose of a kLanes x kLanes block, its rows a pack of
+// kLanes vectors (registers-inl.h): log2(kLanes) rounds of the perfect
+// unshuffle (row i of a round's output is the even lanes of rows 2i and
+// 2i+1, row kLanes/2 + i their odd lanes); afterwards row i holds lane i of
+// every input row. kLanes log2(kLanes) shuffles, e.g. 64 for the 16 x 16
+// block of AVX-512 instead of 256 scalar stores.
+template <class... VF>
+HWY_INLINE void TransposeBlock(VF&... rows) {
+  static_assert(sizeof...(VF) == kLanes, "a row per lane");
 #if HWY_TARGET != HWY_SCALAR
   const DF df;
-  HWY_UNROLL(4)
-  for (size_t round = 1; round < kLanes; round *= 2) {
-    hn::Vec<DF> next[kLanes];
-    HWY_UNROLL(16)
-    for (size_t i = 0; i < kLanes / 2; ++i) {
-      next[i] = hn::ConcatEven(df, rows[2 * i + 1], rows[2 * i]);
-      next[kLanes / 2 + i] = hn::ConcatOdd(df, rows[2 * i + 1], rows[2 * i]);
-    }
-    HWY_UNROLL(16)
-    for (size_t i = 0; i < kLanes; ++i) rows[i] = next[i];
-  }
+  constexpr size_t kHalf = kLanes / 2;
+  Unroll<hwy::CeilLog2(kLanes)>([&](auto /*round*/) HWYATTN_INLINE_LAMBDA {
+    WithRegistersFrom<kLanes>(
+        [&](auto i) -> hn::Vec<DF> HWYATTN_INLINE_LAMBDA {
+          constexpr size_t kRow = 2 * (decltype(i)::value % kHalf);
+          if constexpr (decltype(i)::value < kHalf) {
+            return hn::ConcatEven(df, Nth<kRow + 1>(rows...), Nth<kRow>(rows...));
+          } else {
+            return hn::ConcatOdd(df, Nth<kRow + 1>(rows...), Nth<kRow>(rows...));
+          }
+        },
+        [&](auto&... next) HWYATTN_INLINE_LAMBDA { ((rows = next), ...); });
+  });
 #else
-  (void)rows;
+  ((void)rows, ...);
 #endif
 }
 
@@ -456,21 +462,19 @@ void PackQueriesContiguous(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t
   for (int64_t c0 = 0; c0 < static_cast<int64_t>(kQueryTile); c0 += kLanes) {
     const T* const* src = src_rows + c0;
     for (int64_t d0 = 0; d0 < dim_vec; d0 += kLanes) {
-      hn::Vec<DF> block[kLanes];
-      HWY_UNROLL(16)
-      for (size_t i = 0; i < kLanes; ++i) {
-        if (src[i] == nullptr) {
-          block[i] = hn::Zero(df);
-          continue;
-        }
-        const auto q = LoadWide(src[i] + d0);
-        block[i] = hn::Mul(kRound ? RoundToBf16(df, q) : q, scale);
-      }
-      TransposeBlock(block);
-      HWY_UNROLL(16)
-      for (size_t i = 0; i < kLanes; ++i) {
-        hn::Store(block[i], df, dst + (d0 + static_cast<int64_t>(i)) * kQueryTile + c0);
-      }
+      WithRegistersFrom<kLanes>(
+          [&](auto i) -> hn::Vec<DF> HWYATTN_INLINE_LAMBDA {
+            if (src[i] == nullptr) return hn::Zero(df);
+            const auto q = LoadWide(src[i] + d0);
+            return hn::Mul(kRound ? RoundToBf16(df, q) : q, scale);
+          },
+          [&](auto&... block) HWYATTN_INLINE_LAMBDA {
+            TransposeBlock(block...);
+            Unroll<kLanes>([&](auto i) HWYATTN_INLINE_LAMBDA {
+              hn::Store(Nth<i>(block...), df,
+                        dst + (d0 + static_cast<int64_t>(i)) * kQueryTile + c0);
+            });
+          });
     }
     for (int64_t d = dim_vec; d < dim; ++d) {
       for (size_t i = 0; i < kLanes; ++i)
@@ -521,8 +525,11 @@ void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64
 struct RoundedProbabilities {
   float* HWY_RESTRICT s;
   size_t ld;
-  HWY_INLINE void operator()(DF df, size_t r, size_t c, const hn::Vec<DF>* p, size_t count) const {
-    for (size_t i = 0; i < count; ++i) hn::Store(RoundToBf16(df, p[i]), df, s + (r + i) * ld + c);
+  template <class... VF>
+  HWY_INLINE void operator()(DF df, size_t r, size_t c, size_t count, const VF&... p) const {
+    Unroll<sizeof...(VF)>([&](auto i) HWYATTN_INLINE_LAMBDA {
+      if (i < count) hn::Store(RoundToBf16(df, Nth<i>(p...)), df, s + (r + i) * ld + c);
+    });
   }
 };
 
@@ -536,23 +543,27 @@ struct RoundedProbabilities {
 struct PairedProbabilities {
   uint32_t* HWY_RESTRICT pairs;
   size_t ld_pairs;
-  HWY_INLINE void operator()(DF df, size_t r, size_t c, const hn::Vec<DF>* p, size_t count) const {
+  template <class... VF>
+  HWY_INLINE void operator()(DF df, size_t r, size_t c, size_t count, const VF&... p) const {
+    static_assert(sizeof...(VF) % 2 == 0, "whole pairs of rows");
 #if HWY_TARGET == HWY_AVX3 && (defined(__GNUC__) || defined(__clang__))
     alignas(64) static constexpr uint16_t kInterleave[32] = {
         0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
         8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
     const __m512i interleave = _mm512_load_si512(kInterleave);
-    for (size_t i = 0; i < count; i += 2) {
-      const __m512 lo = p[i].raw;
-      const __m512 hi = i + 1 < count ? p[i + 1].raw : _mm512_setzero_ps();
+    Unroll<sizeof...(VF) / 2>([&](auto pair) HWYATTN_INLINE_LAMBDA {
+      constexpr size_t i = 2 * decltype(pair)::value;
+      if (i >= count) return;
+      const __m512 lo = Nth<i>(p...).raw;
+      const __m512 hi = i + 1 < count ? Nth<i + 1>(p...).raw : _mm512_setzero_ps();
       __m512i halves;  // words 0-15: lo rounded, 16-31: hi rounded
       asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(hi), "v"(lo));
       _mm512_storeu_si512(pairs + (r + i) / 2 * ld_pairs + c,
                           _mm512_permutexvar_epi16(interleave, halves));
-    }
+    });
     (void)df;
 #else
-    (void)df, (void)r, (void)c, (void)p, (void)count;
+    (void)df, (void)r, (void)c, (void)count, ((void)p, ...);
     HWY_ABORT("hwyattn: bf16 dot products reached a kernel of target %s",
               hwy::TargetName(HWY_TARGET));
 #endif
@@ -797,7 +808,7 @@ struct Bf16ScoreOperands {
 };
 
 template <size_t kVectors, class AOperand>
-void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t, float* s_rows,
+void ScorePanel(size_t vectors, size_t dim, AOperand a, const float* q_t, float* s_rows,
                 int64_t key0, const LaneModifiers* mods, const PanelMask* mask, float* tile_max,
                 const KeyPanelPrefetch& prefetch, const Bf16ScoreOperands* bf16 = nullptr) {
   if constexpr (kVectors > 1) {
@@ -810,67 +821,63 @@ void ScorePanel(size_t vectors, size_t dim, const AOperand& a, const float* q_t,
   const DF df;
   using VF = hn::Vec<DF>;
   const hn::RebindToSigned<DF> di;
-  VF acc[kMR][kVectors];
+  // The kMR x kVectors scores, a pack (row-major) in registers.
+  WithRegisters<kMR * kVectors>(hn::Zero(df), [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
 #if HWY_TARGET == HWY_AVX3
-  if (bf16 != nullptr) {
-    // The AVX512_BF16 tile stores the scaled scores; the epilogue below
-    // takes them from L1.
-    static_assert(kMR == kBf16TileRows && kLanes == kBf16Lanes, "bf16 tile geometry");
-    Bf16ScoreTile(kVectors, bf16->pairs, bf16->k_pairs, bf16->q_pairs, kQueryTile, bf16->scale,
-                  s_rows, kQueryTile);
-    HWY_UNROLL(16)
-    for (size_t r = 0; r < kMR; ++r) {
-      HWY_UNROLL(8)
-      for (size_t c = 0; c < kVectors; ++c) {
-        acc[r][c] = hn::LoadU(df, s_rows + r * kQueryTile + c * kLanes);
-      }
-    }
-  } else  // NOLINT(readability/braces)
+    if (bf16 != nullptr) {
+      // The AVX512_BF16 tile stores the scaled scores; the epilogue below
+      // takes them from L1.
+      static_assert(kMR == kBf16TileRows && kLanes == kBf16Lanes, "bf16 tile geometry");
+      Bf16ScoreTile(kVectors, bf16->pairs, bf16->k_pairs, bf16->q_pairs, kQueryTile, bf16->scale,
+                    s_rows, kQueryTile);
+      Unroll<kMR * kVectors>([&](auto i) HWYATTN_INLINE_LAMBDA {
+        Nth<i>(acc...) =
+            hn::LoadU(df, s_rows + (i / kVectors) * kQueryTile + (i % kVectors) * kLanes);
+      });
+    } else  // NOLINT(readability/braces)
 #endif
-  {
-    (void)bf16;
-    HWY_UNROLL(16)
-    for (size_t r = 0; r < kMR; ++r) {
-      HWY_UNROLL(8)
-      for (size_t c = 0; c < kVectors; ++c) acc[r][c] = hn::Zero(df);
+    {
+      (void)bf16;
+      TileMulAdd<kMR, kVectors>(df, dim, a, q_t, kQueryTile, prefetch, acc...);
     }
-    TileMulAdd<kMR, kVectors>(df, dim, a, q_t, kQueryTile, acc, prefetch);
-  }
-  const VF blocked_value = hn::Set(df, -INFINITY);
-  VF mx[kVectors];
-  HWY_UNROLL(8)
-  for (size_t c = 0; c < kVectors; ++c) mx[c] = hn::Load(df, tile_max + c * kLanes);
-  HWY_UNROLL(16)
-  for (size_t r = 0; r < kMR; ++r) {
-    float* row = s_rows + r * kQueryTile;
-    HWY_UNROLL(8)
-    for (size_t c = 0; c < kVectors; ++c) {
-      VF score = acc[r][c];
-      // Keys and positions fit in int32: lengths are validated to be < 2^31.
-      const auto key = hn::Set(di, static_cast<int32_t>(key0 + static_cast<int64_t>(r)));
-      if (mods != nullptr) {
-        if (mods->rule->cap != 0.0f) score = mods->rule->Cap(df, score);
-        if (mods->slope != nullptr) {
-          const VF distance = hn::ConvertTo(df, hn::Sub(key, hn::Load(di, mods->pos + c * kLanes)));
-          score = hn::MulAdd(hn::Load(df, mods->slope + c * kLanes), distance, score);
-        }
-      }
-      if (mask != nullptr) {
-        if (key0 + static_cast<int64_t>(r) >= mask->key_end) {
-          score = blocked_value;
-        } else if (mask->key_lo != nullptr) {
-          const auto blocked =
-              hn::RebindMask(df, hn::Or(hn::Lt(key, hn::Load(di, mask->key_lo + c * kLanes)),
-                                        hn::Gt(key, hn::Load(di, mask->key_last + c * kLanes))));
-          score = hn::IfThenElse(blocked, blocked_value, score);
-        }
-      }
-      hn::StoreU(score, df, row + c * kLanes);
-      mx[c] = hn::Max(mx[c], score);
-    }
-  }
-  HWY_UNROLL(8)
-  for (size_t c = 0; c < kVectors; ++c) hn::Store(mx[c], df, tile_max + c * kLanes);
+    const VF blocked_value = hn::Set(df, -INFINITY);
+    WithRegistersFrom<kVectors>(
+        [&](auto c) HWYATTN_INLINE_LAMBDA { return hn::Load(df, tile_max + c * kLanes); },
+        [&](auto&... mx) HWYATTN_INLINE_LAMBDA {
+          Unroll<kMR>([&](auto r) HWYATTN_INLINE_LAMBDA {
+            float* row = s_rows + r * kQueryTile;
+            Unroll<kVectors>([&](auto c) HWYATTN_INLINE_LAMBDA {
+              VF score = Nth<r * kVectors + c>(acc...);
+              // Keys and positions fit in int32: lengths are validated to be < 2^31.
+              const auto key = hn::Set(di, static_cast<int32_t>(key0 + static_cast<int64_t>(r)));
+              if (mods != nullptr) {
+                if (mods->rule->cap != 0.0f) score = mods->rule->Cap(df, score);
+                if (mods->slope != nullptr) {
+                  const VF distance =
+                      hn::ConvertTo(df, hn::Sub(key, hn::Load(di, mods->pos + c * kLanes)));
+                  score = hn::MulAdd(hn::Load(df, mods->slope + c * kLanes), distance, score);
+                }
+              }
+              if (mask != nullptr) {
+                if (key0 + static_cast<int64_t>(r) >= mask->key_end) {
+                  score = blocked_value;
+                } else if (mask->key_lo != nullptr) {
+                  const auto blocked = hn::RebindMask(
+                      df, hn::Or(hn::Lt(key, hn::Load(di, mask->key_lo + c * kLanes)),
+                                 hn::Gt(key, hn::Load(di, mask->key_last + c * kLanes))));
+                  score = hn::IfThenElse(blocked, blocked_value, score);
+                }
+              }
+              hn::StoreU(score, df, row + c * kLanes);
+              auto& m = Nth<c>(mx...);
+              m = hn::Max(m, score);
+            });
+          });
+          Unroll<kVectors>([&](auto c) HWYATTN_INLINE_LAMBDA {
+            hn::Store(Nth<c>(mx...), df, tile_max + c * kLanes);
+          });
+        });
+  });
 }
 
 // ---------------------------------------------------------------- outputs
@@ -883,7 +890,7 @@ void StoreOutputs(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, in
                   int64_t value_dim_pad) {
   const DF df;
   const int64_t value_dim = p.value_dim, so = p.out.stride[3];
-  HWY_ALIGN float spill[kLanes];
+  HWY_ALIGN float spill[kLanes * kLanes];  // a block's rows, when not stored directly
   for (int64_t c0 = 0; c0 < rows; c0 += kLanes) {
     const int64_t block_rows = std::min<int64_t>(kLanes, rows - c0);
     float* out_rows[kLanes];
@@ -892,22 +899,29 @@ void StoreOutputs(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, in
     }
     const auto scale = hn::Load(df, inv + c0);
     for (int64_t d0 = 0; d0 < value_dim_pad; d0 += kLanes) {
-      hn::Vec<DF> block[kLanes];
-      HWY_UNROLL(16)
-      for (size_t i = 0; i < kLanes; ++i) {
-        block[i] =
-            hn::Mul(hn::Load(df, o_t + (d0 + static_cast<int64_t>(i)) * kQueryTile + c0), scale);
-      }
-      TransposeBlock(block);
-      const int64_t dims = std::min<int64_t>(kLanes, value_dim - d0);
-      for (int64_t i = 0; i < block_rows; ++i) {
-        if (so == 1 && dims == static_cast<int64_t>(kLanes)) {
-          hn::StoreU(block[i], df, out_rows[i] + d0);
-          continue;
-        }
-        hn::Store(block[i], df, spill);
-        for (int64_t d = 0; d < dims; ++d) out_rows[i][(d0 + d) * so] = spill[d];
-      }
+      WithRegistersFrom<kLanes>(
+          [&](auto i) HWYATTN_INLINE_LAMBDA {
+            return hn::Mul(hn::Load(df, o_t + (d0 + static_cast<int64_t>(i)) * kQueryTile + c0),
+                           scale);
+          },
+          [&](auto&... block) HWYATTN_INLINE_LAMBDA {
+            TransposeBlock(block...);
+            const int64_t dims = std::min<int64_t>(kLanes, value_dim - d0);
+            if (so == 1 && dims == static_cast<int64_t>(kLanes)) {
+              Unroll<kLanes>([&](auto i) HWYATTN_INLINE_LAMBDA {
+                if (static_cast<int64_t>(i) < block_rows) {
+                  hn::StoreU(Nth<i>(block...), df, out_rows[i] + d0);
+                }
+              });
+              return;
+            }
+            Unroll<kLanes>([&](auto i) HWYATTN_INLINE_LAMBDA {
+              hn::Store(Nth<i>(block...), df, spill + i * kLanes);
+            });
+            for (int64_t i = 0; i < block_rows; ++i) {
+              for (int64_t d = 0; d < dims; ++d) out_rows[i][(d0 + d) * so] = spill[i * kLanes + d];
+            }
+          });
     }
   }
 }

@@ -30,13 +30,15 @@
 #define HWY_TARGET_INCLUDE "src/ops/kv_cache_write.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+// After highway.h
+#include "src/ops/vectors-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
+// DF and kLanes: vectors-inl.h.
 
 // buffer[0, dim) = row (head h of token t of `src`) as floats; zeros up to
 // a whole vector.
@@ -130,7 +132,7 @@ void WriteToken(const KvWriteProblem& p, int64_t t, float* buffer) {
   }
 }
 
-constexpr KvWriteKernels kKvWriteKernels = {HWY_TARGET, HWY_LANES(float), &WriteToken};
+constexpr KvWriteKernels kKvWriteKernels = {HWY_TARGET, kLanes, &WriteToken};
 
 const KvWriteKernels* GetKvWriteKernelTable() { return &kKvWriteKernels; }
 

@@ -42,17 +42,19 @@
 #include "hwy/highway.h"
 // After highway.h
 #include "src/ops/matmul-inl.h"
+#include "src/ops/registers-inl.h"
 #include "src/ops/score_rules-inl.h"
+#include "src/ops/vectors-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
+// DF and kLanes: vectors-inl.h (via matmul-inl.h).
 using DU = hn::RebindToUnsigned<DF>;
 constexpr size_t kMR = kTileRows;
-constexpr size_t kNR = kTileVectors * HWY_LANES(float);
+constexpr size_t kNR = kTileVectors * kLanes;
 
 // Cache blocking (BLIS's loops around the micro-kernel), for caches of ~1 MiB
 // L2 and 32-48 KiB L1 per core:
@@ -205,56 +207,66 @@ enum class Kind {
   kDot         // bf16 pairs x bf16 pairs: vdpbf16ps (matmul_bf16.h)
 };
 
-// acc += A x B over kc depths with B's vectors rounded to bf16 as loaded.
-template <size_t kNQ, class VF>
+// acc += A x B over kc depths with B's vectors rounded to bf16 as loaded
+// (acc: the MR x kNQ tile as a pack, row-major, as TileMulAdd's).
+template <size_t kNQ, class... VF>
 HWY_INLINE void RoundedBMulAdd(size_t kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
-                               VF (&acc)[kMR][kNQ], const LinePrefetch& prefetch) {
+                               const LinePrefetch& prefetch, VF&... acc) {
   const DF df;
   const size_t N = hn::Lanes(df);
+  const LinePrefetch pf = prefetch;  // a local copy: its fields stay in registers
   for (size_t k = 0; k < kc; ++k) {
-    prefetch(k);
-    VF bv[kNQ];
-    HWY_UNROLL(8)
-    for (size_t c = 0; c < kNQ; ++c) bv[c] = RoundToBf16(df, hn::LoadU(df, b + k * kNR + c * N));
-    HWY_UNROLL(16)
-    for (size_t r = 0; r < kMR; ++r) {
-      const VF ar = hn::Set(df, a[k * kMR + r]);
-      HWY_UNROLL(8)
-      for (size_t c = 0; c < kNQ; ++c) acc[r][c] = hn::MulAdd(ar, bv[c], acc[r][c]);
-    }
+    pf(k);
+    WithRegistersFrom<kNQ>(
+        [&](auto c)
+            HWYATTN_INLINE_LAMBDA { return RoundToBf16(df, hn::LoadU(df, b + k * kNR + c * N)); },
+        [&](auto&... bv) HWYATTN_INLINE_LAMBDA {
+          Unroll<kMR>([&](auto r) HWYATTN_INLINE_LAMBDA {
+            const auto ar = hn::Set(df, a[k * kMR + r]);
+            Unroll<kNQ>([&](auto c) HWYATTN_INLINE_LAMBDA {
+              auto& x = Nth<r * kNQ + c>(acc...);
+              x = hn::MulAdd(ar, Nth<c>(bv...), x);
+            });
+          });
+        });
   }
 }
 
 // acc += A x B over `pairs` depth pairs, B as bf16 pairs widened exactly:
 // the low halves (even depths) first, then the high halves (odd depths), so
 // that only kNQ B vectors are live at once.
-template <size_t kNQ, class VF>
+template <size_t kNQ, class... VF>
 HWY_INLINE void PairsMulAdd(size_t pairs, const float* HWY_RESTRICT a,
-                            const uint32_t* HWY_RESTRICT b, VF (&acc)[kMR][kNQ],
-                            const LinePrefetch& prefetch) {
+                            const uint32_t* HWY_RESTRICT b, const LinePrefetch& prefetch,
+                            VF&... acc) {
   const DF df;
   const DU du;
   const size_t N = hn::Lanes(df);
   const auto high = hn::Set(du, 0xFFFF0000u);
+  const LinePrefetch pf = prefetch;  // a local copy: its fields stay in registers
   for (size_t i = 0; i < pairs; ++i) {
-    prefetch(i);
-    hn::Vec<DU> u[kNQ];
-    HWY_UNROLL(8)
-    for (size_t c = 0; c < kNQ; ++c) u[c] = hn::LoadU(du, b + i * kNR + c * N);
-    for (size_t half = 0; half < 2; ++half) {
-      VF bv[kNQ];
-      HWY_UNROLL(8)
-      for (size_t c = 0; c < kNQ; ++c) {
-        bv[c] = hn::BitCast(df, half == 0 ? hn::ShiftLeft<16>(u[c]) : hn::And(u[c], high));
-      }
-      const float* HWY_RESTRICT ak = a + (2 * i + half) * kMR;
-      HWY_UNROLL(16)
-      for (size_t r = 0; r < kMR; ++r) {
-        const VF ar = hn::Set(df, ak[r]);
-        HWY_UNROLL(8)
-        for (size_t c = 0; c < kNQ; ++c) acc[r][c] = hn::MulAdd(ar, bv[c], acc[r][c]);
-      }
-    }
+    pf(i);
+    WithRegistersFrom<kNQ>(
+        [&](auto c) HWYATTN_INLINE_LAMBDA { return hn::LoadU(du, b + i * kNR + c * N); },
+        [&](auto&... u) HWYATTN_INLINE_LAMBDA {
+          for (size_t half = 0; half < 2; ++half) {
+            WithRegistersFrom<kNQ>(
+                [&](auto c) HWYATTN_INLINE_LAMBDA {
+                  const auto uc = Nth<c>(u...);
+                  return hn::BitCast(df, half == 0 ? hn::ShiftLeft<16>(uc) : hn::And(uc, high));
+                },
+                [&](auto&... bv) HWYATTN_INLINE_LAMBDA {
+                  const float* HWY_RESTRICT ak = a + (2 * i + half) * kMR;
+                  Unroll<kMR>([&](auto r) HWYATTN_INLINE_LAMBDA {
+                    const auto ar = hn::Set(df, ak[r]);
+                    Unroll<kNQ>([&](auto c) HWYATTN_INLINE_LAMBDA {
+                      auto& x = Nth<r * kNQ + c>(acc...);
+                      x = hn::MulAdd(ar, Nth<c>(bv...), x);
+                    });
+                  });
+                });
+          }
+        });
   }
 }
 
@@ -284,23 +296,27 @@ HWY_INLINE void RunTile(const float* HWY_RESTRICT a, int64_t k0, size_t kc, cons
       HWY_ABORT("hwyattn: the AVX512_BF16 matmul tile on a target without 16-lane vectors");
     }
   } else {
-    using VF = hn::Vec<DF>;
-    VF acc[kMR][kNQ];
-    HWY_UNROLL(8)
-    for (size_t q = 0; q < kNQ; ++q) {
-      const VF init = bias != nullptr ? hn::LoadU(df, bias + q * N) : hn::Zero(df);
-      HWY_UNROLL(16)
-      for (size_t r = 0; r < kMR; ++r) {
-        acc[r][q] = bias != nullptr ? init : hn::LoadU(df, c + r * ldc + q * N);
-      }
-    }
-    const float* a_slice = a + k0 * static_cast<int64_t>(kMR);
-    if constexpr (kKind == Kind::kF32RoundB) {
-      RoundedBMulAdd<kNQ>(kc, a_slice, static_cast<const float*>(b), acc, prefetch);
-    } else {
-      PairsMulAdd<kNQ>((kc + 1) / 2, a_slice, static_cast<const uint32_t*>(b), acc, prefetch);
-    }
-    StoreTile(df, acc, c, ldc);
+    WithRegistersFrom<kNQ>(
+        [&](auto q) HWYATTN_INLINE_LAMBDA {
+          return bias != nullptr ? hn::LoadU(df, bias + q * N) : hn::Zero(df);
+        },
+        [&](auto&... init) HWYATTN_INLINE_LAMBDA {
+          WithRegistersFrom<kMR * kNQ>(
+              [&](auto i) HWYATTN_INLINE_LAMBDA {
+                return bias != nullptr ? Nth<i % kNQ>(init...)
+                                       : hn::LoadU(df, c + (i / kNQ) * ldc + (i % kNQ) * N);
+              },
+              [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
+                const float* a_slice = a + k0 * static_cast<int64_t>(kMR);
+                if constexpr (kKind == Kind::kF32RoundB) {
+                  RoundedBMulAdd<kNQ>(kc, a_slice, static_cast<const float*>(b), prefetch, acc...);
+                } else {
+                  PairsMulAdd<kNQ>((kc + 1) / 2, a_slice, static_cast<const uint32_t*>(b), prefetch,
+                                   acc...);
+                }
+                StoreTile<kMR, kNQ>(df, c, ldc, acc...);
+              });
+        });
   }
 }
 

@@ -39,13 +39,14 @@
 #include "hwy/highway.h"
 // After highway.h
 #include "hwy/contrib/math/math-inl.h"
+#include "src/ops/vectors-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
+// DF: vectors-inl.h.
 using VF = hn::Vec<DF>;
 
 constexpr int64_t kR = kMergeBlockRows;
@@ -90,12 +91,13 @@ void FoldTerms(const Term* HWY_RESTRICT t, int count, bool resume, float* dst, i
   if (contiguous) {
     const DF df;
     const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-    VF w[kGroup];
-    for (int k = 0; k < count; ++k) w[k] = hn::Set(df, t[k].w);
+    // Each weight broadcast where it is used (from L1; an embedded broadcast
+    // on AVX-512): sizeless vectors cannot be kept in an array.
     for (; i + lanes <= dv; i += lanes) {
-      VF acc = resume ? hn::LoadU(df, dst + i) : hn::Mul(w[0], hn::LoadU(df, t[0].src + i));
+      VF acc = resume ? hn::LoadU(df, dst + i)
+                      : hn::Mul(hn::Set(df, t[0].w), hn::LoadU(df, t[0].src + i));
       for (int k = resume ? 0 : 1; k < count; ++k) {
-        acc = hn::MulAdd(w[k], hn::LoadU(df, t[k].src + i), acc);
+        acc = hn::MulAdd(hn::Set(df, t[k].w), hn::LoadU(df, t[k].src + i), acc);
       }
       hn::StoreU(acc, df, dst + i);
     }

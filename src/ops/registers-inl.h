@@ -13,17 +13,31 @@
 // register allocator keeps in registers exactly as it kept the array's
 // elements (same instructions on AVX-512: see docs/PERFORMANCE.md).
 //
-//   WithRegisters<kMR * kNQ>(hn::Zero(df), [&](auto&... acc) {
+//   WithRegisters<kMR * kNQ>(hn::Zero(df), [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
 //     for (size_t k = 0; k < kc; ++k) {
-//       Unroll<kMR>([&](auto r) {
+//       Unroll<kMR>([&](auto r) HWYATTN_INLINE_LAMBDA {
 //         const auto ar = hn::Set(df, a(k, r));
-//         Unroll<kNQ>([&](auto c) {
+//         Unroll<kNQ>([&](auto c) HWYATTN_INLINE_LAMBDA {
 //           auto& x = Nth<r * kNQ + c>(acc...);
 //           x = hn::MulAdd(ar, hn::LoadU(df, b + k * ldb + c * N), x);
 //         });
 //       });
 //     }
 //   });
+
+// The lambdas given to these helpers carry HWYATTN_INLINE_LAMBDA (always
+// inline, as HWY_INLINE functions are): GCC's heuristics otherwise leave a
+// large body (a tile's k loop) out of line, and the vectors of the pack then
+// go through memory by reference.
+//
+//   Unroll<kN>([&](auto i) HWYATTN_INLINE_LAMBDA { ... });
+#ifndef HWYATTN_INLINE_LAMBDA
+#if defined(__GNUC__) || defined(__clang__)
+#define HWYATTN_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define HWYATTN_INLINE_LAMBDA
+#endif
+#endif
 
 // Per-target include guard (foreach_target includes this once per target).
 #if defined(HWYATTN_SRC_OPS_REGISTERS_INL_H_) == defined(HWY_TARGET_TOGGLE)

@@ -21,6 +21,7 @@
 #include "src/ops/convert.h"
 #include "src/ops/score_rules.h"
 #include "src/ops/tanh-inl.h"
+#include "src/ops/vectors-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
@@ -30,18 +31,18 @@ namespace hn = hwy::HWY_NAMESPACE;
 // One vector of floats from p[0, lanes): F32 as is, F16 and BF16 widened
 // (exactly) on load, so that half-precision K/V are read in place; an I8
 // cache's integers converted (exactly; its scales are the caller's).
-template <typename T, class DF = hn::ScalableTag<float>>
-HWY_INLINE hn::Vec<DF> LoadWide(const T* HWY_RESTRICT p) {
-  const DF df;
+template <typename T, class D = DF>
+HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p) {
+  const D df;
   if constexpr (std::is_same_v<T, float>) {
     return hn::LoadU(df, p);
   } else if constexpr (std::is_same_v<T, int8_t>) {
-    const hn::Rebind<int32_t, DF> di;
-    const hn::Rebind<int8_t, DF> d8;
+    const hn::Rebind<int32_t, D> di;
+    const hn::Rebind<int8_t, D> d8;
     return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p)));
   } else {
     using H = std::conditional_t<std::is_same_v<T, F16>, hwy::float16_t, hwy::bfloat16_t>;
-    const hn::Rebind<H, DF> dh;
+    const hn::Rebind<H, D> dh;
     return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const H*>(p)));
   }
 }
@@ -61,9 +62,9 @@ HWY_INLINE hn::Vec<DF> RoundToBf16(DF df, hn::Vec<DF> x) {
 
 // LoadWide of a T row read as bf16 products' operands (Bf16Operand, convert.h):
 // each lane rounded to bf16.
-template <typename T, class DF = hn::ScalableTag<float>>
-HWY_INLINE hn::Vec<DF> LoadWide(const Bf16Operand<T>* HWY_RESTRICT p) {
-  return RoundToBf16(DF(), LoadWide<T, DF>(reinterpret_cast<const T*>(p)));
+template <typename T, class D = DF>
+HWY_INLINE hn::Vec<D> LoadWide(const Bf16Operand<T>* HWY_RESTRICT p) {
+  return RoundToBf16(D(), LoadWide<T, D>(reinterpret_cast<const T*>(p)));
 }
 
 // Whether keys x value_dim values of V (rows ldv apart) are all finite.
@@ -74,7 +75,7 @@ HWY_INLINE hn::Vec<DF> LoadWide(const Bf16Operand<T>* HWY_RESTRICT p) {
 // infinity: one FMA per vector.
 template <typename T>
 bool ValuesFinite(const T* HWY_RESTRICT v, size_t keys, int64_t ldv, size_t value_dim) {
-  const hn::ScalableTag<float> df;
+  const DF df;
   const size_t lanes = hn::Lanes(df);
   const size_t dv_vec = value_dim / lanes * lanes;
   auto acc = hn::Zero(df);
@@ -117,8 +118,8 @@ struct ScoreModifiers {
   // distance `distance0` from the row's position, in place, a vector at a
   // time (s has room for whole vectors; lanes past `keys` are left alone).
   void ApplyRow(float* HWY_RESTRICT s, int64_t keys, int64_t head, int64_t distance0) const {
-    const hn::ScalableTag<float> df;
-    const hn::RebindToSigned<decltype(df)> di;
+    const DF df;
+    const hn::RebindToSigned<DF> di;
     const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
     const auto slope = hn::Set(df, Slope(head));
     for (int64_t j = 0; j < keys; j += lanes) {

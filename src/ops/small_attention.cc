@@ -30,6 +30,7 @@
 // After highway.h
 #include "src/ops/score_rules-inl.h"
 #include "src/ops/softmax-inl.h"
+#include "src/ops/vectors-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
@@ -39,7 +40,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // x[i] = 2^x[i] for i < n, in whole vectors: x holds room for n rounded up
 // to a vector, whose extra entries are set to 0 first.
 void Exp2InPlace(float* HWY_RESTRICT x, size_t n) {
-  const hn::ScalableTag<float> df;
+  const DF df;
   const size_t lanes = hn::Lanes(df);
   for (size_t i = n; i % lanes != 0; ++i) x[i] = 0.0f;
   for (size_t i = 0; i < n; i += lanes) hn::Store(Exp2(df, hn::Load(df, x + i)), df, x + i);
@@ -69,7 +70,7 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
   const ScoreModifiers mods(p);
   const bool modify_scores = kModified && mods.any;
   // [row][Lk]: scores, then probabilities; room for whole vectors.
-  HWY_ALIGN float s[kSmallMaxScores + HWY_MAX_BYTES / sizeof(float)];
+  HWY_ALIGN float s[kSmallMaxScores + kLanes];
   float m[kSmallMaxScores];                              // per row: max score (log2 units)
   int32_t first[kSmallMaxScores], end[kSmallMaxScores];  // per row: keys it may see
 

@@ -18,6 +18,7 @@
 #include <stddef.h>
 
 #include "hwy/highway.h"
+#include "src/ops/registers-inl.h"
 #include "src/ops/score_rules.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -107,16 +108,20 @@ HWY_INLINE void TileMax(DF df, const float* HWY_RESTRICT s, size_t rows, size_t 
 }
 
 // Where SoftmaxTileUpdate puts the probabilities: rows [r, r + count) of
-// column block c (count <= 4, r even), P as fp32. The default stores them in
-// place (the tile becomes P^T); the bf16 products pass an emitter that
-// stores them rounded, and pairs them too (flash_attention.cc), so the tile
-// is written once.
+// column block c (r even), P as fp32, the first `count` of a pack of
+// kSoftmaxGroup vectors (count <= kSoftmaxGroup; registers-inl.h). The
+// default stores them in place (the tile becomes P^T); the bf16 products
+// pass an emitter that stores them rounded, and pairs them too
+// (flash_attention.cc), so the tile is written once.
+constexpr size_t kSoftmaxGroup = 4;
 struct StoreProbabilities {
   float* HWY_RESTRICT s;
   size_t ld;
-  template <class DF>
-  HWY_INLINE void operator()(DF df, size_t r, size_t c, const hn::Vec<DF>* p, size_t count) const {
-    for (size_t i = 0; i < count; ++i) hn::Store(p[i], df, s + (r + i) * ld + c);
+  template <class DF, class... VF>
+  HWY_INLINE void operator()(DF df, size_t r, size_t c, size_t count, const VF&... p) const {
+    Unroll<sizeof...(VF)>([&](auto i) HWYATTN_INLINE_LAMBDA {
+      if (i < count) hn::Store(Nth<i>(p...), df, s + (r + i) * ld + c);
+    });
   }
 };
 
@@ -128,7 +133,7 @@ struct StoreProbabilities {
 // Writes alpha for rescaling the output accumulator. m must start finite
 // (e.g. -FLT_MAX): blocked scores are -inf, and -inf - (-inf) would be NaN.
 //
-// The exps are software-pipelined, kGroup rows at a time: the range
+// The exps are software-pipelined, kSoftmaxGroup rows at a time: the range
 // reduction of the next group is issued before the polynomial of the
 // current one. Each exp is a chain of ~10 dependent operations (~35 cycles);
 // written one after another, the chains fill the out-of-order scheduler with
@@ -140,50 +145,53 @@ HWY_INLINE void SoftmaxTileUpdate(DF df, float* HWY_RESTRICT s, size_t rows, siz
                                   float* HWY_RESTRICT l, float* HWY_RESTRICT alpha,
                                   const Emit& emit) {
   using VF = hn::Vec<DF>;
-  constexpr size_t kGroup = 4;
+  constexpr size_t kGroup = kSoftmaxGroup;
   const size_t N = hn::Lanes(df);
   const size_t group_rows = rows / kGroup * kGroup;
   for (size_t c = 0; c < cols; c += N) {
     const VF mn = hn::Load(df, m_new + c);
     const VF a = Exp2(df, hn::Sub(hn::Load(df, m + c), mn));
-    VF sum[kGroup], n[kGroup], f[kGroup];
-    const auto reduce = [&](size_t r) {
-      HWY_UNROLL(4)
-      for (size_t i = 0; i < kGroup; ++i) {
-        Exp2Reduce(df, hn::Sub(hn::Load(df, s + (r + i) * ld + c), mn), n[i], f[i]);
+    // The group's sums, then the reduced n and f of the next group's exps.
+    WithRegisters<3 * kGroup>(hn::Zero(df), [&](auto&... v) HWYATTN_INLINE_LAMBDA {
+      const auto reduce = [&](size_t r) HWYATTN_INLINE_LAMBDA {
+        Unroll<kGroup>([&](auto i) HWYATTN_INLINE_LAMBDA {
+          Exp2Reduce(df, hn::Sub(hn::Load(df, s + (r + i) * ld + c), mn), Nth<kGroup + i>(v...),
+                     Nth<2 * kGroup + i>(v...));
+        });
+      };
+      if (group_rows != 0) reduce(0);
+      for (size_t r = 0; r < group_rows; r += kGroup) {
+        WithRegistersFrom<2 * kGroup>(
+            [&](auto i) HWYATTN_INLINE_LAMBDA { return Nth<kGroup + i>(v...); },
+            [&](auto&... now) HWYATTN_INLINE_LAMBDA {
+              if (r + kGroup < group_rows) reduce(r + kGroup);
+              WithRegistersFrom<kGroup>(
+                  [&](auto i) HWYATTN_INLINE_LAMBDA {
+                    const VF p = Exp2Finish(df, Nth<i>(now...), Nth<kGroup + i>(now...));
+                    Nth<i>(v...) = hn::Add(Nth<i>(v...), p);
+                    return p;
+                  },
+                  [&](auto&... p) HWYATTN_INLINE_LAMBDA { emit(df, r, c, kGroup, p...); });
+            });
       }
-    };
-    HWY_UNROLL(4)
-    for (size_t i = 0; i < kGroup; ++i) sum[i] = hn::Zero(df);
-    if (group_rows != 0) reduce(0);
-    for (size_t r = 0; r < group_rows; r += kGroup) {
-      VF n_now[kGroup], f_now[kGroup];
-      HWY_UNROLL(4)
-      for (size_t i = 0; i < kGroup; ++i) {
-        n_now[i] = n[i];
-        f_now[i] = f[i];
+      if (group_rows < rows) {
+        auto& sum0 = Nth<0>(v...);
+        WithRegisters<kGroup>(hn::Zero(df), [&](auto&... p) HWYATTN_INLINE_LAMBDA {
+          Unroll<kGroup - 1>([&](auto i) HWYATTN_INLINE_LAMBDA {
+            if (group_rows + i < rows) {
+              Nth<i>(p...) = Exp2(df, hn::Sub(hn::Load(df, s + (group_rows + i) * ld + c), mn));
+              sum0 = hn::Add(sum0, Nth<i>(p...));
+            }
+          });
+          emit(df, group_rows, c, rows - group_rows, p...);
+        });
       }
-      if (r + kGroup < group_rows) reduce(r + kGroup);
-      VF p[kGroup];
-      HWY_UNROLL(4)
-      for (size_t i = 0; i < kGroup; ++i) {
-        p[i] = Exp2Finish(df, n_now[i], f_now[i]);
-        sum[i] = hn::Add(sum[i], p[i]);
-      }
-      emit(df, r, c, p, kGroup);
-    }
-    if (group_rows < rows) {
-      VF p[kGroup - 1];
-      for (size_t r = group_rows; r < rows; ++r) {
-        p[r - group_rows] = Exp2(df, hn::Sub(hn::Load(df, s + r * ld + c), mn));
-        sum[0] = hn::Add(sum[0], p[r - group_rows]);
-      }
-      emit(df, group_rows, c, p, rows - group_rows);
-    }
-    const VF total = hn::Add(hn::Add(sum[0], sum[1]), hn::Add(sum[2], sum[3]));
-    hn::Store(mn, df, m + c);
-    hn::Store(a, df, alpha + c);
-    hn::Store(hn::MulAdd(hn::Load(df, l + c), a, total), df, l + c);
+      const VF total =
+          hn::Add(hn::Add(Nth<0>(v...), Nth<1>(v...)), hn::Add(Nth<2>(v...), Nth<3>(v...)));
+      hn::Store(mn, df, m + c);
+      hn::Store(a, df, alpha + c);
+      hn::Store(hn::MulAdd(hn::Load(df, l + c), a, total), df, l + c);
+    });
   }
 }
 

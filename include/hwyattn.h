@@ -120,7 +120,8 @@ HWYATTN_API const char* hwyattn_last_error(void);
 /* ------------------------------------------------------------------------ */
 
 /** The SIMD target the kernels run on, picked at the first call from what this
- *  CPU supports: "AVX3", "AVX2", "SSE4" on x86-64, "NEON" on Arm, ..., or the
+ *  CPU supports: "AVX3", "AVX2", "SSE4" on x86-64, "SVE_256", "SVE2_128",
+ *  "SVE2", "SVE" (512-bit vectors only) or "NEON" on arm64, ..., or the
  *  portable fallback: "EMU128", or "SCALAR" when the library was built with a
  *  compiler on which Highway disables EMU128 (GCC < 12.3, e.g. Debian 12's).
  *  The environment variable HWYATTN_TARGET (read once, at the first call) caps

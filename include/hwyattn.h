@@ -123,7 +123,8 @@ HWYATTN_API const char* hwyattn_last_error(void);
  *  CPU supports among the targets the library was built with:
  *  - x86-64: "AVX3_BF16" (AVX-512 with the AVX512_BF16 dot products, used
  *    under HWYATTN_PRECISION_BF16), "AVX3", "AVX2", "SSE4";
- *  - arm64: "NEON";
+ *  - arm64: "SVE_256" (256-bit SVE), "SVE2_128" (128-bit SVE2), "SVE2" or
+ *    "SVE" (512-bit vectors only: other lengths run NEON), "NEON";
  *  - every architecture (ppc64el and s390x have nothing else with Highway
  *    1.0.3): the portable fallback, "EMU128", or "SCALAR" when the library
  *    was built with a compiler on which Highway disables EMU128 (GCC < 12.3,

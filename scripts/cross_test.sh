@@ -6,11 +6,12 @@
 # tests there under QEMU user-mode emulation. scripts/test.sh runs it after
 # the x86 builds (so .ci/run does); it also runs alone.
 #
-#   arm64    NEON and the portable fallback, on an emulated Cortex-A72
-#            (NEON only) and on SVE CPUs of two vector lengths ("max" with
-#            sve-max-vq=1 and 4: 128 and 512 bits): every C/C++ suite on the
-#            target the library picks there, which target_test checks
-#            against the table below (HWYATTN_TEST_EXPECT_TARGET).
+#   arm64    every C/C++ suite on the target the library picks on an
+#            emulated Cortex-A72 (NEON) and on SVE CPUs of 256 and 512 bits
+#            ("max" with sve-max-vq=2 and 4: SVE_256 and SVE2), a shorter
+#            list at 128 bits (SVE2_128), and the fallback's sdpa/KV legs;
+#            target_test checks each CPU's choice against the table below
+#            (HWYATTN_TEST_EXPECT_TARGET).
 #   ppc64el  POWER, little-endian: the portable fallback (Highway 1.0.3
 #            compiles nothing else there; its PPC8 target has no
 #            implementation yet).
@@ -51,11 +52,11 @@ runs_for() {
       echo "cortex-a72|NEON|-L ^native$"
       echo "cortex-a72|NEON|-R $once"
       echo "cortex-a72|NEON|-R ^(target_test\.(NEON|foreign_name)|(target|sdpa|kv_attention)_test\.EMU128)$"
-      # SVE CPUs run NEON until the SVE targets are built: the legs that
-      # prove the choice (target_test) and the kernels' per-target tests.
-      for vq in 1 4; do
-        echo "max,sve-max-vq=$vq|NEON|-R ^(softmax_test|matmul_test|tanh_test|target_test\..*|sdpa_test\.native)$"
-      done
+      echo "max,sve-max-vq=2|SVE_256|-L ^native$"
+      echo "max,sve-max-vq=2|SVE_256|-R ^(softmax_test|matmul_test|tanh_test|target_test\.NEON)$"
+      echo "max,sve-max-vq=4|SVE2|-L ^native$"
+      echo "max,sve-max-vq=4|SVE2|-R ^(softmax_test|matmul_test|tanh_test)$"
+      echo "max,sve-max-vq=1|SVE2_128|-R ^((target|sdpa|kv_attention|paged)_test\.native|softmax_test|matmul_test|tanh_test)$"
       ;;
     ppc64el | s390x)
       echo "|SCALAR|-R ^((sdpa|kv_attention|merge|hardening|target|paged|threads)_test\.native|capi_test|reference_test|oom_test|softmax_test|tanh_test)$"

@@ -90,14 +90,9 @@ def cpu_model(context=None):
     """The CPU the run recorded (bench/run_bench.py's cpu_model), else this machine's."""
     if context and context.get("cpu_model"):
         return context["cpu_model"]
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import run_bench
+    return run_bench.cpu_model() or "unknown CPU"
 
 
 def as_float(value):

@@ -8,7 +8,8 @@
 # which compares every flash-attention case the backend claims (supports_op)
 # with ggml's CPU backend (NMSE). Passes when every claimed case passes and at
 # least <min-claimed> cases are claimed (so that a backend claiming nothing
-# cannot pass). Exit 77 (skipped) when there is no ggml source tree.
+# cannot pass); then ggml/status_test.cc (errors at compute time, declined
+# layouts). Exit 77 (skipped) when there is no ggml source tree.
 #
 # Usage: ggml_test_backend_ops.sh <ggml-src> <ggml-build> <libggml-hwyattn.so> <min-claimed>
 set -euo pipefail
@@ -73,4 +74,11 @@ if [[ $claimed -lt $min_claimed ]]; then
   echo "FAIL: the backend claims $claimed cases, fewer than the $min_claimed it must" >&2
   exit 1
 fi
-echo "PASS"
+
+# What test-backend-ops does not check (status_test.cc): an hwyattn error in
+# graph_compute is a ggml status with hwyattn's message, a declined layout a
+# supports_op false. Linked against the same ggml build.
+libdir=$(dirname "$(find "$build" -name 'libggml-base.so' -print -quit)")
+"${CXX:-c++}" -std=c++17 -O1 -I"$src/include" "$(dirname "$0")/status_test.cc" -L"$libdir" -lggml \
+  -lggml-base -Wl,-rpath,"$libdir" -o "$build/hwyattn_status_test"
+GGML_BACKEND_PATH=$backend "$build/hwyattn_status_test"

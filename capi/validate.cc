@@ -428,7 +428,8 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
   Checked cmask, cw, clse, lengths;
   if (opts->mask != nullptr) {
     HWYATTN_RETURN_IF_ERROR(Check("mask", kMaskNames, opts->mask,
-                                  Bit(HWYATTN_BOOL) | Bit(HWYATTN_F32), kFloatTypes, &cmask));
+                                  Bit(HWYATTN_BOOL) | Bit(HWYATTN_F32) | Bit(HWYATTN_F16),
+                                  kFloatTypes, &cmask));
     const int64_t target[4] = {B, Hq, Lq, Lk};
     for (int i = 0; i < 4; ++i) {
       if (cmask.view.shape[i] != 1 && cmask.view.shape[i] != target[i]) {

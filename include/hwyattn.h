@@ -309,8 +309,11 @@ typedef struct hwyattn_sdpa_options {
   hwyattn_causal causal;
   /** Optional, broadcastable to [B, Hq, Lq, Lk] (right-aligned, size-1 or
    *  stride-0 dimensions broadcast). BOOL: true = attend, false = blocked.
-   *  F32: added to the scaled scores; -INFINITY blocks. Combines with causal
-   *  and kv_len (a key must be allowed by all of them). */
+   *  F32: added to the scaled scores; -INFINITY blocks. F16 (ggml's
+   *  KQ mask, read in place): each element widened exactly to F32, then
+   *  the F32 rule (0, finite values and -INFINITY alike). BF16:
+   *  HWYATTN_UNSUPPORTED. Combines with causal and kv_len (a key must be
+   *  allowed by all of them). */
   const hwyattn_tensor* mask;
   /** Optional [B]: keys at positions >= kv_len[b] are padding, as PyTorch's
    *  key_padding_mask. Each value in [0, Lk]. */

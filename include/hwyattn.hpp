@@ -373,7 +373,8 @@ class SdpaOptions {
     c_.causal = static_cast<hwyattn_causal>(c);
     return *this;
   }
-  // Broadcastable to [B, Hq, Lq, Lk]: BOOL (true = attend) or F32 (added).
+  // Broadcastable to [B, Hq, Lq, Lk]: BOOL (true = attend), F32 or F16 (added;
+  // F16 read in place, as ggml's KQ mask).
   SdpaOptions& mask(const ConstTensorView& m) {
     mask_ = m.c_tensor();
     return *this;

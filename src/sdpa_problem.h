@@ -55,7 +55,7 @@ struct SdpaProblem {
   float scale = 0.0f;  // resolved: never 0
   Causal causal = Causal::kNone;
   bool has_mask = false;
-  TensorView mask;                       // broadcast to [B, Hq, Lq, Lk]; BOOL or F32
+  TensorView mask;                       // broadcast to [B, Hq, Lq, Lk]; BOOL, F32 or F16
   const int32_t* key_lengths = nullptr;  // [B] or null
   bool has_weights = false;
   TensorView weights;  // [B, Hq, Lq, Lk], F32

@@ -455,8 +455,31 @@ std::vector<BadCase> SdpaCases() {
        {"out", "dtype BOOL"}},
       {"MaskDtypeBf16", e, [](Env& x) { x.mask.t.dtype = HWYATTN_BF16; }, kUnsupported,
        {"mask", "dtype BF16"}},
-      {"MaskDtypeF16", e, [](Env& x) { x.mask.t.dtype = HWYATTN_F16; }, kUnsupported,
-       {"mask", "dtype F16"}},
+      // F16 masks are accepted (ggml's KQ mask); their own bad layouts.
+      {"MaskF16Misaligned", e,
+       [](Env& x) {
+         x.mask.t.dtype = HWYATTN_F16;
+         x.mask.t.data = reinterpret_cast<char*>(x.mask.data.data()) + 1;
+       },
+       kInvalid, {"mask: data", "not aligned to its 2-byte elements"}},
+      {"MaskF16KeyLengthMismatch", e,
+       [](Env& x) {
+         x.mask.t.dtype = HWYATTN_F16;
+         x.mask.t.shape[3] = 10;
+       },
+       kInvalid, {"mask: key length (shape[3]) is 10", "1 or 9"}},
+      {"MaskF16SpanWrapsAddressSpace", e,
+       [](Env& x) {
+         x.mask.t.dtype = HWYATTN_F16;
+         x.mask.t.data = reinterpret_cast<void*>(static_cast<uintptr_t>(UINTPTR_MAX - 63) & ~uintptr_t{1});
+       },
+       kInvalid, {"mask: data", "wraps around"}},
+      {"MaskF16StrideOverflow", e,
+       [](Env& x) {
+         x.mask.t.dtype = HWYATTN_F16;
+         x.mask.t.stride[3] = INT64_MAX / 4;
+       },
+       kInvalid, {"mask: shape[3] = 9 with stride", "overflows 64-bit offsets"}},
       {"WeightsDtypeF16", e, [](Env& x) { x.weights.t.dtype = HWYATTN_F16; }, kUnsupported,
        {"weights", "dtype F16"}},
       {"LseDtypeBool", e, [](Env& x) { x.lse.t.dtype = HWYATTN_BOOL; }, kInvalid,
@@ -911,11 +934,19 @@ std::vector<BadCase> MhaForwardCases() {
        [](Env& x) { x.mha_out.t.dtype = EnumFromInt<hwyattn_dtype>(9); },
        kInvalid,
        {"out", "dtype is 9"}},
-      {"MaskDtypeF16",
+      {"MaskDtypeBf16",
        e,
-       [](Env& x) { x.tbool_mask.dtype = HWYATTN_F16; },
+       [](Env& x) { x.tbool_mask.dtype = HWYATTN_BF16; },
        kUnsupported,
-       {"mask", "dtype F16"}},
+       {"mask", "dtype BF16"}},
+      {"MaskF16Misaligned",
+       e,
+       [](Env& x) {
+         x.tbool_mask.dtype = HWYATTN_F16;
+         x.tbool_mask.data = x.bool_mask.data() + 1;
+       },
+       kInvalid,
+       {"mask: data", "not aligned to its 2-byte elements"}},
       {"QueryWidthMismatch",
        e,
        [](Env& x) { x.query.t.shape[2] = 15; },
@@ -2109,66 +2140,75 @@ TEST(Edges, ScoresUpTo1e30) {
   }
 }
 
-// An F32 mask of -INFINITY and -FLT_MAX entries: rows with an allowed key are
-// finite and match the reference; rows blocked only by -FLT_MAX (finite) still
-// get a finite softmax (weights summing to 1); rows of -INFINITY only get
-// zeros and lse = -inf.
+// An F32 mask of -INFINITY and -FLT_MAX entries, and an F16 one of -INFINITY
+// and -65504 (its largest finite magnitude): rows with an allowed key are
+// finite and match the reference; rows blocked only by the finite extreme
+// still get a finite softmax (weights summing to 1); rows of -INFINITY only
+// get zeros and lse = -inf.
 TEST(Edges, InfiniteAndMaxMasks) {
-  for (Path path : {Path::kPrefill, Path::kDecode, Path::kSmall}) {
-    SCOPED_TRACE(PathName(path));
-    Problem p;
-    p.batch = 1;
-    p.q_heads = 2;
-    p.kv_heads = 2;
-    p.q_len = path == Path::kPrefill ? 30 : 4;
-    p.k_len = path == Path::kSmall ? 8 : 700;  // small: 2048 FLOPs
-    p.dim = 8;
-    p.v_dim = 8;
-    p.want_lse = true;
-    p.has_mask = true;
-    p.mask.dtype = HWYATTN_F32;
-    p.mask.shape = {1, 1, p.q_len, p.k_len};
-    Call call(p);
-    // Row 0: all -FLT_MAX. Row 1: all -inf. Other rows: -inf, -FLT_MAX and a
-    // few zeros.
-    for (int64_t i = 0; i < p.q_len; ++i) {
-      for (int64_t j = 0; j < p.k_len; ++j) {
-        const int64_t idx[4] = {0, 0, i, j};
-        float m = (j % 3 == 0) ? -kInf : -FLT_MAX;
-        if (i == 0) m = -FLT_MAX;
-        if (i == 1) m = -kInf;
-        if (i >= 2 && j % 97 == static_cast<int64_t>(i % 97)) m = 0.0f;
-        call.mask.SetF32(idx, m);
-      }
-    }
-    ASSERT_EQ(call.Run(), HWYATTN_OK) << hwyattn_last_error();
-    RefResult ref;
-    std::string error;
-    ASSERT_TRUE(
-        ReferenceSdpa(call.q.tensor(), call.k.tensor(), call.v.tensor(), &call.opts, &ref, &error))
-        << error;
-    for (int64_t h = 0; h < p.q_heads; ++h) {
+  for (const hwyattn_dtype dtype : {HWYATTN_F32, HWYATTN_F16}) {
+    for (Path path : {Path::kPrefill, Path::kDecode, Path::kSmall}) {
+      SCOPED_TRACE(PathName(path));
+      SCOPED_TRACE(dtype == HWYATTN_F16 ? "F16 mask" : "F32 mask");
+      Problem p;
+      p.batch = 1;
+      p.q_heads = 2;
+      p.kv_heads = 2;
+      p.q_len = path == Path::kPrefill ? 30 : 4;
+      p.k_len = path == Path::kSmall ? 8 : 700;  // small: 2048 FLOPs
+      p.dim = 8;
+      p.v_dim = 8;
+      p.want_lse = true;
+      p.has_mask = true;
+      p.mask.dtype = dtype;
+      p.mask.shape = {1, 1, p.q_len, p.k_len};
+      Call call(p);
+      // Row 0: all -max. Row 1: all -inf. Other rows: -inf, -max and a few
+      // zeros (max: FLT_MAX, or 65504 = F16 0x7BFF).
+      const float max = dtype == HWYATTN_F16 ? 65504.0f : FLT_MAX;
       for (int64_t i = 0; i < p.q_len; ++i) {
-        const int64_t li[4] = {0, 0, h, i};
-        const float lse = call.lse.GetF32(li);
-        for (int64_t d = 0; d < p.v_dim; ++d) {
-          const int64_t idx[4] = {0, h, i, d};
-          const float got = call.out.GetF32(idx);
-          const double want = ref.out[static_cast<size_t>((h * p.q_len + i) * p.v_dim + d)];
-          if (i == 1) {
-            EXPECT_EQ(got, 0.0f) << "row of -inf only, h " << h;
-          } else if (i == 0) {
-            // Finite, inside the convex hull of V.
-            EXPECT_TRUE(std::isfinite(got) && std::fabs(got) <= 1.0f) << got;
+        for (int64_t j = 0; j < p.k_len; ++j) {
+          const int64_t idx[4] = {0, 0, i, j};
+          float m = (j % 3 == 0) ? -kInf : -max;
+          if (i == 0) m = -max;
+          if (i == 1) m = -kInf;
+          if (i >= 2 && j % 97 == static_cast<int64_t>(i % 97)) m = 0.0f;
+          if (dtype == HWYATTN_F16) {
+            call.mask.SetF16Bits(idx, FloatToF16(m));
           } else {
-            EXPECT_TRUE(std::isfinite(got));
-            EXPECT_NEAR(got, want, 1e-5) << "h " << h << " row " << i << " d " << d;
+            call.mask.SetF32(idx, m);
           }
         }
-        if (i == 1) {
-          EXPECT_TRUE(std::isinf(lse) && lse < 0) << lse;
-        } else {
-          EXPECT_TRUE(std::isfinite(lse)) << "row " << i << ": " << lse;
+      }
+      ASSERT_EQ(call.Run(), HWYATTN_OK) << hwyattn_last_error();
+      RefResult ref;
+      std::string error;
+      ASSERT_TRUE(ReferenceSdpa(call.q.tensor(), call.k.tensor(), call.v.tensor(), &call.opts, &ref,
+                                &error))
+          << error;
+      for (int64_t h = 0; h < p.q_heads; ++h) {
+        for (int64_t i = 0; i < p.q_len; ++i) {
+          const int64_t li[4] = {0, 0, h, i};
+          const float lse = call.lse.GetF32(li);
+          for (int64_t d = 0; d < p.v_dim; ++d) {
+            const int64_t idx[4] = {0, h, i, d};
+            const float got = call.out.GetF32(idx);
+            const double want = ref.out[static_cast<size_t>((h * p.q_len + i) * p.v_dim + d)];
+            if (i == 1) {
+              EXPECT_EQ(got, 0.0f) << "row of -inf only, h " << h;
+            } else if (i == 0) {
+              // Finite, inside the convex hull of V.
+              EXPECT_TRUE(std::isfinite(got) && std::fabs(got) <= 1.0f) << got;
+            } else {
+              EXPECT_TRUE(std::isfinite(got));
+              EXPECT_NEAR(got, want, 1e-5) << "h " << h << " row " << i << " d " << d;
+            }
+          }
+          if (i == 1) {
+            EXPECT_TRUE(std::isinf(lse) && lse < 0) << lse;
+          } else {
+            EXPECT_TRUE(std::isfinite(lse)) << "row " << i << ": " << lse;
+          }
         }
       }
     }

@@ -127,6 +127,16 @@ TEST(OutOfMemory, SdpaPrefillAndDecode) {
       // bf16 products: K and V always packed (rounded), decode rows included.
       opts.precision = HWYATTN_PRECISION_BF16;
       ExpectCleanOutOfMemory([&] { return hwyattn_sdpa(&tq, &tk, &tv, &to, &opts); }, out);
+      // An F16 additive mask (ggml's KQ mask, read in place) of zeros and
+      // -inf (0xFC00), with fp32 products.
+      std::vector<uint16_t> mask(static_cast<size_t>(2 * q_len * 300), 0);
+      for (size_t i = 0; i < mask.size(); i += 7) mask[i] = 0xFC00;
+      const int64_t mshape[4] = {2, 1, q_len, 300};
+      hwyattn_tensor tmask;
+      ASSERT_EQ(hwyattn_tensor_contiguous(&tmask, mask.data(), HWYATTN_F16, 4, mshape), HWYATTN_OK);
+      opts.mask = &tmask;
+      opts.precision = HWYATTN_PRECISION_F32;
+      ExpectCleanOutOfMemory([&] { return hwyattn_sdpa(&tq, &tk, &tv, &to, &opts); }, out);
     }
   }
   EXPECT_EQ(pools.threads.violation(), "");

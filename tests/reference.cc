@@ -235,8 +235,8 @@ bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k, const hwyat
   const int64_t full[4] = {batch, q_heads, q_len, k_len};
   if (mask != nullptr) {
     if (!LogicalDims(*mask, ms, unused)) return Fail(error, "mask rank outside 1..4");
-    if (mask->dtype != HWYATTN_BOOL && mask->dtype != HWYATTN_F32) {
-      return Fail(error, "mask dtype must be BOOL or F32");
+    if (mask->dtype != HWYATTN_BOOL && mask->dtype != HWYATTN_F32 && mask->dtype != HWYATTN_F16) {
+      return Fail(error, "mask dtype must be BOOL, F32 or F16");
     }
     for (int d = 0; d < 4; ++d) {
       if (ms[d] != 1 && ms[d] != full[d]) return Fail(error, "mask not broadcastable");

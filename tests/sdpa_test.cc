@@ -280,7 +280,8 @@ std::vector<Problem> SmallKernelProblems() {
   int n = 0;
   for (hwyattn_causal causal :
        {HWYATTN_CAUSAL_NONE, HWYATTN_CAUSAL_TOP_LEFT, HWYATTN_CAUSAL_BOTTOM_RIGHT}) {
-    for (int mask = 0; mask < 3; ++mask) {  // none, bool [B, Hq, Lq, Lk], F32 [Lq, Lk]
+    // none, bool [B, Hq, Lq, Lk], F32 [Lq, Lk], F16 [Lq, Lk]
+    for (int mask = 0; mask < 4; ++mask) {
       for (bool lengths : {false, true}) {
         for (const auto& dt : dtypes) {
           Problem p;
@@ -297,7 +298,7 @@ std::vector<Problem> SmallKernelProblems() {
           p.causal = causal;
           if (mask > 0) {
             p.has_mask = true;
-            p.mask.dtype = mask == 1 ? HWYATTN_BOOL : HWYATTN_F32;
+            p.mask.dtype = mask == 1 ? HWYATTN_BOOL : mask == 2 ? HWYATTN_F32 : HWYATTN_F16;
             p.mask.shape = mask == 1 ? Shape4{p.batch, p.q_heads, p.q_len, p.k_len}
                                      : Shape4{1, 1, p.q_len, p.k_len};
             p.mask.block_prob = 0.3;
@@ -394,7 +395,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // ---------------------------------------------------------------------------
-// BOOL and F32 masks, broadcast in every way the header allows.
+// BOOL, F32 and F16 masks, broadcast in every way the header allows.
 // ---------------------------------------------------------------------------
 
 enum class MaskForm {
@@ -469,7 +470,7 @@ TEST_P(MaskTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Sdpa, MaskTest,
-    ::testing::Combine(::testing::Values(HWYATTN_BOOL, HWYATTN_F32),
+    ::testing::Combine(::testing::Values(HWYATTN_BOOL, HWYATTN_F32, HWYATTN_F16),
                        ::testing::Values(MaskForm::kRank2, MaskForm::kRank3, MaskForm::kBatchNoHead,
                                          MaskForm::kHeadKeyOnly, MaskForm::kStrideZero,
                                          MaskForm::kFull, MaskForm::kFullPermuted),
@@ -483,7 +484,7 @@ INSTANTIATE_TEST_SUITE_P(
 // A mask that blocks almost everything, on a decode-like shape (long keys,
 // one query), where most key blocks are entirely masked.
 TEST(MaskTest, MostlyBlockedDecode) {
-  for (hwyattn_dtype dtype : {HWYATTN_BOOL, HWYATTN_F32}) {
+  for (hwyattn_dtype dtype : {HWYATTN_BOOL, HWYATTN_F32, HWYATTN_F16}) {
     SCOPED_TRACE(DtypeName(dtype));
     Problem p;
     p.batch = 2;
@@ -717,7 +718,7 @@ TEST_P(CombinedTest, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(
     Sdpa, CombinedTest,
     ::testing::Combine(::testing::Values(HWYATTN_CAUSAL_TOP_LEFT, HWYATTN_CAUSAL_BOTTOM_RIGHT),
-                       ::testing::Values(HWYATTN_BOOL, HWYATTN_F32),
+                       ::testing::Values(HWYATTN_BOOL, HWYATTN_F32, HWYATTN_F16),
                        ::testing::Values(LenPair{65, 65}, LenPair{17, 130}, LenPair{1, 300},
                                          LenPair{40, 20})),
     [](const ::testing::TestParamInfo<std::tuple<hwyattn_causal, hwyattn_dtype, LenPair>>& info) {

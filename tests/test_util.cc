@@ -178,7 +178,7 @@ Call::Call(const Problem& p) : problem(p) {
   if (p.has_mask) {
     const MaskSpec& ms = p.mask;
     mask = TensorBuf(ms.dtype, ms.shape, ms.layout);
-    if (ms.dtype == HWYATTN_F32) {
+    if (ms.dtype == HWYATTN_F32 || ms.dtype == HWYATTN_F16) {
       mask.FillRandom(&rng, -2.0f, 2.0f);
     } else {
       mask.FillRandom(&rng, 0.0f, 0.0f);  // Random bytes in the gaps.
@@ -191,6 +191,9 @@ Call::Call(const Problem& p) : problem(p) {
       if (ms.dtype == HWYATTN_BOOL) {
         // Any nonzero byte means "attend", not only 1.
         mask.SetU8(idx, blocked ? 0 : static_cast<uint8_t>(1 + rng() % 255));
+      } else if (ms.dtype == HWYATTN_F16) {
+        // 0xFC00 is -inf; finite values rounded to the nearest F16.
+        mask.SetF16Bits(idx, blocked ? uint16_t{0xFC00} : FloatToF16(additive(rng)));
       } else {
         mask.SetF32(idx, blocked ? -std::numeric_limits<float>::infinity() : additive(rng));
       }

@@ -73,10 +73,14 @@ def causal_code(causal):
 
 
 def mask_tensor(mask, name="mask"):
-    """(hwyattn_tensor, array) for a bool (True = attend) or additive float mask."""
+    """(hwyattn_tensor, array) for a bool (True = attend) or additive float
+    mask: float16 is read in place as F16 (ggml's KQ mask), other numbers as
+    float32."""
     m = np.asarray(mask)
     if m.dtype == np.bool_:
         return tensor(m, name, _capi.BOOL)
+    if m.dtype == np.float16:
+        return tensor(m, name, _capi.F16)
     if m.dtype.kind in "fiu":
         if m.dtype != np.float32:
             m = m.astype(np.float32)
@@ -205,7 +209,8 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
     causal: False, True / "top_left" (query i sees keys j <= i, PyTorch's
         is_causal), or "bottom_right" (j <= i + Lk - Lq, the KV-cache one).
     mask: broadcastable to [B, Hq, Lq, Lk]; bool (True = attend) or float
-        (added to the scaled scores; -inf blocks).
+        (added to the scaled scores; -inf blocks; float16 is read in place,
+        other floats as float32).
     kv_len: [B] ints; keys at positions >= kv_len[b] are padding.
     window_left, window_right: sliding-window sizes (0 = unbounded): a query
         at position p sees keys p - window_left < j < p + window_right.

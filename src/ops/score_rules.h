@@ -37,13 +37,17 @@ inline float MaskedScore(float score, float bias) {
 }
 
 // Calls body(rule) with rule(score, at) = the score (log2 units) under the
-// caller's mask element at offset `at` (BOOL: kept or -inf; F32: added by
-// MaskedScore). The mask's dtype is switched on once, outside the loops.
+// caller's mask element at offset `at` (BOOL: kept or -inf; F32, and F16
+// widened exactly to F32: added by MaskedScore). The mask's dtype is switched
+// on once, outside the loops.
 template <class Body>
 inline void WithMaskRule(const TensorView& mask, const Body& body) {
   if (mask.dtype == Dtype::kBool) {
     const uint8_t* m = mask.As<uint8_t>();
     body([m](float score, int64_t at) { return m[at] != 0 ? score : -INFINITY; });
+  } else if (mask.dtype == Dtype::kF16) {
+    const F16* m = mask.As<F16>();
+    body([m](float score, int64_t at) { return MaskedScore(score, ToFloat(m[at])); });
   } else {
     const float* m = mask.As<float>();
     body([m](float score, int64_t at) { return MaskedScore(score, m[at]); });

@@ -215,7 +215,9 @@ int FuzzSdpa(FuzzedDataProvider& in) {
     for (int i = 0; i < 4; ++i) {
       if (in.ConsumeBool()) ms[i] = 1;
     }
-    Describe(&mask, in, ms, in.ConsumeBool() ? HWYATTN_BOOL : HWYATTN_F32, false);
+    // BOOL, F32 or F16 (ggml's KQ mask).
+    const hwyattn_dtype kMaskTypes[3] = {HWYATTN_BOOL, HWYATTN_F32, HWYATTN_F16};
+    Describe(&mask, in, ms, kMaskTypes[in.ConsumeIntegralInRange(0, 2)], false);
     args.push_back(&mask);
   }
   if (has_w) {
@@ -274,6 +276,10 @@ int FuzzSdpa(FuzzedDataProvider& in) {
     if (mask.t.dtype == HWYATTN_F32 && in.ConsumeBool()) {
       float* m = reinterpret_cast<float*>(mask.block.get());
       for (size_t i = 0; i < mask.bytes / 4; i += 3) m[i] = -INFINITY;
+    }
+    if (mask.t.dtype == HWYATTN_F16 && in.ConsumeBool()) {
+      uint16_t* m = reinterpret_cast<uint16_t*>(mask.block.get());
+      for (size_t i = 0; i < mask.bytes / 2; i += 3) m[i] = 0xFC00;  // -inf
     }
     opts.mask = &mask.t;
   }

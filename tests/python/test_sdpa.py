@@ -87,6 +87,17 @@ class SdpaTest(unittest.TestCase):
         m2 = np.broadcast_to(self.rng.standard_normal((1, 1, 1, 7)), (2, 3, 5, 7))
         self.check(hwyattn.sdpa(q, k, v, mask=m2), sdpa_ref(q, k, v, mask=m2)[0])
 
+    def test_float16_mask(self):
+        # Read in place as F16 (ggml's KQ mask): the same result as the mask's
+        # float16 values widened; strided (a column slice) and broadcast too.
+        q, k, v = self.qkv()
+        mask = self.rng.standard_normal((2, 1, 5, 9)).astype(np.float16)[..., :7]
+        mask[0, 0, 1, 2:] = -np.inf
+        mask[1, 0, 4, :] = -np.inf  # a fully blocked row: zeros
+        out = hwyattn.sdpa(q, k, v, mask=mask)
+        self.check(out, sdpa_ref(q, k, v, mask=mask.astype(np.float64))[0])
+        self.assertTrue(np.all(out[1, :, 4] == 0))
+
     def test_mask_with_causal_and_kv_len(self):
         q, k, v = self.qkv(Lq=6, Lk=6)
         mask = self.rng.random((6, 6)) < 0.8

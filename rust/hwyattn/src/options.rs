@@ -33,11 +33,13 @@ pub enum Precision {
     Bf16,
 }
 
-/// A mask's element type: `bool` (true = attend) or `f32` (added to the
-/// scaled scores; `-inf` blocks).
+/// A mask's element type: `bool` (true = attend), `f32` (added to the
+/// scaled scores; `-inf` blocks) or [`F16`](crate::F16) (the same, read in
+/// place and widened exactly: ggml's KQ mask).
 pub trait MaskElement: crate::tensor::Element {}
 impl MaskElement for bool {}
 impl MaskElement for f32 {}
+impl MaskElement for crate::tensor::F16 {}
 
 /// Options of [`sdpa`](crate::sdpa) and
 /// [`MultiheadAttention::forward`](crate::MultiheadAttention::forward), built

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{assert_close, attention, Problem, RefCausal, Rng};
-use hwyattn::{merge_states, sdpa, Bf16, Causal, SdpaOptions, Status, Tensor, TensorMut};
+use hwyattn::{merge_states, sdpa, Bf16, Causal, SdpaOptions, Status, Tensor, TensorMut, F16};
 
 const TOL: f64 = 2e-5;
 
@@ -157,6 +157,24 @@ fn bool_mask_and_kv_len() {
     let opts = SdpaOptions::new()
         .mask(Tensor::new(&mask, &[4, 5]).unwrap())
         .kv_len(&kv_len);
+    assert_close(&run(&p, &opts), &want, TOL, "out");
+}
+
+#[test]
+fn f16_mask_of_zeros_and_infinities_is_the_bool_mask() {
+    // An additive F16 mask of 0 (attend) and -inf (0xFC00, blocked) against
+    // the oracle's bool mask of the same keys.
+    let x = data(61, 2, 1, 1, 4, 5, 4, 3);
+    let mut rng = Rng::new(61);
+    let mask: Vec<bool> = (0..4 * 5).map(|_| rng.uniform() > -0.4).collect();
+    let f16_mask: Vec<F16> = mask
+        .iter()
+        .map(|&attend| F16(if attend { 0x0000 } else { 0xFC00 }))
+        .collect();
+    let mut p = Problem::new(2, 1, 1, 4, 5, 4, 3, &x.q, &x.k, &x.v);
+    p.bool_mask = Some(&mask);
+    let (want, _) = attention(&p);
+    let opts = SdpaOptions::new().mask(Tensor::new(&f16_mask, &[4, 5]).unwrap());
     assert_close(&run(&p, &opts), &want, TOL, "out");
 }
 

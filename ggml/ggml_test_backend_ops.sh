@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# ggml's own op test against hwyattn's ggml backend (ctest ggml_test_backend_ops):
+# builds test-backend-ops of the ggml source tree <ggml-src> into <ggml-build>
+# (once; later runs only check it is up to date), then runs
+#   GGML_BACKEND_PATH=<backend> test-backend-ops test -o FLASH_ATTN_EXT -b HWYATTN
+# which compares every flash-attention case the backend claims (supports_op)
+# with ggml's CPU backend (NMSE). Passes when every claimed case passes and at
+# least <min-claimed> cases are claimed (so that a backend claiming nothing
+# cannot pass); then ggml/status_test.cc (errors at compute time, declined
+# layouts). Exit 77 (skipped) when there is no ggml source tree.
+#
+# Usage: ggml_test_backend_ops.sh <ggml-src> <ggml-build> <libggml-hwyattn.so> <min-claimed>
+set -euo pipefail
+
+src=${1:-}
+build=${2:?ggml build directory}
+backend=${3:-}
+min_claimed=${4:-1}
+
+if [[ -z $src || ! -f $src/CMakeLists.txt ]]; then
+  echo "SKIP: no ggml source tree (the pinned ggml-d99724f.tar.gz was not found next to the checkout," \
+       "and CMake was not given -DHWYATTN_GGML=<ggml source tree>)"
+  exit 77
+fi
+if [[ -z $backend || ! -f $backend ]]; then
+  echo "FAIL: the backend library '$backend' was not built" >&2
+  exit 1
+fi
+
+# ggml's CPU backend as its defaults build it (GGML_NATIVE: -march=native),
+# its tests, no examples; only the targets test-backend-ops needs.
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGGML_BUILD_EXAMPLES=OFF \
+    -DGGML_BUILD_TESTS=ON >"$build.configure.log" 2>&1 || {
+    cat "$build.configure.log"
+    exit 1
+  }
+fi
+start=$SECONDS
+nice cmake --build "$build" --target test-backend-ops -j2 >"$build.build.log" 2>&1 || {
+  tail -50 "$build.build.log"
+  exit 1
+}
+echo "test-backend-ops built or up to date in $((SECONDS - start)) s"
+
+log=$build/test-backend-ops.flash_attn_ext.log
+start=$SECONDS
+status=0
+GGML_BACKEND_PATH=$backend "$build/bin/test-backend-ops" test -o FLASH_ATTN_EXT -b HWYATTN \
+  >"$log" 2>&1 || status=$?
+echo "test-backend-ops test -o FLASH_ATTN_EXT -b HWYATTN: exit $status in $((SECONDS - start)) s"
+
+# The backend must have been loaded from GGML_BACKEND_PATH and tested.
+if ! grep -q "Backend HWYATTN: " "$log"; then
+  tail -30 "$log"
+  echo "FAIL: test-backend-ops did not test the HWYATTN backend (not loaded?)" >&2
+  exit 1
+fi
+total=$(grep -c '^  FLASH_ATTN_EXT(' "$log" || true)
+unsupported=$(grep '^  FLASH_ATTN_EXT(' "$log" | grep -c 'not supported' || true)
+failed=$(grep '^  FLASH_ATTN_EXT(' "$log" | grep -c 'FAIL' || true)
+summary=$(grep -E '^ +[0-9]+/[0-9]+ tests passed' "$log" | tail -1 | tr -s ' ')
+claimed=$((total - unsupported))
+echo "FLASH_ATTN_EXT cases: $total; claimed by HWYATTN: $claimed; declined: $unsupported;" \
+     "failed: $failed; test-backend-ops says:$summary"
+if [[ $failed -ne 0 || $status -ne 0 ]]; then
+  grep '^  FLASH_ATTN_EXT(' "$log" | grep 'FAIL' | head -20
+  echo "FAIL: cases failed (full log: $log)" >&2
+  exit 1
+fi
+if [[ $claimed -lt $min_claimed ]]; then
+  echo "FAIL: the backend claims $claimed cases, fewer than the $min_claimed it must" >&2
+  exit 1
+fi
+
+# What test-backend-ops does not check (status_test.cc): an hwyattn error in
+# graph_compute is a ggml status with hwyattn's message, a declined layout a
+# supports_op false. Linked against the same ggml build.
+libdir=$(dirname "$(find "$build" -name 'libggml-base.so' -print -quit)")
+"${CXX:-c++}" -std=c++17 -O1 -I"$src/include" "$(dirname "$0")/status_test.cc" -L"$libdir" -lggml \
+  -lggml-base -Wl,-rpath,"$libdir" -o "$build/hwyattn_status_test"
+GGML_BACKEND_PATH=$backend "$build/hwyattn_status_test"

@@ -7,9 +7,10 @@
 # (tests/install/), and, when CMake finds MPI, libhwyattn_mpi's tests under
 # mpirun (tests/mpi/). Then the same for the supported HWYATTN_OPENMP=OFF build
 # in $NOOMP_BUILD_DIR (default build-noomp; no benchmarks; also
-# HWYATTN_MPI=OFF, so the MPI-less build is covered too): no OpenMP runtime
-# linked (install.library checks the NEEDED entries), threads only through
-# opts->parallel (pool_test, examples.thread_pool_c). Then the other
+# HWYATTN_MPI=OFF, so the MPI-less build is covered too), each suite on the
+# CPU's best target only: no OpenMP runtime linked (install.library checks
+# the NEEDED entries), threads only through opts->parallel (pool_test,
+# examples.thread_pool_c). Then the other
 # architectures (scripts/cross_test.sh): cross-built for arm64, ppc64el and
 # s390x, their C/C++ suites run under QEMU (CROSS_ARCHES="" skips them).
 # Exits non-zero if anything fails.
@@ -30,7 +31,8 @@
 #      (-fno-sanitize-recover=all) plus the libFuzzer target; runs every C/C++
 #      test (not the Python and install tests, which load or link the library
 #      from outside the instrumented build, nor the mpirun tests, whose MPI
-#      runtime is not instrumented), then fuzz_sdpa for FUZZ_SECONDS
+#      runtime is not instrumented) on each SIMD target that touches memory
+#      in shapes of its own (ctest -LE same_shapes, tests/CMakeLists.txt), then fuzz_sdpa for FUZZ_SECONDS
 #      (default 60) over a copy of tests/fuzz/corpus, and FUZZ_POOL_SECONDS
 #      (default 20) more with every call on an inline pool of 3 workers
 #      (FUZZ_POOL_WORKERS=3), and fuzz_mpi (libhwyattn_mpi, when MPI is
@@ -41,7 +43,7 @@
 #      race on: the shared module, scratch, thread settings, last error);
 #      runs the multi-threaded tests (concurrency_test, threads_test,
 #      mha_test, and pool_test, whose pools' threads run the library's
-#      parallel phases without OpenMP, so TSan sees them) for every SIMD target.
+#      parallel phases without OpenMP, so TSan sees them) on the same targets.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -71,7 +73,13 @@ if [[ $MODE == normal ]]; then
   cmake -S . -B "$NOOMP_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_TESTS=ON \
     -DHWYATTN_BUILD_BENCH=OFF -DHWYATTN_OPENMP=OFF -DHWYATTN_MPI=OFF
   cmake --build "$NOOMP_BUILD_DIR" -j"$JOBS"
-  ctest --test-dir "$NOOMP_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" "$@"
+  # Each suite once, on the best target (the kernels are the same without
+  # OpenMP; only the threading layer differs), and the consumer and example
+  # tests; the bindings, benchmark and format checks and the add_subdirectory
+  # build would only run again.
+  ctest --test-dir "$NOOMP_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" \
+    -LE '^(alternate|python|go)$' \
+    -E '^(rust_binding|format_check|bench_.*|install\.add_subdirectory)$' "$@"
   echo "test.sh: both builds passed (${SECONDS}s)"
   CROSS_ARCHES=${CROSS_ARCHES-arm64 ppc64el s390x}
   if [[ -n $CROSS_ARCHES ]]; then
@@ -101,7 +109,7 @@ stamp "AddressSanitizer + UndefinedBehaviorSanitizer tests"
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
   ctest --test-dir "$ASAN_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" \
-    -E '^(python_tests|install\.|examples\.|go_binding|mpi\.)' "$@"
+    -LE same_shapes -E '^(python_tests|install\.|examples\.|go_binding|mpi\.)' "$@"
 
 stamp "fuzz_sdpa for ${FUZZ_SECONDS}s"
 corpus=$(mktemp -d)
@@ -131,5 +139,5 @@ cmake --build "$TSAN_BUILD_DIR" -j"$JOBS"
 stamp "ThreadSanitizer tests"
 TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
   ctest --test-dir "$TSAN_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" \
-    -R '^(concurrency_test|threads_test|mha_test|pool_test)\.' "$@"
+    -LE same_shapes -R '^(concurrency_test|threads_test|mha_test|pool_test)\.' "$@"
 stamp "all sanitizer runs passed"

@@ -96,6 +96,15 @@ HWY_INLINE bool PrefetchAt(size_t d) {
 
 // A prefetch of a streamed K or V line into L1 or L2 (StreamPrefetchLevel,
 // a template parameter of the whole chunk so the loops carry no branch).
+// StreamPrefetchLevel asks for L2 only on x86 CPUs with AVX2 (AMD family
+// 19h), so the L2 loops are compiled for those targets alone: every other
+// target (and a capped SSE4 or fallback on such a CPU) runs the L1 loops,
+// and each architecture's build compiles half the instances.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+constexpr bool kL2Loops = true;
+#else
+constexpr bool kL2Loops = false;
+#endif
 template <bool kL2, typename T>
 HWY_INLINE void PrefetchStream(const T* p) {
 #if defined(__GNUC__) || defined(__clang__)
@@ -774,23 +783,19 @@ void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0
   // outputs (the integers stay as they are).
   // Under bf16 products F32 and F16 elements are read rounded (Bf16Operand);
   // BF16 and I8 elements are bf16 values already.
+  const auto attend = [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kL2Loops) {
+      if (plan.prefetch_l2) return AttendChunksOf<true, T>(plan, b, kvh, chunk0, count, scratch);
+    }
+    AttendChunksOf<false, T>(plan, b, kvh, chunk0, count, scratch);
+  };
   DispatchCacheDtype(plan.problem->k.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, F16>) {
-      if (plan.bf16) {
-        if (plan.prefetch_l2) {
-          AttendChunksOf<true, Bf16Operand<T>>(plan, b, kvh, chunk0, count, scratch);
-        } else {
-          AttendChunksOf<false, Bf16Operand<T>>(plan, b, kvh, chunk0, count, scratch);
-        }
-        return;
-      }
+      if (plan.bf16) return attend(Bf16Operand<T>());
     }
-    if (plan.prefetch_l2) {
-      AttendChunksOf<true, T>(plan, b, kvh, chunk0, count, scratch);
-    } else {
-      AttendChunksOf<false, T>(plan, b, kvh, chunk0, count, scratch);
-    }
+    attend(T());
   });
 }
 

@@ -1888,6 +1888,7 @@ struct PoisonCase {
   Poison where;
   float value;  // NaN, +Inf or -Inf
   Blocking blocking;
+  hwyattn_dtype dtype = HWYATTN_F32;  // of the poisoned K, V or mask
 };
 
 std::string PoisonName(const PoisonCase& c) {
@@ -1898,7 +1899,8 @@ std::string PoisonName(const PoisonCase& c) {
                                : "Mask";
   s += std::isnan(c.value) ? "NaN" : c.value > 0 ? "PlusInf" : "MinusInf";
   const char* b[] = {"", "Causal", "BoolMask", "KvLen"};
-  return s + b[static_cast<int>(c.blocking)];
+  s += b[static_cast<int>(c.blocking)];
+  return s + (c.dtype == HWYATTN_F16 ? "F16" : c.dtype == HWYATTN_BF16 ? "BF16" : "");
 }
 
 // One problem of `path` with the chosen blocking; GQA so that a poisoned
@@ -1926,10 +1928,11 @@ Problem PoisonProblem(const PoisonCase& c) {
     p.want_weights = true;
   }
   p.want_lse = true;
+  if (c.where == Poison::kK || c.where == Poison::kV) p.k_dtype = p.v_dtype = c.dtype;
   if (c.blocking == Blocking::kCausal) p.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
   if (c.blocking == Blocking::kBoolMask || c.where == Poison::kMask) {
     p.has_mask = true;
-    p.mask.dtype = c.where == Poison::kMask ? HWYATTN_F32 : HWYATTN_BOOL;
+    p.mask.dtype = c.where == Poison::kMask ? c.dtype : HWYATTN_BOOL;
     p.mask.shape = {1, 1, p.q_len, p.k_len};
     p.mask.block_prob = 0.3;
   }
@@ -2019,7 +2022,7 @@ void CheckPoisonConfinement(const PoisonCase& c) {
     case Poison::kK:
     case Poison::kV: {
       const int64_t idx[4] = {b, kvh, key, 3};
-      (c.where == Poison::kK ? dirty.k : dirty.v).SetF32(idx, c.value);
+      (c.where == Poison::kK ? dirty.k : dirty.v).SetValue(idx, c.value);
       for (int64_t h = kvh * 2; h < kvh * 2 + 2; ++h) {
         for (int64_t i = 0; i < p.q_len; ++i)
           touched[row_index(b, h, i)] = RowSeesKey(dirty, p, b, i, key);
@@ -2028,7 +2031,7 @@ void CheckPoisonConfinement(const PoisonCase& c) {
     }
     case Poison::kMask: {
       const int64_t idx[4] = {0, 0, row, key};
-      dirty.mask.SetF32(idx, c.value);
+      dirty.mask.SetValue(idx, c.value);
       for (int64_t bb = 0; bb < p.batch; ++bb) {
         for (int64_t h = 0; h < p.q_heads; ++h)
           touched[row_index(bb, h, row)] = RowSeesKey(dirty, p, bb, row, key);
@@ -2107,6 +2110,16 @@ std::vector<PoisonCase> PoisonCases() {
           // only NaN (-inf in a mask blocks; +inf is clamped to FLT_MAX).
           if (where == Poison::kMask && (bl == Blocking::kBoolMask || !std::isnan(value))) continue;
           cases.push_back({path, where, value, bl});
+          // Half-precision K, V (F16, BF16) and masks (F16) too: their
+          // NaN and infinities must widen to the same (portable targets
+          // widen F16 in software).
+          if (bl != Blocking::kNone && bl != Blocking::kCausal) continue;
+          if (where == Poison::kK || where == Poison::kV) {
+            cases.push_back({path, where, value, bl, HWYATTN_F16});
+            cases.push_back({path, where, value, bl, HWYATTN_BF16});
+          } else if (where == Poison::kMask) {
+            cases.push_back({path, where, value, bl, HWYATTN_F16});
+          }
         }
       }
     }

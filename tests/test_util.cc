@@ -112,6 +112,16 @@ void TensorBuf::SetF16Bits(const int64_t idx[4], uint16_t bits) {
   std::memcpy(&storage_[ByteOffset(idx)], &bits, sizeof(bits));
 }
 
+void TensorBuf::SetValue(const int64_t idx[4], float value) {
+  switch (desc_.dtype) {
+    case HWYATTN_F16: SetF16Bits(idx, FloatToF16(value)); break;
+    case HWYATTN_BF16: SetF16Bits(idx, FloatToBf16(value)); break;
+    default:
+      ASSERT_EQ(desc_.dtype, HWYATTN_F32) << "SetValue: F32, F16 or BF16 tensors";
+      SetF32(idx, value);
+  }
+}
+
 void TensorBuf::SetU8(const int64_t idx[4], uint8_t value) { storage_[ByteOffset(idx)] = value; }
 
 void TensorBuf::ForEach(const std::function<void(const int64_t*, int64_t)>& fn) const {

@@ -76,6 +76,8 @@ class TensorBuf {
   float GetF32(const int64_t idx[4]) const;  // F32 tensors only.
   void SetF32(const int64_t idx[4], float value);
   void SetF16Bits(const int64_t idx[4], uint16_t bits);
+  // value rounded to the tensor's dtype (F32, F16 or BF16; NaN and +-Inf kept).
+  void SetValue(const int64_t idx[4], float value);
   void SetU8(const int64_t idx[4], uint8_t value);
 
   // Calls fn(idx, linear) for every logical element, where linear is the

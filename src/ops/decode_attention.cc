@@ -523,6 +523,14 @@ int64_t AheadOffset(const SdpaProblem& p, const TensorView& t, int64_t row_bytes
   return p.KeyRowOffset(t, b, h, j + n) - p.KeyRowOffset(t, b, h, j);
 }
 
+// The caller's mask row from element `at` added to `keys` scores (AddMaskRow).
+// Not a template of the cache's dtype: one copy per mask dtype.
+void AddMask(const TensorView& mask, int64_t at, int64_t keys, float* HWY_RESTRICT s) {
+  WithMaskElements(mask, [&](const auto* HWY_RESTRICT m) {
+    AddMaskRow(m + at, mask.stride[3], static_cast<size_t>(keys), s);
+  });
+}
+
 // Scores of the chunk's `keys` keys from c0 for every row into s [rows][ld]
 // (log2 units, lanes past the last key up to a whole vector -inf), masked.
 template <bool kL2, typename T>
@@ -577,12 +585,7 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
     p.VisibleKeys(b, pos + offset, &first, &end);
     for (int64_t j = 0; j < std::min(keys, first - c0); ++j) sr[j] = -INFINITY;
     for (int64_t j = std::max<int64_t>(0, end - c0); j < keys; ++j) sr[j] = -INFINITY;
-    if (p.has_mask) {
-      const int64_t base = p.mask.Offset(b, head, pos, c0), sj = p.mask.stride[3];
-      WithMaskRule(p.mask, [&](const auto& rule) {
-        for (int64_t j = 0; j < keys; ++j) sr[j] = rule(sr[j], base + j * sj);
-      });
-    }
+    if (p.has_mask) AddMask(p.mask, p.mask.Offset(b, head, pos, c0), keys, sr);
   }
 }
 

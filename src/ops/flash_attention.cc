@@ -504,17 +504,34 @@ void PackQueries(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int
 
 // ---------------------------------------------------------------- masks
 
-// Adds the caller's mask to keys [jt0, jt1) of the first `rows` lanes. Each
-// lane's mask row starts at mask_row[lane]; keys are stride[3] apart.
+// Adds the caller's mask to the scores of keys [jt0, jt1) of the first `rows`
+// lanes (MaskedScores). Lane c's mask elements start at mask_row[c], keys
+// stride[3] apart, so a lane's run is a row of the mask: each run is read as
+// biases (MaskBiases: a vector at a time when contiguous, F16 widened by the
+// vector unit), transposed into `bias` [keys][Bq] (lanes past `rows` up to
+// `lanes` are 0), and added to S^T a vector at a time. (Score by score in
+// scalar code it took 30% of a masked D = 256 prefill, ggml's F16 mask.)
 void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64_t rows,
-               int64_t jt0, int64_t jt1, float* HWY_RESTRICT s) {
+               size_t lanes, int64_t jt0, int64_t jt1, float* HWY_RESTRICT bias,
+               float* HWY_RESTRICT s) {
+  const DF df;
   const int64_t sj = p.mask.stride[3];
-  WithMaskRule(p.mask, [&](const auto& rule) {
-    for (int64_t j = jt0; j < jt1; ++j) {
-      float* row = s + (j - jt0) * kQueryTile;
-      for (int64_t c = 0; c < rows; ++c) row[c] = rule(row[c], mask_row[c] + j * sj);
+  const size_t keys = static_cast<size_t>(jt1 - jt0);
+  HWY_ALIGN float run[HWY_MAX(kKeyTile, kBf16KeyTile)];
+  WithMaskElements(p.mask, [&](const auto* HWY_RESTRICT m) {
+    for (int64_t c = 0; c < rows; ++c) {
+      MaskBiases(m + mask_row[c] + jt0 * sj, sj, keys, run);
+      for (size_t j = 0; j < keys; ++j) bias[j * kQueryTile + c] = run[j];
     }
   });
+  for (size_t j = 0; j < keys; ++j) {
+    float* HWY_RESTRICT bj = bias + j * kQueryTile;
+    for (size_t c = static_cast<size_t>(rows); c < lanes; ++c) bj[c] = 0.0f;
+    float* HWY_RESTRICT srow = s + j * kQueryTile;
+    for (size_t c = 0; c < lanes; c += kLanes) {
+      hn::Store(MaskedScores(df, hn::Load(df, srow + c), hn::Load(df, bj + c)), df, srow + c);
+    }
+  }
 }
 
 // ---------------------------------------------------------------- P . V
@@ -960,6 +977,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   int32_t* HWY_RESTRICT lane_pos = reinterpret_cast<int32_t*>(scratch + layout.lane_pos);
   float* HWY_RESTRICT lane_slope = scratch + layout.lane_slope;
   int64_t* HWY_RESTRICT mask_row = reinterpret_cast<int64_t*>(scratch + layout.mask_row);
+  float* HWY_RESTRICT mask_bias = scratch + layout.mask_bias;
 
   const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim;
   const int64_t rows = item.rows;
@@ -1159,7 +1177,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
       }
     }
     if (p.has_mask) {
-      ApplyMask(p, mask_row, rows, jt0, jt1, s_t);
+      ApplyMask(p, mask_row, rows, q_vectors * kLanes, jt0, jt1, mask_bias, s_t);
       TileMax(df, s_t, tile_keys, kQueryTile, q_vectors * kLanes, row_max, tile_max);
     }
     if (p.has_weights) {

@@ -120,6 +120,7 @@ struct FlashScratchLayout {
   size_t lane_pos;    // [Bq] int32: the lane's query position (ALiBi)
   size_t lane_slope;  // [Bq]: the lane's ALiBi slope, log2 units
   size_t mask_row;    // [Bq] int64: offset of each row in the mask tensor
+  size_t mask_bias;   // [Bk][Bq]: the mask's biases, transposed (with a mask)
   size_t q_pairs;     // [ceil(D/2)][Bq] uint32: Q^T as bf16 pairs (bf16_dot)
   size_t p_pairs;     // [Bk/2][Bq] uint32: P^T as bf16 pairs (bf16_dot)
   size_t total;
@@ -146,6 +147,7 @@ struct FlashScratchLayout {
     lane_pos = take(bq);
     lane_slope = take(bq);
     mask_row = take(2 * bq);
+    mask_bias = take(p.has_mask ? g.key_tile * bq : 0);
     q_pairs = take((static_cast<size_t>(p.head_dim) + 1) / 2 * bq);
     p_pairs = take(g.key_tile / 2 * bq);
     total = at;

@@ -2,8 +2,9 @@
 //
 // The vector side of the score rules (score_rules.h has the scalar side),
 // per target: K/V elements of any storage dtype widened to float vectors,
-// the test for non-finite values that decides whether a P . V pass must
-// skip zero probabilities, and the score modifiers (softcap, ALiBi).
+// the caller's mask a vector at a time, the test for non-finite values that
+// decides whether a P . V pass must skip zero probabilities, and the score
+// modifiers (softcap, ALiBi).
 
 #if defined(HWYATTN_SRC_OPS_SCORE_RULES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef HWYATTN_SRC_OPS_SCORE_RULES_INL_H_
@@ -12,6 +13,8 @@
 #define HWYATTN_SRC_OPS_SCORE_RULES_INL_H_
 #endif
 
+#include <float.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,9 +31,21 @@ namespace hwyattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Highway 1.0.3 widens F16 in software where the target has no conversion
+// instruction (x86 below AVX2, and the portable EMU128 and SCALAR: every
+// target of ppc64el and s390x) and takes the infinities and NaNs there
+// (exponent 31) for numbers of 2^16 and more. LoadWide mends those lanes.
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_EMU128 || \
+    HWY_TARGET == HWY_SCALAR
+constexpr bool kSoftwareF16 = true;
+#else
+constexpr bool kSoftwareF16 = false;
+#endif
+
 // One vector of floats from p[0, lanes): F32 as is, F16 and BF16 widened
-// (exactly) on load, so that half-precision K/V are read in place; an I8
-// cache's integers converted (exactly; its scales are the caller's).
+// (exactly, infinities and NaNs too) on load, so that half-precision K/V are
+// read in place; an I8 cache's integers converted (exactly; its scales are
+// the caller's).
 template <typename T, class D = DF>
 HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p) {
   const D df;
@@ -40,6 +55,20 @@ HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p) {
     const hn::Rebind<int32_t, D> di;
     const hn::Rebind<int8_t, D> d8;
     return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p)));
+  } else if constexpr (std::is_same_v<T, F16> && kSoftwareF16) {
+    const hn::RebindToUnsigned<D> du;
+    const auto bits = hn::PromoteTo(
+        du, hn::LoadU(hn::Rebind<uint16_t, D>(), reinterpret_cast<const uint16_t*>(p)));
+    const auto exponent = hn::Set(du, 0x7C00u);
+    const auto special = hn::Eq(hn::And(bits, exponent), exponent);
+    // sign | all-ones exponent | the mantissa's 10 bits at the top (ToFloat).
+    const auto inf_nan = hn::Or(
+        hn::Or(hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u))), hn::Set(du, 0x7F800000u)),
+        hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x3FFu))));
+    const hn::Rebind<hwy::float16_t, D> dh;
+    const auto widened =
+        hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+    return hn::IfThenElse(hn::RebindMask(df, special), hn::BitCast(df, inf_nan), widened);
   } else {
     using H = std::conditional_t<std::is_same_v<T, F16>, hwy::float16_t, hwy::bfloat16_t>;
     const hn::Rebind<H, D> dh;
@@ -65,6 +94,60 @@ HWY_INLINE hn::Vec<DF> RoundToBf16(DF df, hn::Vec<DF> x) {
 template <typename T, class D = DF>
 HWY_INLINE hn::Vec<D> LoadWide(const Bf16Operand<T>* HWY_RESTRICT p) {
   return RoundToBf16(D(), LoadWide<T, D>(reinterpret_cast<const T*>(p)));
+}
+
+// MaskBias (score_rules.h) of hn::Lanes(DF) contiguous mask elements: F32
+// and F16 as LoadWide reads them, BOOL 0 (kept) or -inf.
+template <typename M>
+HWY_INLINE hn::Vec<DF> LoadMaskBiases(const M* HWY_RESTRICT m) {
+  const DF df;
+  if constexpr (std::is_same_v<M, uint8_t>) {
+    const hn::Rebind<uint32_t, DF> du;
+    const hn::Rebind<uint8_t, DF> d8;
+    const auto blocked = hn::Eq(hn::PromoteTo(du, hn::LoadU(d8, m)), hn::Zero(du));
+    return hn::IfThenElseZero(hn::RebindMask(df, blocked), hn::Set(df, -INFINITY));
+  } else {
+    return LoadWide(m);
+  }
+}
+
+// The biases of `keys` mask elements from m, `step` apart, into out[0, keys):
+// a contiguous run a vector at a time.
+template <typename M>
+HWY_INLINE void MaskBiases(const M* HWY_RESTRICT m, int64_t step, size_t keys,
+                           float* HWY_RESTRICT out) {
+  size_t j = 0;
+  if (step == 1) {
+    for (; j + kLanes <= keys; j += kLanes) hn::StoreU(LoadMaskBiases(m + j), DF(), out + j);
+  }
+  for (; j < keys; ++j) out[j] = MaskBias(m[static_cast<int64_t>(j) * step]);
+}
+
+// MaskedScore (score_rules.h) per lane, the same value: -inf where the bias
+// or the score is -inf, else the score plus the bias in log2 units clamped
+// to +-FLT_MAX (a NaN bias stays NaN, as std::min/max leave it).
+template <class D>
+HWY_INLINE hn::Vec<D> MaskedScores(D d, hn::Vec<D> score, hn::Vec<D> bias) {
+  const auto neg_inf = hn::Set(d, -INFINITY);
+  const auto x = hn::Mul(bias, hn::Set(d, kLog2e));
+  const auto clamped = hn::IfThenElse(
+      hn::IsNaN(x), x, hn::Min(hn::Max(x, hn::Set(d, -FLT_MAX)), hn::Set(d, FLT_MAX)));
+  const auto blocked = hn::Or(hn::Eq(bias, neg_inf), hn::Eq(score, neg_inf));
+  return hn::IfThenElse(blocked, neg_inf, hn::Add(score, clamped));
+}
+
+// s[j] = MaskedScore(s[j], MaskBias(m[j * step])) for j < keys: the caller's
+// mask added to a row of scores, a contiguous run a vector at a time.
+template <typename M>
+HWY_INLINE void AddMaskRow(const M* HWY_RESTRICT m, int64_t step, size_t keys,
+                           float* HWY_RESTRICT s) {
+  const DF df;
+  size_t j = 0;
+  if (step == 1) {
+    for (; j + kLanes <= keys; j += kLanes)
+      hn::StoreU(MaskedScores(df, hn::LoadU(df, s + j), LoadMaskBiases(m + j)), df, s + j);
+  }
+  for (; j < keys; ++j) s[j] = MaskedScore(s[j], MaskBias(m[static_cast<int64_t>(j) * step]));
 }
 
 // Whether keys x value_dim values of V (rows ldv apart) are all finite.

@@ -36,22 +36,35 @@ inline float MaskedScore(float score, float bias) {
              : score + std::min(std::max(bias * kLog2e, -FLT_MAX), FLT_MAX);
 }
 
+// Calls body(m) with the caller's mask as a pointer to its elements: const
+// uint8_t* (BOOL), const F16* or const float*. The one home of the mask's
+// dtype switch, made once, outside the loops.
+template <class Body>
+inline void WithMaskElements(const TensorView& mask, const Body& body) {
+  if (mask.dtype == Dtype::kBool) {
+    body(mask.As<uint8_t>());
+  } else if (mask.dtype == Dtype::kF16) {
+    body(mask.As<F16>());
+  } else {
+    body(mask.As<float>());
+  }
+}
+
+// The additive bias of a mask element (natural units, MaskedScore adds it):
+// F32 as is, F16 widened exactly, BOOL 0 (kept) or -inf (blocked).
+inline float MaskBias(float m) { return m; }
+inline float MaskBias(F16 m) { return ToFloat(m); }
+inline float MaskBias(uint8_t m) { return m != 0 ? 0.0f : -INFINITY; }
+
 // Calls body(rule) with rule(score, at) = the score (log2 units) under the
-// caller's mask element at offset `at` (BOOL: kept or -inf; F32, and F16
-// widened exactly to F32: added by MaskedScore). The mask's dtype is switched
-// on once, outside the loops.
+// caller's mask element at offset `at`: MaskedScore(score, MaskBias(m[at])).
+// (The prefill kernel applies the same rule a vector at a time:
+// MaskBiases and MaskedScores, score_rules-inl.h.)
 template <class Body>
 inline void WithMaskRule(const TensorView& mask, const Body& body) {
-  if (mask.dtype == Dtype::kBool) {
-    const uint8_t* m = mask.As<uint8_t>();
-    body([m](float score, int64_t at) { return m[at] != 0 ? score : -INFINITY; });
-  } else if (mask.dtype == Dtype::kF16) {
-    const F16* m = mask.As<F16>();
-    body([m](float score, int64_t at) { return MaskedScore(score, ToFloat(m[at])); });
-  } else {
-    const float* m = mask.As<float>();
-    body([m](float score, int64_t at) { return MaskedScore(score, m[at]); });
-  }
+  WithMaskElements(mask, [&](const auto* m) {
+    body([m](float score, int64_t at) { return MaskedScore(score, MaskBias(m[at])); });
+  });
 }
 
 // The natural-log lse of a row from its running max m (log2 units) and

@@ -102,7 +102,7 @@ TEST(TargetTest, HonoursHwyattnTarget) {
     // is the best target the CPU supports, as Highway sees it; the library
     // said so on stderr at its first call, which this test's first line made.
     std::string best = "SCALAR";
-    for (int b = 0; b < 61; ++b) {
+    for (int b = 0; b < 63; ++b) {  // up to HWY_SCALAR (bit 62)
       const int64_t t = int64_t{1} << b;
       if ((HWY_TARGETS & hwy::SupportedTargets() & t) != 0) {
         best = hwy::TargetName(t);

@@ -113,7 +113,7 @@ hwyattn_status hwyattn_tensor_contiguous(hwyattn_tensor* t, void* data, hwyattn_
   int32_t raw_dtype;  // any int may sit in a C enum: compare the bits
   static_assert(sizeof(raw_dtype) == sizeof(dtype), "enum layout");
   memcpy(&raw_dtype, &dtype, sizeof(raw_dtype));
-  if (raw_dtype < HWYATTN_F32 || raw_dtype > HWYATTN_I8) {
+  if (!hwyattn::IsDtype(raw_dtype)) {
     return Fail(HWYATTN_INVALID_ARGUMENT, "dtype is %d, which is not an hwyattn_dtype",
                 static_cast<int>(raw_dtype));
   }

@@ -43,6 +43,8 @@ const char* DtypeName(hwyattn_dtype t) {
     case HWYATTN_BF16: return "BF16";
     case HWYATTN_BOOL: return "BOOL";
     case HWYATTN_I8: return "I8";
+    case HWYATTN_F8E4M3: return "F8E4M3";
+    case HWYATTN_F8E5M2: return "F8E5M2";
   }
   return "unknown";
 }
@@ -51,7 +53,10 @@ const char* DtypeName(hwyattn_dtype t) {
 static_assert(static_cast<int>(Dtype::kF32) == HWYATTN_F32 &&
                   static_cast<int>(Dtype::kF16) == HWYATTN_F16 &&
                   static_cast<int>(Dtype::kBF16) == HWYATTN_BF16 &&
-                  static_cast<int>(Dtype::kBool) == HWYATTN_BOOL,
+                  static_cast<int>(Dtype::kBool) == HWYATTN_BOOL &&
+                  static_cast<int>(Dtype::kI8) == HWYATTN_I8 &&
+                  static_cast<int>(Dtype::kF8E4M3) == HWYATTN_F8E4M3 &&
+                  static_cast<int>(Dtype::kF8E5M2) == HWYATTN_F8E5M2,
               "Dtype mirrors hwyattn_dtype");
 static_assert(static_cast<int>(Causal::kNone) == HWYATTN_CAUSAL_NONE &&
                   static_cast<int>(Causal::kTopLeft) == HWYATTN_CAUSAL_TOP_LEFT &&
@@ -63,6 +68,8 @@ static_assert(static_cast<int>(Precision::kF32) == HWYATTN_PRECISION_F32 &&
 
 constexpr unsigned Bit(hwyattn_dtype t) { return 1u << static_cast<unsigned>(t); }
 constexpr unsigned kFloatTypes = Bit(HWYATTN_F32) | Bit(HWYATTN_F16) | Bit(HWYATTN_BF16);
+// The element types of quantized caches (numbers times the cache's scales).
+constexpr unsigned kQuantizedTypes = Bit(HWYATTN_I8) | Bit(HWYATTN_F8E4M3) | Bit(HWYATTN_F8E5M2);
 
 // A validated descriptor: the rank-4 view plus what messages need.
 struct Checked {
@@ -103,14 +110,14 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
     return Fail(kInvalid, "%s: rank is %" PRId32 "; must be 1..4", name, t->rank);
   }
   const int64_t dtype = RawEnum(t->dtype);
-  if (dtype < HWYATTN_F32 || dtype > HWYATTN_I8) {
+  if (!IsDtype(dtype)) {
     return Fail(kInvalid, "%s: dtype is %" PRId64 ", which is not an hwyattn_dtype", name, dtype);
   }
-  if ((allowed & Bit(t->dtype)) == 0 && t->dtype == HWYATTN_I8) {
+  if ((allowed & Bit(t->dtype)) == 0 && (kQuantizedTypes & Bit(t->dtype)) != 0) {
     return Fail(kInvalid,
-                "%s: dtype I8 is accepted only for the K/V pages of an "
+                "%s: dtype %s is accepted only for the K/V pages of an "
                 "hwyattn_kv_cache (where its scales are); use F32, F16 or BF16 here",
-                name);
+                name, DtypeName(t->dtype));
   }
   if ((allowed & Bit(t->dtype)) == 0) {
     return Fail((known & Bit(t->dtype)) ? HWYATTN_UNSUPPORTED : kInvalid,
@@ -940,26 +947,52 @@ Checked ArrayMemory(const char* name, const void* p, uint64_t count, size_t size
   return MemoryOf(name, p, bytes);
 }
 
-// One scale tensor of an I8 cache: F32, per token [P, Hkv, S, 1] or per
-// channel [1, Hkv, 1, channels].
+// One scale tensor of a quantized cache: F32, per token [P, Hkv, S, 1], or
+// per channel [1, Hkv, 1, channels], per kv head [1, Hkv, 1, 1] or per
+// tensor [1, 1, 1, 1]; the last three are one layout (kPerChannel: its view
+// broadcasts, size-1 dimensions having stride 0) whose values, fixed by the
+// caller, must be finite and > 0.
 hwyattn_status CheckScales(const char* name, const hwyattn_tensor* t, int64_t P, int64_t Hkv,
                            int64_t S, int64_t channels, Checked* c, KvScales* layout) {
   HWYATTN_RETURN_IF_ERROR(Check(name, kScaleNames, t, Bit(HWYATTN_F32), Bit(HWYATTN_F32), c));
   const int64_t* n = c->view.shape;
   if (n[0] == P && n[1] == Hkv && n[2] == S && n[3] == 1) {
     *layout = KvScales::kPerToken;
-  } else if (n[0] == 1 && n[1] == Hkv && n[2] == 1 && n[3] == channels) {
-    *layout = KvScales::kPerChannel;
-  } else {
+    return HWYATTN_OK;
+  }
+  if (!(n[0] == 1 && (n[1] == Hkv || n[1] == 1) && n[2] == 1 && (n[3] == channels || n[3] == 1))) {
     return Fail(kInvalid,
                 "%s: shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
-                "] (as "
-                "rank 4) is neither per token [%" PRId64 ", %" PRId64 ", %" PRId64
-                ", 1] nor per "
-                "channel [1, %" PRId64 ", 1, %" PRId64 "]",
-                name, n[0], n[1], n[2], n[3], P, Hkv, S, Hkv, channels);
+                "] (as rank 4) is none of per token [%" PRId64 ", %" PRId64 ", %" PRId64
+                ", 1], per channel [1, %" PRId64 ", 1, %" PRId64 "], per kv head [1, %" PRId64
+                ", 1, 1] and per tensor [1, 1, 1, 1]",
+                name, n[0], n[1], n[2], n[3], P, Hkv, S, Hkv, channels, Hkv);
+  }
+  *layout = KvScales::kPerChannel;
+  const TensorView& v = c->view;
+  for (int64_t h = 0; h < n[1]; ++h) {
+    for (int64_t d = 0; d < n[3]; ++d) {
+      const float x = v.As<float>()[v.Offset(0, h, 0, d)];
+      if (!(x > 0.0f) || isinf(x)) {
+        return Fail(kInvalid,
+                    "%s[0, %" PRId64 ", 0, %" PRId64
+                    "] is %g; per-channel, per-head and per-tensor scales must be finite "
+                    "and > 0",
+                    name, h, d, static_cast<double>(x));
+      }
+    }
   }
   return HWYATTN_OK;
+}
+
+// Scale 1 for every element: an FP8 cache without scale tensors, as a
+// per-tensor scale (a [1, 1, 1, 1] view, strides 0).
+constexpr float kUnitScale = 1.0f;
+TensorView UnitScale() {
+  TensorView v;
+  v.data = &kUnitScale;
+  v.dtype = Dtype::kF32;
+  return v;
 }
 
 // The cache's struct and tensors (not the block table's entries, which need
@@ -970,7 +1003,7 @@ hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* c
   HWYATTN_RETURN_IF_ERROR(ReadStruct("cache", "hwyattn_kv_cache", "hwyattn_kv_cache_init",
                                      cache_arg, kKvCacheSizes, cache));
   HWYATTN_RETURN_IF_ERROR(CheckReserved("cache: reserved0", cache->reserved0));
-  const unsigned cache_types = kFloatTypes | Bit(HWYATTN_I8);
+  const unsigned cache_types = kFloatTypes | kQuantizedTypes;
   HWYATTN_RETURN_IF_ERROR(Check("cache: k", kCacheNames, &cache->k, cache_types, cache_types, ck));
   HWYATTN_RETURN_IF_ERROR(Check("cache: v", kCacheVNames, &cache->v, cache_types, cache_types, cv));
   const int64_t P = ck->view.shape[0], Hkv = ck->view.shape[1], S = ck->view.shape[2];
@@ -982,13 +1015,20 @@ hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* c
   HWYATTN_RETURN_IF_ERROR(CheckDim(*cv, 0, P, false, "k's num_pages is"));
   HWYATTN_RETURN_IF_ERROR(CheckDim(*cv, 1, Hkv, false, "k's kv heads is"));
   HWYATTN_RETURN_IF_ERROR(CheckDim(*cv, 2, S, false, "k's page_size is"));
-  const bool i8 = cache->k.dtype == HWYATTN_I8;
-  if (i8) {
+  const bool quantized = (kQuantizedTypes & Bit(cache->k.dtype)) != 0;
+  const bool fp8 = quantized && cache->k.dtype != HWYATTN_I8;
+  if (fp8 && cache->k_scale == nullptr && cache->v_scale == nullptr) {
+    view->k_scales = view->v_scales = KvScales::kPerChannel;
+    view->k_scale = view->v_scale = UnitScale();
+  } else if (quantized) {
     if (cache->k_scale == nullptr || cache->v_scale == nullptr) {
       return Fail(kInvalid,
-                  "cache: %s is NULL but the cache is I8, which needs per-token or "
-                  "per-channel scales",
-                  cache->k_scale == nullptr ? "k_scale" : "v_scale");
+                  fp8 ? "cache: %s is NULL but %s is not; an FP8 cache takes both scale tensors "
+                        "or neither (scale 1)"
+                      : "cache: %s is NULL but the cache is I8, which needs both scale tensors "
+                        "(per token, per channel, per kv head or per tensor)%s",
+                  cache->k_scale == nullptr ? "k_scale" : "v_scale",
+                  fp8 ? (cache->k_scale == nullptr ? "v_scale" : "k_scale") : "");
     }
     HWYATTN_RETURN_IF_ERROR(
         CheckScales("cache: k_scale", cache->k_scale, P, Hkv, S, D, cks, &view->k_scales));
@@ -997,7 +1037,8 @@ hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* c
     view->k_scale = cks->view;
     view->v_scale = cvs->view;
   } else if (cache->k_scale != nullptr || cache->v_scale != nullptr) {
-    return Fail(kInvalid, "cache: %s is given but the cache is %s; scales are for I8 caches only",
+    return Fail(kInvalid,
+                "cache: %s is given but the cache is %s; scales are for I8 and FP8 caches only",
                 cache->k_scale != nullptr ? "k_scale" : "v_scale", DtypeName(cache->k.dtype));
   }
   if (cache->block_table != nullptr) {
@@ -1273,26 +1314,7 @@ hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache_arg, const hwyattn_
     Precision unused;
     HWYATTN_RETURN_IF_ERROR(CheckModifiers(&only_pool, 0, &p->executor, &unused));
   }
-  // Per-channel scales divide: finite and > 0.
-  const TensorView* scales[2] = {&kv.k_scale, &kv.v_scale};
   const KvScales layouts[2] = {kv.k_scales, kv.v_scales};
-  const char* scale_names[2] = {"k_scale", "v_scale"};
-  for (int i = 0; i < 2; ++i) {
-    if (layouts[i] != KvScales::kPerChannel) continue;
-    const TensorView& t = *scales[i];
-    for (int64_t h = 0; h < t.shape[1]; ++h) {
-      for (int64_t d = 0; d < t.shape[3]; ++d) {
-        const float x = t.As<float>()[t.Offset(0, h, 0, d)];
-        if (!(x > 0.0f) || isinf(x)) {
-          return Fail(kInvalid,
-                      "cache: %s[0, %" PRId64 ", 0, %" PRId64
-                      "] is %g; per-channel "
-                      "scales must be finite and > 0",
-                      scale_names[i], h, d, static_cast<double>(x));
-        }
-      }
-    }
-  }
   // Outputs: k, v and the per-token scales (each without self-overlap).
   Checked outputs[4] = {ck, cv};
   int num_outputs = 2;

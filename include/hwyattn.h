@@ -235,7 +235,18 @@ typedef enum hwyattn_dtype {
   /* int8_t, symmetric: the value is x * scale, the scale coming from the
    * cache's scale tensors (hwyattn_kv_cache). Accepted only as the K/V of an
    * hwyattn_kv_cache; anywhere else HWYATTN_INVALID_ARGUMENT. */
-  HWYATTN_I8 = 4
+  HWYATTN_I8 = 4,
+  /* OCP 8-bit floating point, stored as uint8_t, sign in the top bit. Like
+   * I8, accepted only as the K/V of an hwyattn_kv_cache, where the value is
+   * the fp8 number times the cache's scale (1 without scale tensors).
+   * E4M3 is the "fn" variant (PyTorch's float8_e4m3fn, vLLM's "fp8" and
+   * "fp8_e4m3"): exponent bias 7, no infinities, S.1111.111 is NaN, largest
+   * finite value 448, smallest subnormal 2^-9. E5M2 (float8_e5m2, vLLM's
+   * "fp8_e5m2") is IEEE-like: bias 15, infinities and NaNs at exponent 31,
+   * largest finite value 57344, smallest subnormal 2^-16; its bits are the
+   * top byte of the IEEE binary16 of the same value. */
+  HWYATTN_F8E4M3 = 5,
+  HWYATTN_F8E5M2 = 6
 } hwyattn_dtype;
 
 typedef struct hwyattn_tensor {
@@ -290,10 +301,10 @@ typedef enum hwyattn_precision {
    *  rounded q, k, v (the rounding of P). Against the unrounded inputs expect
    *  bf16's own error, about 1e-3 to 5e-3 of max|out| for unit-scale data.
    *  Values beyond bf16's range (|x| > 3.39e38) round to infinities.
-   *  An I8 cache (hwyattn_kv_attention) under BF16: decode rows (q_len *
-   *  Hq / Hkv <= 8) multiply its integers (exact in bf16) and apply the
-   *  scales in fp32, as with F32 precision; longer rows' prefill rounds each
-   *  dequantized element (int8 * scale) to bf16. */
+   *  An I8 or FP8 cache (hwyattn_kv_attention) under BF16: decode rows
+   *  (q_len * Hq / Hkv <= 8) multiply its numbers (exact in bf16) and apply
+   *  the scales in fp32, as with F32 precision; longer rows' prefill rounds
+   *  each dequantized element (number * scale) to bf16. */
   HWYATTN_PRECISION_BF16 = 1
 } hwyattn_precision;
 
@@ -522,7 +533,7 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
  *  prefix) as long as they read it; hwyattn_kv_cache_write must not write a
  *  slot twice in one call.
  *
- *    k  [num_pages, Hkv, page_size, D]   F32, F16, BF16 or I8
+ *    k  [num_pages, Hkv, page_size, D]   F32, F16, BF16, I8, F8E4M3 or F8E5M2
  *    v  [num_pages, Hkv, page_size, Dv]  the dtype of k
  *
  *  Any element strides (>= 0, no two elements of k, or of v, on one
@@ -533,17 +544,30 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
  *  element. Rank 4 (a lower rank is right-aligned as for every tensor:
  *  num_pages = 1).
  *
- *  I8 caches (HWYATTN_I8, symmetric int8: value = x * scale) need both
- *  scale tensors, F32, each in one of two layouts:
+ *  Quantized caches: I8 (symmetric int8) and FP8 (HWYATTN_F8E4M3,
+ *  HWYATTN_F8E5M2). Element x stands for x * scale, with the scale from
+ *  k_scale (keys) or v_scale (values), F32 tensors each in one of these
+ *  layouts:
  *    per token    [num_pages, Hkv, page_size, 1]: one scale per token and
  *                 kv head, at the token's slot; hwyattn_kv_cache_write
- *                 computes and stores it (max |x| / 127);
+ *                 computes and stores it (max |x| / 127 for I8, / 448 for
+ *                 E4M3, / 57344 for E5M2);
  *    per channel  [1, Hkv, 1, D] (k_scale) or [1, Hkv, 1, Dv] (v_scale):
- *                 one scale per kv head and channel, fixed by the caller
- *                 (calibrated), read by the write and by the attention.
- *  The two tensors may use different layouts. Any other shape, a dtype
- *  other than F32, an I8 cache without scales or a non-I8 cache with scales
- *  is HWYATTN_INVALID_ARGUMENT. Strides are free as for k and v.
+ *                 one scale per kv head and channel;
+ *    per kv head  [1, Hkv, 1, 1];
+ *    per tensor   [1, 1, 1, 1] (vLLM's k_scale / v_scale; also [1], any
+ *                 rank whose shape right-aligns to these).
+ *  The last three are fixed by the caller (calibrated): read by the write
+ *  and by the attention, and each value must be finite and > 0 (else
+ *  HWYATTN_INVALID_ARGUMENT naming the element). A shape that fits two
+ *  layouts (page_size = num_pages = 1) is per token. The two tensors may
+ *  use different layouts. I8 caches need both tensors; FP8 caches take both
+ *  or neither (NULL: scale 1, the fp8 numbers are the values). Any other
+ *  shape, a dtype other than F32, or scales on an F32/F16/BF16 cache is
+ *  HWYATTN_INVALID_ARGUMENT. Strides are free as for k and v.
+ *
+ *  The kernels dequantize exactly (an int8 or fp8 number times its scale,
+ *  fp32) and accumulate in fp32 as for float caches.
  *
  *  block_table: optional int32 [num_seqs, block_table_stride], the pages of
  *  each sequence of the batch in order (vLLM's block_tables). Only the first
@@ -569,11 +593,14 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
 typedef struct hwyattn_kv_cache {
   uint32_t struct_size; /* sizeof(hwyattn_kv_cache); hwyattn_kv_cache_init sets it */
   int32_t reserved0;    /* must be 0 (HWYATTN_UNSUPPORTED otherwise): padding made explicit */
-  hwyattn_tensor k;     /* [num_pages, Hkv, page_size, D]  F32, F16, BF16 or I8 */
+  hwyattn_tensor k;     /* [num_pages, Hkv, page_size, D]  F32, F16, BF16, I8, F8E4M3
+                           or F8E5M2 */
   hwyattn_tensor v;     /* [num_pages, Hkv, page_size, Dv] same dtype as k */
-  const hwyattn_tensor* k_scale; /* I8 only, F32: per token [num_pages, Hkv, page_size, 1]
-                                    or per channel [1, Hkv, 1, D]; NULL otherwise */
-  const hwyattn_tensor* v_scale; /* I8 only, F32: per token or per channel [1, Hkv, 1, Dv] */
+  const hwyattn_tensor* k_scale; /* I8 (required) and FP8 (optional) only, F32: per token
+                                    [num_pages, Hkv, page_size, 1], per channel
+                                    [1, Hkv, 1, D], per kv head [1, Hkv, 1, 1] or per
+                                    tensor [1, 1, 1, 1]; NULL for other caches */
+  const hwyattn_tensor* v_scale; /* the same for V ([1, Hkv, 1, Dv] per channel) */
   const int32_t* block_table;    /* optional [num_seqs, block_table_stride]; NULL = sequence
                                     s is page s */
   int64_t block_table_stride;    /* entries between rows of block_table (>= the pages the
@@ -627,7 +654,7 @@ HWYATTN_API void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size);
  *  prefill and decode rows mixed in one call.
  *
  *    q      [T, Hq, D]   F32, F16 or BF16; T = q_start[num_seqs]
- *    cache  K/V pages as described above (F32, F16, BF16 or I8)
+ *    cache  K/V pages as described above (F32, F16, BF16, I8 or FP8)
  *    batch  the sequences
  *    out    [T, Hq, Dv]  F32 (written)
  *
@@ -647,11 +674,14 @@ HWYATTN_API void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size);
  *  weights must be NULL here (HWYATTN_INVALID_ARGUMENT): kv_len is the
  *  batch's, and a mask has no dense shape in a varlen batch.
  *
- *  I8 caches are dequantized (int8 * scale in fp32); the result is within
- *  fp32 rounding of the exact attention over the dequantized cache. The
- *  quantization's own error (against the values before
- *  hwyattn_kv_cache_write quantized them) is about max|x| / 254 per element
- *  of K and V, per token (or per channel).
+ *  I8 and FP8 caches are dequantized (number * scale in fp32, exact: an
+ *  fp8 or int8 number is a float); the result is within fp32 rounding of
+ *  the exact attention over the dequantized cache. The quantization's own
+ *  error (against the values before hwyattn_kv_cache_write quantized them)
+ *  is about max|x| / 254 per element for I8 with per-token scales, and
+ *  2^-4 (E4M3) or 2^-3 (E5M2) of each element's magnitude for FP8, plus
+ *  the flush of values below the format's subnormals (2^-9 * scale, 2^-16
+ *  * scale).
  *
  *  Batch invariance and determinism: a sequence's rows are bit-identical
  *  whatever the other sequences of the batch are, its position in the batch,
@@ -659,7 +689,7 @@ HWYATTN_API void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size);
  *  sequence's keys are split into chunks fixed by its own length. They are
  *  also the same bits as hwyattn_sdpa on that sequence alone ([1, Hq, q_len,
  *  D] over its keys as a dense F32/F16/BF16 tensor) when the positions match
- *  hwyattn_sdpa's (I8 caches: within fp32 rounding of it on the dequantized
+ *  hwyattn_sdpa's (I8 and FP8 caches: within fp32 rounding of it on the dequantized
  *  keys, since the scales are applied to scores and probabilities rather
  *  than to each element). Results may differ in the last bits between SIMD
  *  targets.
@@ -672,9 +702,10 @@ HWYATTN_API void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size);
  *  cache, the batch's arrays or each other.
  *
  *  How it runs: the pages are read where they are, through the block table
- *  (F32, F16, BF16 and I8 alike; an I8 cache's per-token K scales multiply
- *  the scores and its V scales the probabilities, per-channel K scales fold
- *  into the query and V scales into the output). A sequence with a few
+ *  (F32, F16, BF16, I8 and FP8 alike; a quantized cache's per-token K
+ *  scales multiply the scores and its V scales the probabilities,
+ *  per-channel, per-head and per-tensor K scales fold into the query and V
+ *  scales into the output). A sequence with a few
  *  query rows per kv head (q_len * Hq / Hkv <= 8: decode, small chunks)
  *  takes the decode kernel (keys in lanes, its keys split into 512-key
  *  chunks merged by log-sum-exp), one with more takes the prefill kernel
@@ -741,7 +772,7 @@ HWYATTN_API hwyattn_status hwyattn_kv_attention(const hwyattn_tensor* q,
 /** Writes new keys and values into cache slots (vLLM's slot_mapping, ggml's
  *  set_rows): token t of k_new/v_new goes to slot slot[t], i.e. page
  *  slot[t] / page_size, offset slot[t] % page_size, for every kv head; a
- *  negative slot skips the token. Only the written slots (and, for I8 with
+ *  negative slot skips the token. Only the written slots (and, with
  *  per-token scales, their scales) change.
  *
  *    k_new  [T, Hkv, D]   F32, F16 or BF16
@@ -756,14 +787,23 @@ HWYATTN_API hwyattn_status hwyattn_kv_attention(const hwyattn_tensor* q,
  *      token's slot of k_scale (v_scale); q_d = x_d / scale (fp32 division)
  *      rounded to nearest, ties to even, clamped to [-127, 127]. An all-zero
  *      row stores scale 0 and values 0.
- *    per-channel scales: scale_d from k_scale (v_scale) [1, Hkv, 1, D],
- *      each finite and > 0 (else HWYATTN_INVALID_ARGUMENT); q_d = x_d /
- *      scale_d rounded the same way and clamped to [-127, 127] (values
+ *    per-channel, per-head or per-tensor scales: scale_d from k_scale
+ *      (v_scale), each finite and > 0 (else HWYATTN_INVALID_ARGUMENT); q_d =
+ *      x_d / scale_d rounded the same way and clamped to [-127, 127] (values
  *      beyond 127 * scale_d saturate).
- *  Non-finite inputs never fault but give meaningless values: a NaN element
- *  stores 0; an infinite one saturates to +-127 with per-channel scales and
- *  makes the token's scale infinite with per-token ones. K and V should be
- *  finite for I8 caches.
+ *  FP8 (E4M3, E5M2), per row likewise: per-token scales are max_d |x_d| /
+ *  448 (E4M3) or / 57344 (E5M2), stored at the token's slot (an all-zero
+ *  row stores scale 0 and values 0); other layouts read scale_d; no scale
+ *  tensors: scale 1. Then x_d / scale_d (fp32 division) is rounded to the
+ *  nearest fp8 number, ties to even, subnormals included; finite values
+ *  beyond the largest finite number saturate to it (448 or 57344, with the
+ *  sign); an infinity becomes +-448 in E4M3 and stays infinite in E5M2; a
+ *  NaN stays NaN (E4M3 S.1111.111, E5M2 S.11111.10).
+ *  Non-finite inputs never fault but give meaningless values in I8: a NaN
+ *  element stores 0; an infinite one saturates to +-127 with fixed scales
+ *  and makes the token's scale infinite with per-token ones (in FP8 too:
+ *  the row then stores NaN where x was infinite and 0 elsewhere). K and V
+ *  should be finite for quantized caches.
  *
  *  opts: only `parallel` is read (NULL ok; the other fields are ignored).
  *  The work is split over tokens; the result is the same bits for any

@@ -216,6 +216,10 @@ enum class DType : int {
   kBF16 = HWYATTN_BF16,  // bfloat16, stored as uint16_t
   kBool = HWYATTN_BOOL,  // uint8_t (or bool), nonzero = true
   kI8 = HWYATTN_I8,      // int8_t, symmetric (x * scale): only the pages of a KvCache
+  // OCP FP8 (x * scale, scale 1 without scales()), stored as uint8_t: only the
+  // pages of a KvCache. E4M3 "fn" (max 448, no infinities), E5M2 (max 57344).
+  kF8E4M3 = HWYATTN_F8E4M3,
+  kF8E5M2 = HWYATTN_F8E5M2,
 };
 
 // A list of sizes or strides, e.g. {2, 8, 128, 64}, or a std::vector<int64_t>.
@@ -548,14 +552,16 @@ inline void merge_states(const std::vector<ConstTensorView>& outs,
 // A KV cache in the caller's memory (hwyattn_kv_cache): a pool of pages that
 // the library reads (kv_attention) and writes (kv_cache_write), never owns.
 //
-//   k  [num_pages, Hkv, page_size, D]   F32, F16, BF16 or I8
+//   k  [num_pages, Hkv, page_size, D]   F32, F16, BF16, I8, F8E4M3 or F8E5M2
 //   v  [num_pages, Hkv, page_size, Dv]  the dtype of k
 //
 // Any strides: vLLM's [pages, Hkv, page, D] is the dense view, FlashAttention's
 // [pages, page, Hkv, D] the same shape with strides {page*Hkv*D, D, Hkv*D, 1}.
-// I8 pages need scales(): F32 per token [num_pages, Hkv, page_size, 1]
-// (written by kv_cache_write, so that memory is written too) or per channel
-// [1, Hkv, 1, D] / [1, Hkv, 1, Dv] (fixed by the caller). block_table():
+// I8 pages need scales() (FP8 pages take them or not: scale 1): F32 per
+// token [num_pages, Hkv, page_size, 1] (written by kv_cache_write, so that
+// memory is written too), or per channel [1, Hkv, 1, D] / [1, Hkv, 1, Dv],
+// per kv head [1, Hkv, 1, 1] or per tensor [1] (fixed by the caller, each
+// finite and > 0). block_table():
 // int32 [num_seqs, stride], the pages of each sequence of a batch in order;
 // without one, sequence s is page s (a padded contiguous cache whose
 // page_size is each sequence's capacity).
@@ -569,8 +575,8 @@ class KvCache {
  public:
   KvCache(const TensorView& k, const TensorView& v) : k_(k.c_tensor()), v_(v.c_tensor()) {}
 
-  // The I8 scales (F32); see the class comment for the two layouts. The two
-  // may use different layouts.
+  // The I8 or FP8 scales (F32); see the class comment for the layouts. The
+  // two may use different layouts.
   KvCache& scales(const ConstTensorView& k_scale, const ConstTensorView& v_scale) {
     k_scale_ = k_scale.c_tensor();
     v_scale_ = v_scale.c_tensor();

@@ -34,7 +34,9 @@ inline size_t DtypeSize(hwyattn_dtype dtype) {
     case HWYATTN_F16:
     case HWYATTN_BF16: return 2;
     case HWYATTN_BOOL:
-    case HWYATTN_I8: return 1;
+    case HWYATTN_I8:
+    case HWYATTN_F8E4M3:
+    case HWYATTN_F8E5M2: return 1;
   }
   return 0;
 }

@@ -211,8 +211,8 @@ void PlanDecode(Job* job) {
   plan.q_scale = p.scale * kLog2e;
   plan.prefetch_l2 = StreamPrefetchLevel() == StreamPrefetch::kL2;
   plan.bf16 = p.Bf16Products();
-  // I8 caches keep the portable loops under bf16 products (decode_bf16.h).
-  plan.bf16_dot = plan.bf16 && Bf16DotFor(kernels.target) && p.k.dtype != Dtype::kI8;
+  // Quantized caches keep the portable loops under bf16 products (decode_bf16.h).
+  plan.bf16_dot = plan.bf16 && Bf16DotFor(kernels.target) && p.k_scale.layout == KvScales::kNone;
   plan.scratch_floats = DecodeScratchFloats(p, plan.rows, kernels.lanes, plan.bf16_dot);
   static_assert(sizeof(std::atomic<int32_t>) == sizeof(float) &&
                     alignof(std::atomic<int32_t>) <= alignof(float),
@@ -258,8 +258,8 @@ bool PlanFlash(Job* job) {
   plan.values_in_place = f32_products && !p.Paged() && p.v.dtype == Dtype::kF32 &&
                          (p.v.stride[3] == 1 || p.value_dim == 1);
   plan.q_scale = p.scale * kLog2e;
-  // K and V packed as bf16 pairs (no larger than their fp32 packing); an
-  // I8 cache's are dequantized and rounded into the fp32 panels instead.
+  // K and V packed as bf16 pairs (no larger than their fp32 packing); a
+  // quantized cache's are dequantized and rounded into the fp32 panels instead.
   plan.bf16_dot = p.Bf16Products() && Bf16DotFor(GetFlashKernels().target) &&
                   p.k_scale.layout == KvScales::kNone;
   // The plan's geometry is what the kernel and the scratch layout read.

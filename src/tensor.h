@@ -13,7 +13,15 @@
 namespace hwyattn {
 
 // Element types: hwyattn_dtype's values (capi checks that they match).
-enum class Dtype : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2, kBool = 3, kI8 = 4 };
+enum class Dtype : int32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kBF16 = 2,
+  kBool = 3,
+  kI8 = 4,
+  kF8E4M3 = 5,
+  kF8E5M2 = 6
+};
 
 // Bytes of one element of `t`.
 inline size_t DtypeSize(Dtype t) {
@@ -22,7 +30,9 @@ inline size_t DtypeSize(Dtype t) {
     case Dtype::kF16:
     case Dtype::kBF16: return 2;
     case Dtype::kBool:
-    case Dtype::kI8: return 1;
+    case Dtype::kI8:
+    case Dtype::kF8E4M3:
+    case Dtype::kF8E5M2: return 1;
   }
   return 1;
 }

@@ -1089,11 +1089,11 @@ std::vector<BadCase> OtherCases() {
        },
        kInvalid,
        {"overflows", "shape[1] = 1099511627776"}},
-      {"Dtype5",
+      {"Dtype7",
        c,
-       [](Env& x) { x.c_dtype = EnumFromInt<hwyattn_dtype>(5); },
+       [](Env& x) { x.c_dtype = EnumFromInt<hwyattn_dtype>(7); },
        kInvalid,
-       {"dtype is 5"}},
+       {"dtype is 7"}},
       {"Negative", t, [](Env& x) { x.n_threads = -1; }, kInvalid, {"n: -1 threads"}},
       {"IntMin", t, [](Env& x) { x.n_threads = INT_MIN; }, kInvalid, {"n: -2147483648 threads"}},
       {"TooMany",
@@ -1374,6 +1374,21 @@ std::vector<BadCase> KvCases() {
        kInvalid,
        {"outs[1]: dtype I8"}},
       {"QI8", a, [](Env& x) { x.kq.t.dtype = HWYATTN_I8; }, kInvalid, {"q: dtype I8"}},
+      {"QF8E4M3",
+       a,
+       [](Env& x) { x.kq.t.dtype = HWYATTN_F8E4M3; },
+       kInvalid,
+       {"q: dtype F8E4M3 is accepted only for the K/V pages"}},
+      {"KNewF8E5M2",
+       w,
+       [](Env& x) { x.knew.t.dtype = HWYATTN_F8E5M2; },
+       kInvalid,
+       {"k_new: dtype F8E5M2"}},
+      {"SdpaVF8E5M2",
+       Entry::kSdpa,
+       [](Env& x) { x.v.t.dtype = HWYATTN_F8E5M2; },
+       kInvalid,
+       {"v: dtype F8E5M2", "hwyattn_kv_cache"}},
       {"KNewI8", w, [](Env& x) { x.knew.t.dtype = HWYATTN_I8; }, kInvalid, {"k_new: dtype I8"}},
       // NULL arguments.
       {"QNull", a, [](Env& x) { x.kq_arg = nullptr; }, kInvalid, {"q is NULL"}},
@@ -1451,13 +1466,78 @@ std::vector<BadCase> KvCases() {
        a,
        [](Env& x) { x.kscale.t.shape[3] = 2; },
        kInvalid,
-       {"cache: k_scale: shape [4, 2, 4, 2]", "neither per token [4, 2, 4, 1]",
-        "per channel [1, 2, 1, 8]"}},
+       {"cache: k_scale: shape [4, 2, 4, 2]", "none of per token [4, 2, 4, 1]",
+        "per channel [1, 2, 1, 8]", "per kv head [1, 2, 1, 1]", "per tensor [1, 1, 1, 1]"}},
       {"VScaleChannels",
        w,
        [](Env& x) { x.vscale.t.shape[3] = 8; },
        kInvalid,
        {"cache: v_scale", "per channel [1, 2, 1, 6]"}},
+      {"F8WithoutKScale",
+       a,
+       [](Env& x) {
+         x.kcache.k.dtype = x.kcache.v.dtype = HWYATTN_F8E4M3;
+         x.kcache.k_scale = nullptr;
+       },
+       kInvalid,
+       {"cache: k_scale is NULL but v_scale is not", "FP8", "both", "or neither"}},
+      {"F8E5M2WithoutVScale",
+       w,
+       [](Env& x) {
+         x.kcache.k.dtype = x.kcache.v.dtype = HWYATTN_F8E5M2;
+         x.kcache.v_scale = nullptr;
+       },
+       kInvalid,
+       {"cache: v_scale is NULL but k_scale is not"}},
+      {"F8ScaleLayout",
+       w,
+       [](Env& x) {
+         x.kcache.k.dtype = x.kcache.v.dtype = HWYATTN_F8E4M3;
+         x.kscale.t.shape[0] = 2;
+       },
+       kInvalid,
+       {"cache: k_scale: shape [2, 2, 4, 1]", "none of per token"}},
+      {"F8PageIdTooLarge",
+       a,
+       [](Env& x) {
+         x.kcache.k.dtype = x.kcache.v.dtype = HWYATTN_F8E5M2;
+         x.ktable[3] = 4;
+       },
+       kInvalid,
+       {"block_table", "4"}},
+      {"F8VDtypeDiffers",
+       a,
+       [](Env& x) { x.kcache.k.dtype = HWYATTN_F8E4M3; },
+       kInvalid,
+       {"cache: v has dtype I8 but k has F8E4M3"}},
+      {"ChannelScaleNaNAttention",
+       a,
+       [](Env& x) { x.vscale.data[2] = kNaN; },
+       kInvalid,
+       {"cache: v_scale[0, 0, 0, 2] is nan", "finite and > 0"}},
+      {"ChannelScaleNegative",
+       a,
+       [](Env& x) { x.vscale.data[8] = -0.5f; },
+       kInvalid,
+       {"cache: v_scale[0, 1, 0, 2] is -0.5"}},
+      {"HeadScaleZero",
+       a,
+       [](Env& x) {
+         x.vscale.t.shape[3] = 1;
+         x.vscale.data[6] = 0.0f;
+       },
+       kInvalid,
+       {"cache: v_scale[0, 1, 0, 0] is 0"}},
+      {"TensorScaleInf",
+       w,
+       [](Env& x) {
+         x.kcache.k.dtype = x.kcache.v.dtype = HWYATTN_F8E4M3;
+         x.vscale.t.rank = 1;
+         x.vscale.t.shape[0] = 1;
+         x.vscale.data[0] = kInf;
+       },
+       kInvalid,
+       {"cache: v_scale[0, 0, 0, 0] is inf"}},
       {"KScaleDtype",
        a,
        [](Env& x) { x.kscale.t.dtype = HWYATTN_BF16; },

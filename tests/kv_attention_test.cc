@@ -20,6 +20,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -41,12 +42,34 @@ struct Seq {
   uint32_t seed = 0;   // of the sequence's keys, values and queries (0: its index + 1)
 };
 
+// Scale tensors of a quantized cache: per token [P, Hkv, S, 1], per channel
+// [1, Hkv, 1, dim], per kv head [1, Hkv, 1, 1], per tensor [1] (rank 1), or
+// none (FP8 only: scale 1).
+enum class Scales { kToken, kChannel, kHead, kTensor, kNone };
+const char* ScalesName(Scales s) {
+  switch (s) {
+    case Scales::kToken: return "Token";
+    case Scales::kChannel: return "Channel";
+    case Scales::kHead: return "Head";
+    case Scales::kTensor: return "Tensor";
+    case Scales::kNone: return "None";
+  }
+  return "?";
+}
+bool IsQuantized(hwyattn_dtype d) {
+  return d == HWYATTN_I8 || d == HWYATTN_F8E4M3 || d == HWYATTN_F8E5M2;
+}
+// The magnitude a calibrated scale maps a tensor's largest |x| to.
+float QuantizedMax(hwyattn_dtype d) {
+  return d == HWYATTN_F8E4M3 ? 448.0f : d == HWYATTN_F8E5M2 ? 57344.0f : 127.0f;
+}
+
 struct KvSpec {
   int64_t Hq = 4, Hkv = 2, D = 16, Dv = 16, page_size = 16;
-  hwyattn_dtype dtype = HWYATTN_F32;            // the cache's
-  bool k_per_token = true, v_per_token = true;  // I8 scale layouts
-  bool table = true;                            // false: no block table (sequence s is page s)
-  bool nhd = false;  // pages [P, S, Hkv, D] (FlashAttention) instead of [P, Hkv, S, D]
+  hwyattn_dtype dtype = HWYATTN_F32;                            // the cache's
+  Scales k_scales = Scales::kToken, v_scales = Scales::kToken;  // quantized caches'
+  bool table = true;  // false: no block table (sequence s is page s)
+  bool nhd = false;   // pages [P, S, Hkv, D] (FlashAttention) instead of [P, Hkv, S, D]
   hwyattn_dtype q_dtype = HWYATTN_F32;
   bool causal = true;
   int64_t window_left = 0, window_right = 0;
@@ -143,7 +166,7 @@ struct KvSetup {
       values[i].resize(static_cast<size_t>(seqs[i].kv_len * Hkv * Dv));
       for (float& x : keys[i]) x = dist(rng);
       for (float& x : values[i]) x = dist(rng);
-      if (spec.bf16_operands && spec.dtype != HWYATTN_I8) {
+      if (spec.bf16_operands && !IsQuantized(spec.dtype)) {
         for (float& x : keys[i]) x = Bf16OperandOf(spec.stored, x);
         for (float& x : values[i]) x = Bf16OperandOf(spec.stored, x);
       }
@@ -158,9 +181,9 @@ struct KvSetup {
     hwyattn_kv_cache_init(&cache);
     cache.k = tk;
     cache.v = tv;
-    if (spec.dtype == HWYATTN_I8) {
-      MakeScales(spec.k_per_token, D, false, &kscale, &tks);
-      MakeScales(spec.v_per_token, Dv, true, &vscale, &tvs);
+    if (IsQuantized(spec.dtype) && spec.k_scales != Scales::kNone) {
+      MakeScales(spec.k_scales, D, false, &kscale, &tks);
+      MakeScales(spec.v_scales, Dv, true, &vscale, &tvs);
       cache.k_scale = &tks;
       cache.v_scale = &tvs;
     }
@@ -241,11 +264,11 @@ struct KvSetup {
 
   // Scale tensors: per token [P, Hkv, S, 1] (NaN until written; with the
   // NHD layout stored [P, S, Hkv] as the pool, so a page's scales of one
-  // head are Hkv apart), or per channel [1, Hkv, 1, dim] calibrated on every
-  // sequence's values.
-  void MakeScales(bool per_token, int64_t dim, bool of_values, std::vector<float>* data,
+  // head are Hkv apart), or per channel, per kv head or per tensor,
+  // calibrated on every sequence's values (max |x| / the format's largest).
+  void MakeScales(Scales layout, int64_t dim, bool of_values, std::vector<float>* data,
                   hwyattn_tensor* t) {
-    if (per_token) {
+    if (layout == Scales::kToken) {
       data->assign(static_cast<size_t>(P * spec.Hkv * S), kNaN);
       const int64_t shape[4] = {P, spec.Hkv, S, 1};
       EXPECT_EQ(hwyattn_tensor_contiguous(t, data->data(), HWYATTN_F32, 4, shape), HWYATTN_OK);
@@ -255,17 +278,27 @@ struct KvSetup {
       }
       return;
     }
-    data->assign(static_cast<size_t>(spec.Hkv * dim), 0.0f);
+    const int64_t heads = layout == Scales::kTensor ? 1 : spec.Hkv;
+    const int64_t channels = layout == Scales::kChannel ? dim : 1;
+    data->assign(static_cast<size_t>(heads * channels), 0.0f);
     for (size_t i = 0; i < seqs.size(); ++i) {
       const std::vector<float>& x = of_values ? values[i] : keys[i];
-      for (size_t e = 0; e < x.size(); ++e) {
-        float& m = (*data)[e % static_cast<size_t>(spec.Hkv * dim)];
+      for (size_t e = 0; e < x.size(); ++e) {  // x is [len][Hkv][dim]
+        const int64_t h = static_cast<int64_t>(e) / dim % spec.Hkv,
+                      d = static_cast<int64_t>(e) % dim;
+        float& m =
+            (*data)[static_cast<size_t>((heads == 1 ? 0 : h) * channels + (channels == 1 ? 0 : d))];
         m = std::max(m, std::fabs(x[e]));
       }
     }
-    for (float& m : *data) m = m > 0.0f ? m / 127.0f : 1.0f;
-    const int64_t shape[4] = {1, spec.Hkv, 1, dim};
-    EXPECT_EQ(hwyattn_tensor_contiguous(t, data->data(), HWYATTN_F32, 4, shape), HWYATTN_OK);
+    for (float& m : *data) m = m > 0.0f ? m / QuantizedMax(spec.dtype) : 1.0f;
+    if (layout == Scales::kTensor) {
+      const int64_t shape[1] = {1};
+      EXPECT_EQ(hwyattn_tensor_contiguous(t, data->data(), HWYATTN_F32, 1, shape), HWYATTN_OK);
+    } else {
+      const int64_t shape[4] = {1, spec.Hkv, 1, channels};
+      EXPECT_EQ(hwyattn_tensor_contiguous(t, data->data(), HWYATTN_F32, 4, shape), HWYATTN_OK);
+    }
   }
 
   // Every sequence's keys and values into their slots, one write call.
@@ -318,7 +351,7 @@ double RelativeError(const std::vector<float>& got, const std::vector<double>& w
 }
 
 // The oracle on the cache as stored (dequantized) vs the call: fp32-small.
-// For I8 caches, also the error against the unquantized values (an F32 cache
+// For quantized caches, also the error against the unquantized values (an F32 cache
 // built from the same raw values), printed, not asserted.
 void CheckAgainstOracle(KvSetup& s) {
   ASSERT_EQ(s.Run(), HWYATTN_OK) << hwyattn_last_error();
@@ -339,18 +372,17 @@ void CheckAgainstOracle(KvSetup& s) {
       }
     }
   }
-  if (s.spec.dtype == HWYATTN_I8) {
+  if (IsQuantized(s.spec.dtype)) {
     KvSpec raw_spec = s.spec;
     raw_spec.dtype = HWYATTN_F32;
     KvSetup raw(raw_spec, s.seqs);
     KvRefResult exact;
     ASSERT_TRUE(ReferenceKvAttention(raw.tq, raw.cache, raw.batch, &raw.opts, &exact, &error));
     std::printf(
-        "  I8 (K %s, V %s): error vs the unquantized values %.3g (max|out| relative); "
-        "vs the dequantized cache %.3g\n",
-        s.spec.k_per_token ? "per token" : "per channel",
-        s.spec.v_per_token ? "per token" : "per channel", RelativeError(s.out, exact.out, n_out),
-        RelativeError(s.out, ref.out, n_out));
+        "  %s (K scales %s, V %s): error vs the unquantized values %.3g (max|out| "
+        "relative); vs the dequantized cache %.3g\n",
+        DtypeName(s.spec.dtype), ScalesName(s.spec.k_scales), ScalesName(s.spec.v_scales),
+        RelativeError(s.out, exact.out, n_out), RelativeError(s.out, ref.out, n_out));
   }
 }
 
@@ -393,14 +425,36 @@ std::vector<CaseSpec> OracleCases() {
     s.dtype = d;
     add(d == HWYATTN_F16 ? "F16" : "BF16", s);
   }
-  for (int k = 0; k < 4; ++k) {
+  // Quantized caches: each scale layout for K and for V.
+  struct Quantized {
+    hwyattn_dtype dtype;
+    Scales k, v;
+  };
+  const Quantized quantized[] = {
+      {HWYATTN_I8, Scales::kToken, Scales::kToken},
+      {HWYATTN_I8, Scales::kChannel, Scales::kToken},
+      {HWYATTN_I8, Scales::kToken, Scales::kChannel},
+      {HWYATTN_I8, Scales::kChannel, Scales::kChannel},
+      {HWYATTN_I8, Scales::kTensor, Scales::kHead},
+      {HWYATTN_F8E4M3, Scales::kNone, Scales::kNone},
+      {HWYATTN_F8E4M3, Scales::kTensor, Scales::kTensor},
+      {HWYATTN_F8E4M3, Scales::kToken, Scales::kChannel},
+      {HWYATTN_F8E5M2, Scales::kNone, Scales::kNone},
+      {HWYATTN_F8E5M2, Scales::kHead, Scales::kToken},
+  };
+  for (const Quantized& qc : quantized) {
     KvSpec s = base;
-    s.dtype = HWYATTN_I8;
-    s.k_per_token = (k & 1) == 0;
-    s.v_per_token = (k & 2) == 0;
-    add(std::string("I8K") + (s.k_per_token ? "Token" : "Channel") + "V" +
-            (s.v_per_token ? "Token" : "Channel"),
-        s);
+    s.dtype = qc.dtype;
+    s.k_scales = qc.k;
+    s.v_scales = qc.v;
+    add(std::string(DtypeName(qc.dtype)) + "K" + ScalesName(qc.k) + "V" + ScalesName(qc.v), s);
+  }
+  {
+    KvSpec s = base;
+    s.dtype = HWYATTN_F8E4M3;
+    s.page_size = 17;
+    s.nhd = true;
+    add("F8E4M3Page17Nhd", s);
   }
   {
     KvSpec s = base;
@@ -466,6 +520,9 @@ std::vector<CaseSpec> OracleCases() {
     s.sinks = true;
     s.dtype = HWYATTN_I8;
     add("AllModifiersI8", s);
+    s.dtype = HWYATTN_F8E5M2;
+    s.k_scales = Scales::kChannel;
+    add("AllModifiersF8E5M2", s);
   }
   {
     KvSpec s = base;
@@ -512,7 +569,7 @@ void CheckBf16AgainstOracle(KvSetup& s) {
   rs.stored = s.spec.dtype;
   rs.stored_q = s.spec.q_dtype;
   rs.q_dtype = HWYATTN_F32;
-  if (rs.dtype != HWYATTN_I8) rs.dtype = HWYATTN_F32;
+  if (!IsQuantized(rs.dtype)) rs.dtype = HWYATTN_F32;
   KvSetup r(rs, s.seqs);
   KvRefResult ref, plain;
   std::string error;
@@ -522,7 +579,7 @@ void CheckBf16AgainstOracle(KvSetup& s) {
   for (const auto& seq : r.values) {
     for (float x : seq) v_max = std::max(v_max, static_cast<double>(std::fabs(x)));
   }
-  if (s.spec.dtype == HWYATTN_I8) {  // the dequantized values
+  if (IsQuantized(s.spec.dtype)) {  // the dequantized values
     for (size_t i = 0; i < s.seqs.size(); ++i) {
       for (int64_t t = 0; t < s.seqs[i].kv_len; ++t) {
         const int64_t page =
@@ -595,16 +652,22 @@ std::vector<CaseSpec> Bf16Cases() {
     s.Dv = 128;
     add(std::string(names[i]) + "NoTableGqa8D128", s, {{1, 600}, {1, 3}, {1, 1025}});
   }
-  for (int k = 1; k < 4; ++k) {  // per-channel layouts (the loop above: both per token)
+  // Other scale layouts (the loop above: both per token), FP8 caches.
+  const std::tuple<hwyattn_dtype, Scales, Scales> layouts[] = {
+      {HWYATTN_I8, Scales::kChannel, Scales::kToken},
+      {HWYATTN_I8, Scales::kToken, Scales::kChannel},
+      {HWYATTN_I8, Scales::kChannel, Scales::kChannel},
+      {HWYATTN_F8E4M3, Scales::kToken, Scales::kToken},
+      {HWYATTN_F8E4M3, Scales::kNone, Scales::kNone},
+      {HWYATTN_F8E5M2, Scales::kTensor, Scales::kHead}};
+  for (const auto& [dtype, k, v] : layouts) {
     KvSpec s;
-    s.dtype = HWYATTN_I8;
-    s.k_per_token = (k & 1) == 0;
-    s.v_per_token = (k & 2) == 0;
+    s.dtype = dtype;
+    s.k_scales = k;
+    s.v_scales = v;
     s.D = 80;
     s.Dv = 80;
-    add(std::string("I8K") + (s.k_per_token ? "Token" : "Channel") + "V" +
-            (s.v_per_token ? "Token" : "Channel"),
-        s, decodes);
+    add(std::string(DtypeName(dtype)) + "K" + ScalesName(k) + "V" + ScalesName(v), s, decodes);
   }
   {
     KvSpec s;
@@ -890,6 +953,110 @@ TEST(KvCacheWrite, ConversionsAndSlots) {
       EXPECT_TRUE(vp == vw) << "v, cache dtype " << dtype << ", input " << in_dtype;
     }
   }
+}
+
+// FP8 writes against the header's rule computed here: the row's scale
+// (per token max |x| / the format's largest, fp32; per tensor given; none:
+// 1), x / scale in fp32, then the nearest fp8 number by search over the
+// format (NearestFp8, tests/reference.h): ties to even, saturation, NaN,
+// infinities, subnormals, -0. K per token or not, V per tensor or not.
+TEST(KvCacheWrite, Fp8NearestEvenEveryLayout) {
+  const int64_t P = 3, Hkv = 2, S = 8, D = 21, T = 12;
+  // Token 0's rows: the edge cases (scale 1 without scale tensors).
+  const float specials[] = {kNaN,
+                            -kNaN,
+                            INFINITY,
+                            -INFINITY,
+                            1e30f,
+                            -500.0f,
+                            448.0f,
+                            464.0f,  // 448 and the next E4M3 (NaN) tie: saturates
+                            57344.0f,
+                            61440.0f,  // E5M2's tie above its largest: saturates
+                            std::ldexp(1.0f, -10),
+                            std::ldexp(3.0f, -10),
+                            std::ldexp(1.0f, -17),
+                            std::ldexp(3.0f, -17),
+                            1.0625f,
+                            1.1875f,
+                            -0.0f,
+                            0.0f,
+                            std::ldexp(1.0f, -6) * 0.9999f,
+                            240.0f,
+                            3.0e-5f};
+  static_assert(sizeof(specials) / sizeof(specials[0]) == D, "one row of specials");
+  std::mt19937 rng(11);
+  std::vector<float> x(static_cast<size_t>(T * Hkv * D));
+  for (size_t e = 0; e < x.size(); ++e) {
+    const float mag = std::ldexp(1.0f + static_cast<float>(rng() % 1024) / 1024.0f,
+                                 static_cast<int>(rng() % 40) - 24);
+    x[e] = rng() % 2 ? mag : -mag;
+  }
+  for (int64_t h = 0; h < Hkv; ++h)
+    std::copy(specials, specials + D, x.begin() + static_cast<ptrdiff_t>(h * D));
+  for (int64_t d = 0; d < D; ++d) x[static_cast<size_t>((5 * Hkv + 1) * D + d)] = 0.0f;  // zero row
+  const int saved = hwyattn_get_num_threads();
+  for (hwyattn_dtype dtype : {HWYATTN_F8E4M3, HWYATTN_F8E5M2}) {
+    for (int layout = 0; layout < 3; ++layout) {  // none, K per token + V per tensor, ...
+      const bool scaled = layout != 0, k_token = layout == 1;
+      const float tensor_scale = 0.375f;
+      std::vector<uint8_t> kp(static_cast<size_t>(P * Hkv * S * D), 0x5A),
+          vp(static_cast<size_t>(P * Hkv * S * D), 0x5A);
+      std::vector<float> kst(static_cast<size_t>(P * Hkv * S), -1.0f), vst = {tensor_scale};
+      hwyattn_kv_cache c;
+      hwyattn_kv_cache_init(&c);
+      const int64_t ps[4] = {P, Hkv, S, D}, tok[4] = {P, Hkv, S, 1}, one[1] = {1};
+      ASSERT_EQ(hwyattn_tensor_contiguous(&c.k, kp.data(), dtype, 4, ps), HWYATTN_OK);
+      ASSERT_EQ(hwyattn_tensor_contiguous(&c.v, vp.data(), dtype, 4, ps), HWYATTN_OK);
+      hwyattn_tensor tks, tvs;
+      ASSERT_EQ(hwyattn_tensor_contiguous(&tks, k_token ? kst.data() : vst.data(), HWYATTN_F32,
+                                          k_token ? 4 : 1, k_token ? tok : one),
+                HWYATTN_OK);
+      ASSERT_EQ(hwyattn_tensor_contiguous(&tvs, vst.data(), HWYATTN_F32, 1, one), HWYATTN_OK);
+      if (scaled) {
+        c.k_scale = &tks;
+        c.v_scale = &tvs;
+      }
+      std::vector<int64_t> slot(static_cast<size_t>(T));
+      for (int64_t t = 0; t < T; ++t) slot[t] = (t * 5 + 3) % (P * S);
+      // Per-token scales of a row with an infinity are infinite: token 0's
+      // specials go to V only (scale 1 or per tensor) then.
+      std::vector<float> kx = x;
+      if (k_token) std::fill(kx.begin(), kx.begin() + Hkv * D, 1.0f);
+      hwyattn_tensor tkn, tvn;
+      const int64_t ns[3] = {T, Hkv, D};
+      ASSERT_EQ(hwyattn_tensor_contiguous(&tkn, kx.data(), HWYATTN_F32, 3, ns), HWYATTN_OK);
+      ASSERT_EQ(hwyattn_tensor_contiguous(&tvn, x.data(), HWYATTN_F32, 3, ns), HWYATTN_OK);
+      ASSERT_EQ(hwyattn_set_num_threads(layout + 1), HWYATTN_OK);
+      ASSERT_EQ(hwyattn_kv_cache_write(&c, &tkn, &tvn, slot.data(), nullptr), HWYATTN_OK)
+          << hwyattn_last_error();
+      const float fmax = QuantizedMax(dtype);
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t h = 0; h < Hkv; ++h) {
+          const size_t row = static_cast<size_t>((t * Hkv + h) * D);
+          const size_t at = static_cast<size_t>(((slot[t] / S * Hkv + h) * S + slot[t] % S) * D);
+          float ks = scaled ? tensor_scale : 1.0f;
+          if (k_token) {
+            float m = 0.0f;
+            for (int64_t d = 0; d < D; ++d) m = std::max(m, std::fabs(kx[row + d]));
+            ks = m / fmax;
+            ASSERT_EQ(kst[at / D], ks) << "k scale, token " << t;
+          }
+          const float vs = scaled ? tensor_scale : 1.0f;
+          for (int64_t d = 0; d < D; ++d) {
+            const float kq = ks == 0.0f ? 0.0f : kx[row + d] / ks;
+            ASSERT_EQ(kp[at + d], NearestFp8(dtype, kq))
+                << DtypeName(dtype) << " k, layout " << layout << ", token " << t << " d " << d
+                << ": x " << kx[row + d];
+            ASSERT_EQ(vp[at + d], NearestFp8(dtype, x[row + d] / vs))
+                << DtypeName(dtype) << " v, layout " << layout << ", token " << t << " d " << d
+                << ": x " << x[row + d];
+          }
+        }
+      }
+    }
+  }
+  hwyattn_set_num_threads(saved);
 }
 
 TEST(KvCacheWrite, Int8BothLayoutsAnyThreads) {

@@ -204,24 +204,25 @@ TEST(OutOfMemory, MhaBf16WeightsCreateAndForward) {
 // tiny sequence in one batch, over an I8 paged cache: the gather buffer and
 // each sequence's attention scratch are all reserved before any row is
 // written) and hwyattn_kv_cache_write (its duplicate-slot check and its row
-// buffers), on the library's threads and on the pools.
-TEST(OutOfMemory, KvAttentionAndWrite) {
+// buffers), on the library's threads and on the pools. `dtype`: I8 or FP8
+// (K scales per token; V per token too, or per tensor).
+void KvAttentionAndWrite(hwyattn_dtype dtype, bool v_per_tensor) {
   const int64_t P = 80, Hkv = 2, S = 16, D = 32, Hq = 4;
-  // The I8 pool lives in float vectors so that ExpectCleanOutOfMemory can
-  // compare it.
+  // The one-byte pool lives in float vectors so that ExpectCleanOutOfMemory
+  // can compare it.
   std::vector<float> kpool(P * Hkv * S * D / 4, 0.0f), vpool(kpool.size(), 0.0f);
-  std::vector<float> kscale(P * Hkv * S, 0.0f), vscale(P * Hkv * S, 0.0f);
+  std::vector<float> kscale(P * Hkv * S, 0.0f), vscale(P * Hkv * S, 0.5f);
   hwyattn_kv_cache cache;
   hwyattn_kv_cache_init(&cache);
   const int64_t pool_shape[4] = {P, Hkv, S, D}, scale_shape[4] = {P, Hkv, S, 1};
-  ASSERT_EQ(hwyattn_tensor_contiguous(&cache.k, kpool.data(), HWYATTN_I8, 4, pool_shape),
-            HWYATTN_OK);
-  ASSERT_EQ(hwyattn_tensor_contiguous(&cache.v, vpool.data(), HWYATTN_I8, 4, pool_shape),
-            HWYATTN_OK);
+  const int64_t one[1] = {1};
+  ASSERT_EQ(hwyattn_tensor_contiguous(&cache.k, kpool.data(), dtype, 4, pool_shape), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&cache.v, vpool.data(), dtype, 4, pool_shape), HWYATTN_OK);
   hwyattn_tensor tks, tvs;
   ASSERT_EQ(hwyattn_tensor_contiguous(&tks, kscale.data(), HWYATTN_F32, 4, scale_shape),
             HWYATTN_OK);
-  ASSERT_EQ(hwyattn_tensor_contiguous(&tvs, vscale.data(), HWYATTN_F32, 4, scale_shape),
+  ASSERT_EQ(hwyattn_tensor_contiguous(&tvs, vscale.data(), HWYATTN_F32, v_per_tensor ? 1 : 4,
+                                      v_per_tensor ? one : scale_shape),
             HWYATTN_OK);
   cache.k_scale = &tks;
   cache.v_scale = &tvs;
@@ -277,6 +278,9 @@ TEST(OutOfMemory, KvAttentionAndWrite) {
   EXPECT_EQ(pools.threads.violation(), "");
   EXPECT_EQ(pools.inline_pool.violation(), "");
 }
+
+TEST(OutOfMemory, KvAttentionAndWriteI8) { KvAttentionAndWrite(HWYATTN_I8, false); }
+TEST(OutOfMemory, KvAttentionAndWriteF8E4M3) { KvAttentionAndWrite(HWYATTN_F8E4M3, true); }
 
 // Warm calls allocate nothing: the prefill kernel (with weights and lse), the
 // decode kernel over a long cache (key chunks merged by log-sum-exp), the

@@ -77,8 +77,54 @@ double F16ToDouble(uint16_t h) {
   return sign * std::ldexp(static_cast<double>(mantissa | 0x400), exponent - 25);
 }
 
+double Fp8ToDouble(hwyattn_dtype dtype, uint8_t bits) {
+  // The OCP definitions, from the fields: E4M3 (bias 7; S.1111.111 is NaN,
+  // no infinities), E5M2 (bias 15; exponent 31 is infinity or NaN).
+  const bool e4m3 = dtype == HWYATTN_F8E4M3;
+  const int mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const int exp = (bits & 0x7F) >> mbits, mant = bits & ((1 << mbits) - 1);
+  const double sign = (bits & 0x80) != 0 ? -1.0 : 1.0;
+  if (e4m3 && (bits & 0x7F) == 0x7F) return std::numeric_limits<double>::quiet_NaN();
+  if (!e4m3 && exp == 31) {
+    return mant == 0 ? sign * std::numeric_limits<double>::infinity()
+                     : std::numeric_limits<double>::quiet_NaN();
+  }
+  if (exp == 0) return sign * std::ldexp(static_cast<double>(mant), 1 - bias - mbits);
+  return sign * std::ldexp(1.0 + static_cast<double>(mant) / (1 << mbits), exp - bias);
+}
+
+uint8_t NearestFp8(hwyattn_dtype dtype, double x) {
+  const bool e4m3 = dtype == HWYATTN_F8E4M3;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  const uint8_t largest = e4m3 ? 0x7E : 0x7B;
+  if (std::isnan(x)) return sign | (e4m3 ? 0x7F : 0x7E);
+  if (std::isinf(x)) return sign | (e4m3 ? largest : 0x7C);
+  const double a = std::fabs(x);
+  if (a >= Fp8ToDouble(dtype, largest)) return sign | largest;  // saturates
+  uint8_t best = 0;
+  for (int c = 1; c <= largest; ++c) {
+    const double err = std::fabs(Fp8ToDouble(dtype, static_cast<uint8_t>(c)) - a);
+    const double best_err = std::fabs(Fp8ToDouble(dtype, best) - a);
+    if (err < best_err || (err == best_err && (c & 1) == 0)) best = static_cast<uint8_t>(c);
+  }
+  return sign | best;
+}
+
 double Bf16ToDouble(uint16_t b) {
   return static_cast<double>(BitsToFloat(static_cast<uint32_t>(b) << 16));
+}
+
+const char* DtypeName(hwyattn_dtype dtype) {
+  switch (dtype) {
+    case HWYATTN_F32: return "F32";
+    case HWYATTN_F16: return "F16";
+    case HWYATTN_BF16: return "BF16";
+    case HWYATTN_BOOL: return "BOOL";
+    case HWYATTN_I8: return "I8";
+    case HWYATTN_F8E4M3: return "F8E4M3";
+    case HWYATTN_F8E5M2: return "F8E5M2";
+  }
+  return "BadDtype";
 }
 
 size_t DtypeSize(hwyattn_dtype dtype) {
@@ -87,7 +133,9 @@ size_t DtypeSize(hwyattn_dtype dtype) {
     case HWYATTN_F16:
     case HWYATTN_BF16: return 2;
     case HWYATTN_BOOL:
-    case HWYATTN_I8: return 1;
+    case HWYATTN_I8:
+    case HWYATTN_F8E4M3:
+    case HWYATTN_F8E5M2: return 1;
   }
   return 0;
 }
@@ -132,6 +180,8 @@ double ReadElement(const hwyattn_tensor& t, const int64_t idx[4]) {
     }
     case HWYATTN_BOOL: return *p != 0 ? 1.0 : 0.0;
     case HWYATTN_I8: return static_cast<double>(static_cast<int8_t>(*p));
+    case HWYATTN_F8E4M3:
+    case HWYATTN_F8E5M2: return Fp8ToDouble(t.dtype, *p);
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
@@ -362,15 +412,19 @@ double ReadCacheValue(const hwyattn_kv_cache& cache, bool values, int64_t page, 
   const hwyattn_tensor& t = values ? cache.v : cache.k;
   const int64_t idx[4] = {page, head, offset, d};
   const double x = ReadElement(t, idx);
-  if (t.dtype != HWYATTN_I8) return x;
-  const hwyattn_tensor& scale = *(values ? cache.v_scale : cache.k_scale);
-  int64_t ts[4], ss[4], unused[4];
-  LogicalDims(t, ts, unused);
-  LogicalDims(scale, ss, unused);
-  // Per token [P, Hkv, S, 1]; otherwise per channel [1, Hkv, 1, D].
-  const bool per_token = ss[0] == ts[0] && ss[2] == ts[2] && ss[3] == 1;
-  const int64_t sidx[4] = {per_token ? page : 0, head, per_token ? offset : 0, per_token ? 0 : d};
-  return x * ReadElement(scale, sidx);
+  const hwyattn_tensor* scale = values ? cache.v_scale : cache.k_scale;
+  if (t.dtype != HWYATTN_I8 && (t.dtype == HWYATTN_F32 || t.dtype == HWYATTN_F16 ||
+                                t.dtype == HWYATTN_BF16 || scale == nullptr)) {
+    return x;  // a float cache, or an FP8 cache without scales (scale 1)
+  }
+  // Every layout by broadcasting: per token [P, Hkv, S, 1], per channel
+  // [1, Hkv, 1, D], per kv head [1, Hkv, 1, 1], per tensor [1, 1, 1, 1].
+  int64_t ss[4], unused[4];
+  LogicalDims(*scale, ss, unused);
+  const int64_t at[4] = {page, head, offset, d};
+  int64_t sidx[4];
+  for (int i = 0; i < 4; ++i) sidx[i] = ss[i] == 1 ? 0 : at[i];
+  return x * ReadElement(*scale, sidx);
 }
 
 bool ReferenceKvAttention(const hwyattn_tensor& q, const hwyattn_kv_cache& cache,

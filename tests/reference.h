@@ -26,7 +26,15 @@ uint16_t FloatToBf16(float f);
 // Exact conversions of the 16-bit formats to double.
 double F16ToDouble(uint16_t h);
 double Bf16ToDouble(uint16_t b);
+// An OCP FP8 number (HWYATTN_F8E4M3 or HWYATTN_F8E5M2) from its fields.
+double Fp8ToDouble(hwyattn_dtype dtype, uint8_t bits);
+// The header's FP8 write rule by search over the format's numbers: the
+// nearest one (a tie to the even bit pattern), saturating finite values at
+// the largest, infinities E5M2's own and E4M3's largest, NaN a NaN.
+uint8_t NearestFp8(hwyattn_dtype dtype, double x);
 
+// The dtype's name as the header spells it after HWYATTN_ ("BOOL", "F8E4M3").
+const char* DtypeName(hwyattn_dtype dtype);
 // Size in bytes of one element of `dtype` (0 for an unknown dtype).
 size_t DtypeSize(hwyattn_dtype dtype);
 

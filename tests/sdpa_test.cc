@@ -63,17 +63,6 @@ const char* CausalName(hwyattn_causal c) {
   return "BadCausal";
 }
 
-const char* DtypeName(hwyattn_dtype d) {
-  switch (d) {
-    case HWYATTN_F32: return "F32";
-    case HWYATTN_F16: return "F16";
-    case HWYATTN_BF16: return "BF16";
-    case HWYATTN_BOOL: return "Bool";
-    case HWYATTN_I8: return "I8";
-  }
-  return "BadDtype";
-}
-
 // ---------------------------------------------------------------------------
 // The oracle's own helpers. If these were wrong every comparison below would
 // be meaningless, so they are pinned to hand-checked values first.

@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <cmath>
+#include <type_traits>
+
 #include "hwy/base.h"
 #include "src/tensor.h"
 
@@ -22,6 +25,42 @@ struct BF16 {
   uint16_t bits;
 };
 
+// OCP 8-bit floats (one byte each, sign in the top bit): E4M3 "fn" (no
+// infinities, NaN at S.1111.111, largest finite 448) and E5M2 (IEEE-like:
+// infinities and NaNs at exponent 31, largest finite 57344).
+struct F8E4M3 {
+  uint8_t bits;
+};
+struct F8E5M2 {
+  uint8_t bits;
+};
+
+// The two formats' parameters: the one home of their encodings, read by the
+// scalar conversions here and the vector load (LoadWide, score_rules-inl.h).
+template <typename T>
+struct Fp8Format;
+template <>
+struct Fp8Format<F8E4M3> {
+  static constexpr int kMantissa = 3, kBias = 7;
+  static constexpr bool kIeee = false;  // no infinities; NaN only at all ones
+  static constexpr float kMax = 448.0f;
+  static constexpr uint8_t kMaxBits = 0x7E, kNaNBits = 0x7F, kInfBits = 0x7E;
+};
+template <>
+struct Fp8Format<F8E5M2> {
+  static constexpr int kMantissa = 2, kBias = 15;
+  static constexpr bool kIeee = true;
+  static constexpr float kMax = 57344.0f;
+  static constexpr uint8_t kMaxBits = 0x7B, kNaNBits = 0x7E, kInfBits = 0x7C;
+};
+
+template <typename T>
+constexpr bool kIsFp8 = std::is_same_v<T, F8E4M3> || std::is_same_v<T, F8E5M2>;
+// Element types of quantized caches: numbers that stand for number * scale,
+// with the scales of the cache (SdpaProblem::ScaleRow).
+template <typename T>
+constexpr bool kIsQuantized = std::is_same_v<T, int8_t> || kIsFp8<T>;
+
 inline float BitsToFloat(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof(f));
@@ -31,6 +70,23 @@ inline float BitsToFloat(uint32_t u) {
 inline float ToFloat(float x) { return x; }
 // An I8 cache's integer, before its scale (SdpaProblem::ScaleRow).
 inline float ToFloat(int8_t x) { return static_cast<float>(x); }
+// An FP8 number, exactly (every one is a float; subnormals included).
+template <typename T, std::enable_if_t<kIsFp8<T>, int> = 0>
+inline float ToFloat(T x) {
+  using F = Fp8Format<T>;
+  constexpr int kM = F::kMantissa;
+  const uint32_t sign = uint32_t{x.bits & 0x80u} << 24;
+  const uint32_t mag = x.bits & 0x7Fu;
+  const uint32_t exp = mag >> kM;
+  if (F::kIeee ? exp == (0x7Fu >> kM) : mag == 0x7Fu) {  // infinity (E5M2) or NaN
+    return BitsToFloat(sign | 0x7F800000u | ((mag & ((1u << kM) - 1)) << (23 - kM)));
+  }
+  if (exp == 0) {  // zero or subnormal: mag * 2^(1 - bias - M)
+    const float m = static_cast<float>(mag) * std::ldexp(1.0f, 1 - F::kBias - kM);
+    return sign ? -m : m;
+  }
+  return BitsToFloat(sign | ((mag << (23 - kM)) + (uint32_t{127 - F::kBias} << 23)));
+}
 inline float ToFloat(BF16 x) { return BitsToFloat(uint32_t{x.bits} << 16); }
 inline float ToFloat(F16 x) {
   const uint32_t sign = uint32_t{x.bits & 0x8000u} << 16;
@@ -103,6 +159,34 @@ inline F16 FloatToF16(float f) {
   return F16{static_cast<uint16_t>(sign | ((rebased + rounding) >> 13))};
 }
 
+// float to FP8, the cache write's rule: rounded to nearest, ties to even
+// (subnormals included), finite values beyond the largest finite number
+// saturate to it, infinities stay infinite in E5M2 and saturate in E4M3,
+// NaN stays NaN (sign kept).
+template <typename T>
+inline T FloatToFp8(float f) {
+  using F = Fp8Format<T>;
+  constexpr int kM = F::kMantissa;
+  const uint32_t u = FloatBits(f);
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t abs = u & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return T{static_cast<uint8_t>(sign | F::kNaNBits)};
+  if (abs == 0x7F800000u) return T{static_cast<uint8_t>(sign | F::kInfBits)};
+  const float a = BitsToFloat(abs);
+  if (a >= F::kMax) return T{static_cast<uint8_t>(sign | F::kMaxBits)};
+  // a's binade (at least the subnormals'), and a in units of its quantum
+  // 2^(e - M): exact (a power-of-two scaling), then rounded to even.
+  int e = static_cast<int>(abs >> 23) - 127;
+  if (e < 1 - F::kBias) e = 1 - F::kBias;
+  const uint32_t q = static_cast<uint32_t>(std::nearbyint(std::ldexp(a, kM - e)));
+  if (q == 0) return T{sign};
+  if (q < (1u << kM)) return T{static_cast<uint8_t>(sign | q)};  // subnormal
+  // q in [2^M, 2^(M+1)]: 2^(M+1) is the next binade's first number.
+  const uint32_t field = static_cast<uint32_t>(e + F::kBias) + (q >> (kM + 1));
+  const uint32_t mant = q == (2u << kM) ? 0u : q - (1u << kM);
+  return T{static_cast<uint8_t>(sign | (field << kM) | mant)};
+}
+
 inline void FromFloat(float x, float* out) { *out = x; }
 inline void FromFloat(float x, F16* out) { *out = FloatToF16(x); }
 inline void FromFloat(float x, BF16* out) { *out = FloatToBf16(x); }
@@ -122,15 +206,17 @@ HWY_INLINE void DispatchFloatDtype(Dtype dtype, const Body& body) {
             static_cast<int>(dtype));
 }
 
-// DispatchFloatDtype for K/V, which may also be an I8 cache's integers
-// (body(int8_t{}): the kernel applies the cache's scales).
+// DispatchFloatDtype for K/V, which may also be a quantized cache's numbers
+// (body(int8_t{}), body(F8E4M3{}), body(F8E5M2{}): the kernel applies the
+// cache's scales).
 template <class Body>
 HWY_INLINE void DispatchCacheDtype(Dtype dtype, const Body& body) {
-  if (dtype == Dtype::kI8) {
-    body(int8_t{});
-    return;
+  switch (dtype) {
+    case Dtype::kI8: body(int8_t{}); return;
+    case Dtype::kF8E4M3: body(F8E4M3{}); return;
+    case Dtype::kF8E5M2: body(F8E5M2{}); return;
+    default: DispatchFloatDtype(dtype, body); return;
   }
-  DispatchFloatDtype(dtype, body);
 }
 
 }  // namespace hwyattn

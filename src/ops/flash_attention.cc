@@ -176,7 +176,7 @@ HWY_INLINE float Operand(T x) {
 
 // K of (b, kvh) as [panel][D][MR]: step d of a panel holds keys panel*MR + r,
 // the broadcast operand of TileMul. Keys at or past the batch's key end are 0.
-// An I8 cache's keys are dequantized (x * scale, fp32) here.
+// A quantized cache's keys are dequantized (x * scale, fp32) here.
 // Paged K is gathered here (its rows are never read in place).
 // Under bf16 products (kRound) every element is rounded (RoundToBf16).
 template <typename T, bool kRound>
@@ -190,7 +190,7 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
       const int64_t j = panel * static_cast<int64_t>(kMR) + static_cast<int64_t>(r);
       if (j < key_end) {
         const T* row = p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, j);
-        if constexpr (std::is_same_v<T, int8_t>) {
+        if constexpr (kIsQuantized<T>) {
           int64_t step;
           const float* scale = p.ScaleRow(p.k_scale, b, kvh, j, &step);
           for (int64_t d = 0; d < dim; ++d)
@@ -214,7 +214,7 @@ void PackValues(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRIC
   for (int64_t j = 0; j < key_end; ++j) {
     const T* row = p.v.As<T>() + p.KeyRowOffset(p.v, b, kvh, j);
     float* HWY_RESTRICT out = dst + j * value_dim;
-    if constexpr (std::is_same_v<T, int8_t>) {
+    if constexpr (kIsQuantized<T>) {
       int64_t step;
       const float* scale = p.ScaleRow(p.v_scale, b, kvh, j, &step);
       for (int64_t dv = 0; dv < value_dim; ++dv)

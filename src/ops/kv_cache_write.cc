@@ -3,10 +3,11 @@
 // hwyattn_kv_cache_write, per target: each token's rows of K and V (one per
 // kv head) are read into a float buffer (converting from F32, F16 or BF16),
 // then stored at the token's slot in the cache's dtype: F32 as is, F16 and
-// BF16 rounded to nearest even (src/ops/convert.h), I8 quantized. The I8
-// arithmetic runs in vectors on the buffer: max |x| over the row (NaNs
-// ignored), q = x / scale (fp32 division), NaN -> 0, clamped to
-// [-127, 127], rounded to nearest even. Elementwise and with a fixed order
+// BF16 rounded to nearest even (src/ops/convert.h), I8 and FP8 quantized.
+// Their arithmetic runs in vectors on the buffer: max |x| over the row (NaNs
+// ignored), x / scale (fp32 division); then I8's NaN -> 0, clamped to
+// [-127, 127], rounded to nearest even, or FP8's rounding (FloatToFp8,
+// convert.h), one element at a time. Elementwise and with a fixed order
 // per row, so every target and every thread count gives the same bytes
 // (the maximum is order-free, the rest is per element).
 //
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "src/ops/convert.h"
 #include "src/ops/kv_cache_write.h"
@@ -54,16 +56,25 @@ void LoadRow(const TensorView& src, int64_t t, int64_t h, int64_t dim, float* bu
   for (int64_t d = dim; d < (dim + lanes - 1) / lanes * lanes; ++d) buffer[d] = 0.0f;
 }
 
-// buffer[d] = round_even(clamp(buffer[d] / scale[d], -127, 127)), NaN -> 0,
-// with scale[d] = scales[d] (per channel) or *scales (per token).
-void Quantize(float* HWY_RESTRICT buffer, const float* HWY_RESTRICT scales, bool per_channel,
-              int64_t dim) {
+// buffer[d] /= scale[d] (fp32 division), with scale[d] = scales[d] (per
+// channel) or *scales (per token).
+void Divide(float* HWY_RESTRICT buffer, const float* HWY_RESTRICT scales, bool per_channel,
+            int64_t dim) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t d = 0; d < dim; d += lanes) {
+    const auto s = per_channel ? hn::LoadU(df, scales + d) : hn::Set(df, scales[0]);
+    hn::Store(hn::Div(hn::Load(df, buffer + d), s), df, buffer + d);
+  }
+}
+
+// buffer[d] = round_even(clamp(buffer[d], -127, 127)), NaN -> 0: I8's rule.
+void RoundToInt8(float* HWY_RESTRICT buffer, int64_t dim) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const auto lo = hn::Set(df, -127.0f), hi = hn::Set(df, 127.0f);
   for (int64_t d = 0; d < dim; d += lanes) {
-    const auto s = per_channel ? hn::LoadU(df, scales + d) : hn::Set(df, scales[0]);
-    auto y = hn::Div(hn::Load(df, buffer + d), s);
+    auto y = hn::Load(df, buffer + d);
     y = hn::IfThenZeroElse(hn::IsNaN(y), y);
     y = hn::Min(hn::Max(y, lo), hi);
     hn::Store(hn::Round(y), df, buffer + d);
@@ -82,43 +93,53 @@ float MaxAbs(const float* HWY_RESTRICT buffer, int64_t dim) {
   return hn::GetLane(hn::MaxOfLanes(df, m));
 }
 
-// Stores the row in buffer into (page, h, offset) of `dst` (and its scale).
+// The magnitude a per-token scale maps the row's largest |x| to: 127 for
+// I8, the largest finite number for FP8.
+template <typename T>
+constexpr float QuantizedMax() {
+  if constexpr (kIsFp8<T>) return Fp8Format<T>::kMax;
+  return 127.0f;
+}
+
+// Stores the row in buffer into (page, h, offset) of `dst` (and, with
+// per-token scales, its scale). A quantized cache's row is divided by its
+// scales first (per token: max |x| / QuantizedMax, computed here).
 void StoreRow(const TensorView& dst, KvScales layout, const TensorView& scale, int64_t page,
               int64_t h, int64_t offset, int64_t dim, float* HWY_RESTRICT buffer) {
   const int64_t at = dst.Offset(page, h, offset, 0), stride = dst.stride[3];
-  switch (dst.dtype) {
-    case Dtype::kI8: {
+  DispatchCacheDtype(dst.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* out = dst.AsMutable<T>() + at;
+    if constexpr (kIsQuantized<T>) {
       const DF df;
       const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
       const int64_t padded = (dim + lanes - 1) / lanes * lanes;
       float* scales = buffer + padded;  // per channel: this row's scales, padded with ones
       if (layout == KvScales::kPerToken) {
-        const float s = MaxAbs(buffer, dim) / 127.0f;
+        const float s = MaxAbs(buffer, dim) / QuantizedMax<T>();
         scale.AsMutable<float>()[scale.Offset(page, h, offset, 0)] = s;
         scales[0] = s;
         if (s == 0.0f) {
           for (int64_t d = 0; d < dim; ++d) buffer[d] = 0.0f;
         } else {
-          Quantize(buffer, scales, false, dim);
+          Divide(buffer, scales, false, dim);
         }
       } else {
         const float* sc = scale.As<float>() + scale.Offset(0, h, 0, 0);
         for (int64_t d = 0; d < dim; ++d) scales[d] = sc[d * scale.stride[3]];
         for (int64_t d = dim; d < padded; ++d) scales[d] = 1.0f;
-        Quantize(buffer, scales, true, dim);
+        Divide(buffer, scales, true, dim);
       }
-      int8_t* out = dst.AsMutable<int8_t>() + at;
-      for (int64_t d = 0; d < dim; ++d) out[d * stride] = static_cast<int8_t>(buffer[d]);
-      return;
+      if constexpr (std::is_same_v<T, int8_t>) {
+        RoundToInt8(buffer, dim);
+        for (int64_t d = 0; d < dim; ++d) out[d * stride] = static_cast<int8_t>(buffer[d]);
+      } else {
+        for (int64_t d = 0; d < dim; ++d) out[d * stride] = FloatToFp8<T>(buffer[d]);
+      }
+    } else {
+      for (int64_t d = 0; d < dim; ++d) FromFloat(buffer[d], &out[d * stride]);
     }
-    default:
-      DispatchFloatDtype(dst.dtype, [&](auto tag) {
-        using T = decltype(tag);
-        T* out = dst.AsMutable<T>() + at;
-        for (int64_t d = 0; d < dim; ++d) FromFloat(buffer[d], &out[d * stride]);
-      });
-      return;
-  }
+  });
 }
 
 void WriteToken(const KvWriteProblem& p, int64_t t, float* buffer) {

@@ -44,8 +44,8 @@ constexpr bool kSoftwareF16 = false;
 
 // One vector of floats from p[0, lanes): F32 as is, F16 and BF16 widened
 // (exactly, infinities and NaNs too) on load, so that half-precision K/V are
-// read in place; an I8 cache's integers converted (exactly; its scales are
-// the caller's).
+// read in place; a quantized cache's int8 or fp8 numbers converted (exactly;
+// its scales are the caller's).
 template <typename T, class D = DF>
 HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p) {
   const D df;
@@ -55,6 +55,28 @@ HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p) {
     const hn::Rebind<int32_t, D> di;
     const hn::Rebind<int8_t, D> d8;
     return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p)));
+  } else if constexpr (kIsFp8<T>) {
+    // The scalar ToFloat's rule (convert.h) per lane: rebias a normal
+    // number's exponent, scale a subnormal's integer, then infinities/NaNs.
+    using F = Fp8Format<T>;
+    constexpr int kM = F::kMantissa;
+    const hn::RebindToSigned<D> di;  // signed: integer Lt and Gt on every target
+    const auto x = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<D>(),
+                                                 hn::LoadU(hn::Rebind<uint8_t, D>(),
+                                                           reinterpret_cast<const uint8_t*>(p))));
+    const auto mag = hn::And(x, hn::Set(di, 0x7F));
+    const auto normal = hn::Add(hn::ShiftLeft<23 - kM>(mag), hn::Set(di, (127 - F::kBias) << 23));
+    const auto subnormal =
+        hn::Mul(hn::ConvertTo(df, mag), hn::Set(df, std::ldexp(1.0f, 1 - F::kBias - kM)));
+    auto v = hn::IfThenElse(hn::RebindMask(df, hn::Lt(mag, hn::Set(di, 1 << kM))), subnormal,
+                            hn::BitCast(df, normal));
+    // E5M2: exponent all ones (mag >= 0x7C); E4M3: mag == 0x7F.
+    const auto special = hn::RebindMask(
+        df, hn::Gt(mag, hn::Set(di, F::kIeee ? (0x7F & ~((1 << kM) - 1)) - 1 : 0x7E)));
+    const auto inf_nan = hn::Or(hn::Set(di, 0x7F800000),
+                                hn::ShiftLeft<23 - kM>(hn::And(mag, hn::Set(di, (1 << kM) - 1))));
+    v = hn::IfThenElse(special, hn::BitCast(df, inf_nan), v);
+    return hn::Or(v, hn::BitCast(df, hn::ShiftLeft<24>(hn::And(x, hn::Set(di, 0x80)))));
   } else if constexpr (std::is_same_v<T, F16> && kSoftwareF16) {
     const hn::RebindToUnsigned<D> du;
     const auto bits = hn::PromoteTo(

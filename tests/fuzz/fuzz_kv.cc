@@ -2,10 +2,11 @@
 //
 // The KV-cache part of the fuzz target (fuzz_sdpa.cc calls FuzzKv):
 // hwyattn_kv_cache_write and hwyattn_kv_attention on small shapes (a few
-// sequences of up to 40 keys, pages of 1..9 slots, F32/F16/BF16/I8 caches
-// with either scale layout, with or without a block table, explicit or
-// default positions, every score modifier), then optionally one corrupted
-// index (a page id, a q_start or kv_len entry, a q_pos, a slot) or field.
+// sequences of up to 40 keys, pages of 1..9 slots, F32/F16/BF16/I8/FP8
+// caches with every scale layout (FP8 also without scales), with or without
+// a block table, explicit or default positions, every score modifier), then
+// optionally one corrupted index (a page id, a q_start or kv_len entry, a
+// q_pos, a slot) or field (a scale the caller fixed among them).
 // Every buffer is its own heap block of exactly its bytes.
 //
 //  - A write the library accepts must have had slots inside the pool and
@@ -82,9 +83,15 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   const int64_t Hq = Hkv * G, D = in.ConsumeIntegralInRange(1, 17);
   const int64_t Dv = in.ConsumeBool() ? D : in.ConsumeIntegralInRange(1, 17);
   const int64_t S = in.ConsumeIntegralInRange(1, 9);
-  const hwyattn_dtype dtypes[4] = {HWYATTN_F32, HWYATTN_F16, HWYATTN_BF16, HWYATTN_I8};
-  const hwyattn_dtype dtype = dtypes[in.ConsumeIntegralInRange(0, 3)];
-  const bool k_token = in.ConsumeBool(), v_token = in.ConsumeBool();
+  const hwyattn_dtype dtypes[6] = {HWYATTN_F32, HWYATTN_F16,    HWYATTN_BF16,
+                                   HWYATTN_I8,  HWYATTN_F8E4M3, HWYATTN_F8E5M2};
+  const hwyattn_dtype dtype = dtypes[in.ConsumeIntegralInRange(0, 5)];
+  const bool quantized = dtype == HWYATTN_I8 || dtype == HWYATTN_F8E4M3 || dtype == HWYATTN_F8E5M2;
+  const bool fp8 = quantized && dtype != HWYATTN_I8;
+  // Scale layouts: 0 per token, 1 per channel, 2 per kv head, 3 per tensor.
+  const int k_layout = in.ConsumeIntegralInRange(0, 3), v_layout = in.ConsumeIntegralInRange(0, 3);
+  const bool k_token = k_layout == 0, v_token = v_layout == 0;
+  const bool scales = !fp8 || in.ConsumeBool();  // FP8: maybe none (scale 1)
   const int32_t n = in.ConsumeIntegralInRange(1, 4);
   const bool causal = in.ConsumeBool(), explicit_pos = in.ConsumeBool();
   std::vector<int32_t> kv_len(n), q_start(n + 1, 0), q_pos(n);
@@ -127,13 +134,17 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
     for (size_t e = 0; e < b->bytes / es; ++e) {
       if (dtype == HWYATTN_I8) {
         b->data[e] = static_cast<unsigned char>(in.ConsumeIntegral<uint8_t>());
+      } else if (fp8) {  // any finite number (NaN and infinities become small ones)
+        uint8_t x = in.ConsumeIntegral<uint8_t>();
+        if (!std::isfinite(hwyattn_test::Fp8ToDouble(dtype, x))) x &= 0x83;
+        b->data[e] = x;
       } else {
         StoreFloat(dtype, Value(in), b->data.get() + e * es);
       }
     }
   }
   const int64_t kscale_n = k_token ? P * Hkv * S : Hkv * D,
-                vscale_n = v_token ? P * Hkv * S : Hkv * Dv;
+                vscale_n = v_token ? P * Hkv * S : Hkv * Dv;  // at least the layout's
   // Room for twice the elements and one more: corruption 7 below grows one
   // dimension of the K scales' shape by 1, which can make a different layout
   // that the library must then read in full (memory the caller owns).
@@ -155,11 +166,11 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
     cache.v.stride[1] = Dv, cache.v.stride[2] = Hkv * Dv;
   }
   hwyattn_tensor tks, tvs;
-  const int64_t ktok[4] = {P, Hkv, S, 1}, kch[4] = {1, Hkv, 1, D};
-  const int64_t vtok[4] = {P, Hkv, S, 1}, vch[4] = {1, Hkv, 1, Dv};
-  hwyattn_tensor_contiguous(&tks, ks.data.get(), HWYATTN_F32, 4, k_token ? ktok : kch);
-  hwyattn_tensor_contiguous(&tvs, vs.data.get(), HWYATTN_F32, 4, v_token ? vtok : vch);
-  if (dtype == HWYATTN_I8) {
+  const int64_t kshapes[4][4] = {{P, Hkv, S, 1}, {1, Hkv, 1, D}, {1, Hkv, 1, 1}, {1, 1, 1, 1}};
+  const int64_t vshapes[4][4] = {{P, Hkv, S, 1}, {1, Hkv, 1, Dv}, {1, Hkv, 1, 1}, {1, 1, 1, 1}};
+  hwyattn_tensor_contiguous(&tks, ks.data.get(), HWYATTN_F32, 4, kshapes[k_layout]);
+  hwyattn_tensor_contiguous(&tvs, vs.data.get(), HWYATTN_F32, 4, vshapes[v_layout]);
+  if (quantized && scales) {
     cache.k_scale = &tks;
     cache.v_scale = &tvs;
   }
@@ -217,6 +228,22 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
           }
         }
       }
+      if (fp8 && !scales) {  // FP8 without scales: the nearest number of each input
+        for (int64_t t = 0; t < W; ++t) {
+          if (slot[t] < 0) continue;
+          const int64_t pg = slot[t] / S, o = slot[t] % S;
+          for (int64_t h = 0; h < Hkv; ++h) {
+            for (int64_t d = 0; d < D; ++d) {
+              float x;
+              memcpy(&x, kn.data.get() + ((t * Hkv + h) * D + d) * 4, 4);
+              const uint8_t got = kp.data[static_cast<size_t>(
+                  pg * cache.k.stride[0] + h * cache.k.stride[1] + o * cache.k.stride[2] + d)];
+              if (got != hwyattn_test::NearestFp8(dtype, x))
+                Die("write", "an FP8 slot does not hold its input's nearest number");
+            }
+          }
+        }
+      }
       if (dtype == HWYATTN_F32) {
         for (int64_t t = 0; t < W; ++t) {
           if (slot[t] < 0) continue;
@@ -265,7 +292,7 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   if (in.ConsumeBool()) opts.alibi_slopes = per_head.data();
   if (in.ConsumeBool()) opts.sinks = per_head.data();
   // One corruption, maybe.
-  switch (in.ConsumeIntegralInRange(0, 9)) {
+  switch (in.ConsumeIntegralInRange(0, 10)) {
     case 1:
       if (table)
         block_table[in.ConsumeIntegralInRange<size_t>(0, block_table.size() - 1)] =
@@ -278,7 +305,12 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
       batch.q_pos = q_pos.data();
       break;
     case 5: cache.block_table_stride = in.ConsumeIntegralInRange<int64_t>(-1, stride); break;
-    case 6: cache.k_scale = nullptr; break;
+    case 6: cache.k_scale = nullptr; break;  // FP8 without scales: v_scale = NULL too
+    case 9: {  // a scale the caller fixed: 0, negative, NaN or infinite
+      const float bad[4] = {0.0f, -1.0f, NAN, INFINITY};
+      if (!k_token) memcpy(ks.data.get(), &bad[in.ConsumeIntegralInRange(0, 3)], 4);
+      break;
+    }
     case 7: tks.shape[in.ConsumeIntegralInRange(0, 3)] += 1; break;
     case 8:
       opts.causal =
@@ -295,6 +327,11 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   // Accepted: the oracle must be able to compute it, and agree. First the
   // rules the oracle does not check itself.
   const bool is_causal = opts.causal != HWYATTN_CAUSAL_NONE;
+  if (cache.k_scale != nullptr && !k_token) {
+    float k0;
+    memcpy(&k0, ks.data.get(), 4);
+    if (!(k0 > 0.0f) || std::isinf(k0)) Die("accepted", "a fixed scale not finite and > 0");
+  }
   if (q_start[0] != 0 || q_start[n] != T) Die("accepted", "q_start does not cover [0, T)");
   for (int32_t s2 = 0; s2 < n; ++s2) {
     const int32_t ql = q_start[s2 + 1] - q_start[s2];

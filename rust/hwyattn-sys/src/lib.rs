@@ -64,6 +64,11 @@ pub const HWYATTN_BF16: hwyattn_dtype = 2;
 pub const HWYATTN_BOOL: hwyattn_dtype = 3;
 /// `i8`, symmetric: value = x * scale; only as the K/V of an `hwyattn_kv_cache`.
 pub const HWYATTN_I8: hwyattn_dtype = 4;
+/// OCP FP8 E4M3 ("fn": max 448, no infinities), stored as `u8`; only as the
+/// K/V of an `hwyattn_kv_cache` (value = x * scale, scale 1 without scales).
+pub const HWYATTN_F8E4M3: hwyattn_dtype = 5;
+/// OCP FP8 E5M2 (IEEE-like, max 57344), stored as `u8`; as `HWYATTN_F8E4M3`.
+pub const HWYATTN_F8E5M2: hwyattn_dtype = 6;
 
 /// `enum hwyattn_causal`.
 pub type hwyattn_causal = c_uint;

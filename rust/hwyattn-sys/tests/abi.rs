@@ -156,6 +156,8 @@ fn rust_layout() -> BTreeMap<String, i64> {
         HWYATTN_BF16,
         HWYATTN_BOOL,
         HWYATTN_I8,
+        HWYATTN_F8E4M3,
+        HWYATTN_F8E5M2,
         HWYATTN_CAUSAL_NONE,
         HWYATTN_CAUSAL_TOP_LEFT,
         HWYATTN_CAUSAL_BOTTOM_RIGHT,

@@ -849,13 +849,13 @@ void BM_Mha(benchmark::State& state, const Row* row) {
 
 // ------------------------------------------------ hwyattn_kv_attention rows
 
-// A batch of sequences over a KV cache (bench/README.md: D1q, D2q, V1, V1b, V2):
+// A batch of sequences over a KV cache (bench/README.md: D1q, D1f8, D2q, V1, V1b, V2):
 // sequence s has kv_len[s] cached keys (this step's included) and q_len[s]
 // query tokens at its end.
 struct KvRow {
   const char* id;
   int64_t Hq, Hkv, D;
-  hwyattn_dtype dtype;  // F32, BF16, or I8 with per-token scales
+  hwyattn_dtype dtype;  // F32, BF16, I8 with per-token scales, F8E4M3 with per-tensor ones
   int64_t page_size;    // 0: no block table (sequence s is page s of the longest length)
   std::vector<int64_t> kv_len, q_len;
   bool decode;  // report the bandwidth of the K/V bytes
@@ -879,6 +879,7 @@ const std::vector<KvRow>& KvRows() {
                                                1500, 1777, 2048, 2500, 3000, 3333, 4000, 4096};
   static const std::vector<KvRow> rows = {
       {"D1q", 32, 8, 128, HWYATTN_I8, 0, {4096}, {1}, true, 0.3},
+      {"D1f8", 32, 8, 128, HWYATTN_F8E4M3, 0, {4096}, {1}, true, 0.3},
       {"D2q", 8, 8, 64, HWYATTN_I8, 0, Repeat(8, 2048), Repeat(8, 1), true, 0.3},
       {"V1", 32, 8, 128, HWYATTN_BF16, 16, kV1Lens, Repeat(16, 1), true, 0.3},
       {"V1b", 32, 8, 128, HWYATTN_BF16, 16, kV1Lens, Repeat(16, 1), true, 0.3, true},
@@ -891,7 +892,7 @@ const std::vector<KvRow>& KvRows() {
 }
 
 size_t KvElementBytes(hwyattn_dtype dtype) {
-  return dtype == HWYATTN_F32 ? 4 : dtype == HWYATTN_I8 ? 1 : 2;
+  return dtype == HWYATTN_F32 ? 4 : dtype == HWYATTN_I8 || dtype == HWYATTN_F8E4M3 ? 1 : 2;
 }
 
 // Query i of sequence s attends to keys [0, kv_len - q_len + i] (causal by
@@ -933,7 +934,7 @@ struct PoolBytes {
 struct KvState {
   int64_t pages = 0, page_size = 0, table_stride = 0, tokens = 0;
   PoolBytes k, v;                       // [pages, Hkv, S, D] of the row's dtype
-  std::vector<float> k_scale, v_scale;  // I8: [pages, Hkv, S, 1]
+  std::vector<float> k_scale, v_scale;  // I8: [pages, Hkv, S, 1]; F8E4M3: [1]
   std::vector<int32_t> table, q_start, kv_len;
   FloatBuffer q, out;
   hwyattn_tensor tq, tout, tk_scale, tv_scale;
@@ -984,8 +985,11 @@ struct KvState {
         } else if (r.dtype == HWYATTN_BF16) {
           const uint16_t h = ToBf16(uni(rng));
           memcpy(t->data() + 2 * i, &h, 2);
-        } else {
+        } else if (r.dtype == HWYATTN_I8) {
           t->data()[i] = static_cast<unsigned char>(static_cast<int8_t>(int8(rng)));
+        } else {  // E4M3: any finite number (not S.1111.111, the NaNs)
+          const int b = int8(rng) & 0xFF;
+          t->data()[i] = static_cast<unsigned char>((b & 0x7F) == 0x7F ? b ^ 1 : b);
         }
       }
     }
@@ -1001,6 +1005,15 @@ struct KvState {
       }
       hwyattn_tensor_contiguous(&tk_scale, k_scale.data(), HWYATTN_F32, 4, scale_shape);
       hwyattn_tensor_contiguous(&tv_scale, v_scale.data(), HWYATTN_F32, 4, scale_shape);
+      cache.k_scale = &tk_scale;
+      cache.v_scale = &tv_scale;
+    }
+    if (r.dtype == HWYATTN_F8E4M3) {  // vLLM's k_scale and v_scale: one float each
+      const int64_t one[1] = {1};
+      k_scale = {0.01f};
+      v_scale = {0.02f};
+      hwyattn_tensor_contiguous(&tk_scale, k_scale.data(), HWYATTN_F32, 1, one);
+      hwyattn_tensor_contiguous(&tv_scale, v_scale.data(), HWYATTN_F32, 1, one);
       cache.k_scale = &tk_scale;
       cache.v_scale = &tv_scale;
     }
@@ -1041,7 +1054,13 @@ struct KvState {
       memcpy(&h16, base + 2 * i, 2);
       return FromBf16(h16);
     }
-    return static_cast<double>(static_cast<int8_t>(base[i])) * (value ? v_scale : k_scale)[row];
+    if (r.dtype == HWYATTN_I8) {
+      return static_cast<double>(static_cast<int8_t>(base[i])) * (value ? v_scale : k_scale)[row];
+    }
+    // E4M3 from its fields: (-1)^s 2^(e - 7) (1 + m / 8), subnormal 2^-6 m / 8.
+    const int b = base[i], e = (b >> 3) & 15, m = b & 7;
+    const double mag = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
+    return ((b & 0x80) ? -mag : mag) * (value ? v_scale : k_scale)[0];
   }
 
   // The last query token of the first and the last sequence, last head,
@@ -1099,11 +1118,17 @@ struct KvState {
 };
 
 std::string KvShape(const KvRow& r) {
-  const char* dtype = r.dtype == HWYATTN_F32 ? "f32" : r.dtype == HWYATTN_BF16 ? "bf16" : "i8";
+  const char* dtype = r.dtype == HWYATTN_F32    ? "f32"
+                      : r.dtype == HWYATTN_BF16 ? "bf16"
+                      : r.dtype == HWYATTN_I8   ? "i8"
+                                                : "f8e4m3";
   char buf[200];
   snprintf(buf, sizeof(buf), "seqs=%zu Hq=%lld Hkv=%lld D=%lld kv=%s%s pages=%lld", r.kv_len.size(),
            static_cast<long long>(r.Hq), static_cast<long long>(r.Hkv), static_cast<long long>(r.D),
-           dtype, r.dtype == HWYATTN_I8 ? "(per-token scales)" : "",
+           dtype,
+           r.dtype == HWYATTN_I8       ? "(per-token scales)"
+           : r.dtype == HWYATTN_F8E4M3 ? "(per-tensor scales)"
+                                       : "",
            static_cast<long long>(r.page_size));
   if (r.bf16) return std::string(buf) + " precision=bf16";
   return buf;

@@ -55,9 +55,29 @@ HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p) {
     const hn::Rebind<int32_t, D> di;
     const hn::Rebind<int8_t, D> d8;
     return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p)));
+  } else if constexpr (kIsFp8<T> && !kSoftwareF16) {
+    // As binary16 bits, widened by the target's F16 conversion: E5M2 is the
+    // top byte of a binary16; E4M3's sign to bit 15 and exponent and mantissa
+    // to bits 13..7 make the binary16 2^-8 times its value (subnormals
+    // included), S.1111.111 an all-ones exponent (NaN).
+    const hn::Rebind<uint16_t, D> d16;
+    const auto x = hn::PromoteTo(
+        d16, hn::LoadU(hn::Rebind<uint8_t, D>(), reinterpret_cast<const uint8_t*>(p)));
+    const hn::Rebind<hwy::float16_t, D> dh;
+    if constexpr (std::is_same_v<T, F8E5M2>) {
+      return hn::PromoteTo(df, hn::BitCast(dh, hn::ShiftLeft<8>(x)));
+    } else {
+      const auto mag = hn::And(x, hn::Set(d16, uint16_t{0x7F}));
+      auto h = hn::Or(hn::ShiftLeft<8>(hn::And(x, hn::Set(d16, uint16_t{0x80}))),
+                      hn::ShiftLeft<7>(mag));
+      h = hn::Or(h, hn::IfThenElseZero(hn::Eq(mag, hn::Set(d16, uint16_t{0x7F})),
+                                       hn::Set(d16, uint16_t{0x7C00})));
+      return hn::Mul(hn::PromoteTo(df, hn::BitCast(dh, h)), hn::Set(df, 256.0f));
+    }
   } else if constexpr (kIsFp8<T>) {
-    // The scalar ToFloat's rule (convert.h) per lane: rebias a normal
-    // number's exponent, scale a subnormal's integer, then infinities/NaNs.
+    // Without an F16 conversion: the scalar ToFloat's rule (convert.h) per
+    // lane: rebias a normal number's exponent, scale a subnormal's integer,
+    // then infinities/NaNs.
     using F = Fp8Format<T>;
     constexpr int kM = F::kMantissa;
     const hn::RebindToSigned<D> di;  // signed: integer Lt and Gt on every target

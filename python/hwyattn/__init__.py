@@ -26,10 +26,10 @@ from . import _capi
 from ._attention import sdpa
 from ._merge import merge_states
 from ._mha import MultiheadAttention
-from ._kv import KVCache, kv_attention
+from ._kv import KVCache, kv_attention, kv_cache_write
 
 __all__ = [
-    "sdpa", "merge_states", "MultiheadAttention", "KVCache", "kv_attention", "Error", "InvalidArgumentError", "UnsupportedError",
+    "sdpa", "merge_states", "MultiheadAttention", "KVCache", "kv_attention", "kv_cache_write", "Error", "InvalidArgumentError", "UnsupportedError",
     "OutOfMemoryError", "version", "abi_version", "simd_target", "set_num_threads",
     "get_num_threads", "library_path", "ABI_VERSION",
 ]

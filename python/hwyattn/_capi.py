@@ -28,6 +28,8 @@ F16 = 1
 BF16 = 2
 BOOL = 3
 I8 = 4
+F8E4M3 = 5
+F8E5M2 = 6
 
 # hwyattn_causal
 CAUSAL_NONE = 0

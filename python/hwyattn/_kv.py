@@ -10,8 +10,47 @@ from . import _capi
 from ._attention import Options, as_float_input, output_tensor, tensor
 from ._capi import InvalidArgumentError
 
-_CACHE_DTYPES = {np.dtype(np.float32): _capi.F32, np.dtype(np.float16): _capi.F16,
-                 np.dtype(np.int8): _capi.I8}
+# Cache dtypes by name: (the library's code, the numpy storage dtype). numpy
+# has no bfloat16 or fp8: their pages are uint16 / uint8 arrays of the bits,
+# named by a cache_dtype / dtype argument (PyTorch's names).
+_CACHE_DTYPES = {"float32": (_capi.F32, np.float32), "float16": (_capi.F16, np.float16),
+                 "bfloat16": (_capi.BF16, np.uint16), "int8": (_capi.I8, np.int8),
+                 "float8_e4m3fn": (_capi.F8E4M3, np.uint8),
+                 "float8_e5m2": (_capi.F8E5M2, np.uint8)}
+# What an array's own numpy dtype means without a name.
+_IMPLICIT = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16",
+             np.dtype(np.int8): "int8"}
+_QUANTIZED = ("int8", "float8_e4m3fn", "float8_e5m2")
+
+
+def _cache_dtype_name(dtype):
+    """The cache dtype's name from a name or a numpy dtype."""
+    if isinstance(dtype, str) and dtype in _CACHE_DTYPES:
+        return dtype
+    try:
+        name = _IMPLICIT.get(np.dtype(dtype))
+    except TypeError:
+        name = None
+    if name is None:
+        raise TypeError("cache dtype %r; must be one of %s (bfloat16 and fp8 pages are uint16 / uint8 "
+                        "arrays of their bits)" % (dtype, ", ".join(sorted(_CACHE_DTYPES))))
+    return name
+
+
+def _pages_code(a, name, cache_dtype):
+    """The library's dtype code for pages `a`: cache_dtype names it (its
+    storage must match), or a's own float32 / float16 / int8."""
+    if cache_dtype is None:
+        if a.dtype not in _IMPLICIT:
+            raise TypeError("%s: array dtype %s; float32, float16 or int8 pages, or pass "
+                            "cache_dtype='bfloat16' (uint16), 'float8_e4m3fn' or 'float8_e5m2' "
+                            "(uint8)" % (name, a.dtype))
+        return _CACHE_DTYPES[_IMPLICIT[a.dtype]][0]
+    code, storage = _CACHE_DTYPES[_cache_dtype_name(cache_dtype)]
+    if a.dtype != np.dtype(storage):
+        raise TypeError("%s: array dtype %s; cache_dtype %s is stored as %s" %
+                        (name, a.dtype, cache_dtype, np.dtype(storage).name))
+    return code
 
 
 def _invalid(message):
@@ -32,22 +71,21 @@ def _int_array(values, name, dtype, length=None):
     return np.ascontiguousarray(a, dtype=dtype)
 
 
-def _cache_struct(k, v, k_scale, v_scale, block_table, keep):
+def _cache_struct(k, v, k_scale, v_scale, block_table, keep, cache_dtype=None):
     """An hwyattn_kv_cache over the arrays (kept alive in `keep`)."""
     c = _capi.KvCache()
     _capi.init_struct("hwyattn_kv_cache", c)
     k = np.asarray(k)
     v = np.asarray(v)
-    for name, a in (("k", k), ("v", v)):
-        if a.dtype not in _CACHE_DTYPES:
-            raise TypeError("%s: cache dtype %s; must be float32, float16 or int8" % (name, a.dtype))
-    c.k, ka = tensor(k, "k", _CACHE_DTYPES[k.dtype])
-    c.v, va = tensor(v, "v", _CACHE_DTYPES[v.dtype])
+    c.k, ka = tensor(k, "k", _pages_code(k, "k", cache_dtype))
+    c.v, va = tensor(v, "v", _pages_code(v, "v", cache_dtype))
     keep += [ka, va]
     for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
         if s is None:
             continue
         arr = np.asarray(s)
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
         if arr.dtype != np.float32:
             arr = arr.astype(np.float32)
         t, arr = tensor(arr, name, _capi.F32)
@@ -63,24 +101,63 @@ def _cache_struct(k, v, k_scale, v_scale, block_table, keep):
     return c
 
 
+def kv_cache_write(k_cache, v_cache, k_new, v_new, slots, *, k_scale=None, v_scale=None,
+                   cache_dtype=None):
+    """Writes token t of k_new [T, Hkv, D] / v_new [T, Hkv, Dv] into slot
+    slots[t] (negative: skipped) of pages the caller owns (vLLM's
+    reshape_and_cache): k_cache, v_cache [num_pages, Hkv, page_size, D] /
+    [.., Dv] arrays, written in place (any strides), converted to the
+    cache's dtype (rounded to nearest even; int8 and fp8 quantized with
+    k_scale / v_scale as in kv_attention: per-token scales are computed and
+    written, the other layouts read). cache_dtype as in kv_attention.
+    """
+    keep = []
+    for name, a in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if not isinstance(a, np.ndarray) or not a.flags.writeable:
+            raise TypeError("%s: must be a writeable numpy array (the pages are written in place)"
+                            % name)
+    token_shape = tuple(np.shape(k_cache)[:3]) + (1,)
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if np.ndim(s) == 4 and tuple(np.shape(s)) == token_shape and not (
+                isinstance(s, np.ndarray) and s.dtype == np.float32 and s.flags.writeable):
+            raise TypeError("%s: per-token scales are written: they must be a writeable float32 "
+                            "array" % name)
+    cache = _cache_struct(k_cache, v_cache, k_scale, v_scale, None, keep, cache_dtype)
+    k_new = as_float_input(k_new, "k_new")
+    v_new = as_float_input(v_new, "v_new")
+    tk, k_new = tensor(k_new, "k_new")
+    tv, v_new = tensor(v_new, "v_new")
+    t = k_new.shape[0] if k_new.ndim == 3 else 1
+    sl = _int_array(slots, "slots", np.int64, t)
+    status = _capi.function("hwyattn_kv_cache_write")(
+        ctypes.byref(cache), ctypes.byref(tk), ctypes.byref(tv),
+        sl.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), None)
+    _capi.check(status)
+
+
 def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_pos=None,
-                 k_scale=None, v_scale=None, scale=None, causal=True, window_left=0,
-                 window_right=0, softcap=0.0, alibi_slopes=None, sinks=None, return_lse=False):
+                 k_scale=None, v_scale=None, cache_dtype=None, scale=None, causal=True,
+                 window_left=0, window_right=0, softcap=0.0, alibi_slopes=None, sinks=None,
+                 return_lse=False):
     """Attention of packed varlen queries over a (paged) KV cache.
 
     q: [T, Hq, D] float32/float16, the query tokens of all sequences one
         after the other; sequence s owns rows q_start[s]:q_start[s+1].
     k_cache, v_cache: [num_pages, Hkv, page_size, D] and [.., Dv] arrays
         (float32, float16 or int8; any strides, so FlashAttention's
-        [pages, page, Hkv, D] memory is k.transpose(0, 2, 1, 3)).
+        [pages, page, Hkv, D] memory is k.transpose(0, 2, 1, 3)); bfloat16
+        and fp8 pages are uint16 / uint8 arrays of the bits, named by
+        cache_dtype ('bfloat16', 'float8_e4m3fn' or 'float8_e5m2').
     q_start: [num_seqs + 1] ints (cu_seqlens_q); kv_len: [num_seqs] ints,
         the keys of each sequence in the cache, this step's included.
     block_table: [num_seqs, max_pages] ints, the pages of each sequence in
         order; None = sequence s is page s.
     q_pos: [num_seqs] ints, position of each sequence's first query; None =
         kv_len - q_len (the new tokens are the last ones of the cache).
-    k_scale, v_scale: int8 caches only, float32: per token
-        [num_pages, Hkv, page_size, 1] or per channel [1, Hkv, 1, D].
+    k_scale, v_scale: int8 (required) and fp8 (optional: None is scale 1)
+        caches only, float32: per token [num_pages, Hkv, page_size, 1], per
+        channel [1, Hkv, 1, D], per kv head [1, Hkv, 1, 1] or per tensor
+        (vLLM's k_scale: a scalar or [1]).
     causal: True (default: key position <= query position) or False; the
         modifiers as in hwyattn.sdpa, with these positions.
     Returns out [T, Hq, Dv] float32, and lse [T, Hq] with return_lse.
@@ -90,7 +167,7 @@ def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_po
     tq, q = tensor(q, "q")
     if q.ndim != 3:
         raise _invalid("q: shape %s; must be [T, Hq, D]" % (q.shape,))
-    cache = _cache_struct(k_cache, v_cache, k_scale, v_scale, block_table, keep)
+    cache = _cache_struct(k_cache, v_cache, k_scale, v_scale, block_table, keep, cache_dtype)
     qs = _int_array(q_start, "q_start", np.int32)
     n = qs.shape[0] - 1
     if qs.ndim != 1 or n < 1:
@@ -129,6 +206,21 @@ def _page_aligned_zeros(shape, dtype):
     return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
+def _fp8_table(name):
+    """float64 values of the 256 bit patterns of an OCP fp8 format, from
+    their fields (NaN where the format has NaNs)."""
+    mbits, bias = (3, 7) if name == "float8_e4m3fn" else (2, 15)
+    b = np.arange(256)
+    e, m = (b & 0x7F) >> mbits, b & ((1 << mbits) - 1)
+    mag = np.where(e == 0, np.ldexp(m.astype(np.float64), 1 - bias - mbits),
+                   np.ldexp(1.0 + m / float(1 << mbits), e - bias))
+    if name == "float8_e4m3fn":
+        mag = np.where((b & 0x7F) == 0x7F, np.nan, mag)
+    else:
+        mag = np.where(e == 31, np.where(m == 0, np.inf, np.nan), mag)
+    return np.where(b & 0x80, -mag, mag)
+
+
 class KVCache(object):
     """A paged KV cache held in numpy arrays (vLLM's layout).
 
@@ -136,61 +228,72 @@ class KVCache(object):
         cache.write(k_new, v_new, slots)          # [T, Hkv, D], [T, Hkv, Dv], [T]
         out = cache.attend(q, q_start, kv_len, block_table)
 
-    k, v: [num_pages, Hkv, page_size, D] / [.., Dv] arrays of `dtype`
-    (float32, float16 or int8). int8 caches keep per-token scales
-    (k_scale, v_scale: [num_pages, Hkv, page_size, 1] float32, computed by
-    write as max|x| / 127), or per-channel scales when channel_scales=(ks,
-    vs) is given ([Hkv, D] and [Hkv, Dv], fixed by the caller). Slot s is
-    offset s % page_size of page s // page_size.
+    k, v: [num_pages, Hkv, page_size, D] / [.., Dv] arrays of `dtype`:
+    float32, float16, int8, or by name 'bfloat16' (uint16 pages of the
+    bits), 'float8_e4m3fn' or 'float8_e5m2' (uint8 pages of the bits).
+    scales, for int8 and fp8 caches: 'token' (k_scale, v_scale
+    [num_pages, Hkv, page_size, 1] float32, computed by write as max|x| /
+    the format's largest number: 127, 448, 57344; int8's default), a pair
+    (k_scale, v_scale) of fixed float32 arrays of any layout of
+    hwyattn.kv_attention (per channel, kv head or tensor, e.g. vLLM's two
+    floats), or None (fp8 only: scale 1). channel_scales=(ks, vs) is
+    scales=(ks, vs) given as [Hkv, D] and [Hkv, Dv]. Slot s is offset
+    s % page_size of page s // page_size.
     """
 
     def __init__(self, num_pages, page_size, kv_heads, head_dim, value_dim=None,
-                 dtype=np.float32, channel_scales=None):
+                 dtype=np.float32, channel_scales=None, scales=None):
         value_dim = head_dim if value_dim is None else value_dim
-        dtype = np.dtype(dtype)
-        if dtype not in _CACHE_DTYPES:
-            raise TypeError("dtype %s; must be float32, float16 or int8" % dtype)
+        self.dtype = _cache_dtype_name(dtype)
+        storage = _CACHE_DTYPES[self.dtype][1]
         self.page_size = int(page_size)
-        self.k = _page_aligned_zeros((num_pages, kv_heads, page_size, head_dim), dtype)
-        self.v = _page_aligned_zeros((num_pages, kv_heads, page_size, value_dim), dtype)
+        self.k = _page_aligned_zeros((num_pages, kv_heads, page_size, head_dim), storage)
+        self.v = _page_aligned_zeros((num_pages, kv_heads, page_size, value_dim), storage)
         self.k_scale = self.v_scale = None
-        if dtype == np.int8:
-            if channel_scales is None:
-                self.k_scale = np.zeros((num_pages, kv_heads, page_size, 1), np.float32)
-                self.v_scale = np.zeros((num_pages, kv_heads, page_size, 1), np.float32)
-            else:
-                ks, vs = (np.asarray(s, np.float32) for s in channel_scales)
-                self.k_scale = np.ascontiguousarray(ks.reshape(1, kv_heads, 1, head_dim))
-                self.v_scale = np.ascontiguousarray(vs.reshape(1, kv_heads, 1, value_dim))
-        elif channel_scales is not None:
-            raise _invalid("channel_scales are for int8 caches only")
+        if channel_scales is not None:
+            if scales is not None:
+                raise _invalid("give scales or channel_scales, not both")
+            ks, vs = (np.asarray(s, np.float32) for s in channel_scales)
+            scales = (ks.reshape(1, kv_heads, 1, head_dim), vs.reshape(1, kv_heads, 1, value_dim))
+        if self.dtype not in _QUANTIZED:
+            if scales is not None:
+                raise _invalid("scales are for int8 and fp8 caches only")
+            return
+        if scales is None and self.dtype == "int8":
+            scales = "token"
+        if isinstance(scales, str):
+            if scales != "token":
+                raise _invalid("scales is %r; must be 'token', a pair of arrays or None" % scales)
+            self.k_scale = np.zeros((num_pages, kv_heads, page_size, 1), np.float32)
+            self.v_scale = np.zeros((num_pages, kv_heads, page_size, 1), np.float32)
+        elif scales is not None:
+            self.k_scale, self.v_scale = (np.array(s, np.float32, ndmin=1) for s in scales)
 
     def write(self, k_new, v_new, slots):
         """Writes token t of k_new [T, Hkv, D] / v_new [T, Hkv, Dv] to slot
-        slots[t] (negative: skipped), converting to the cache's dtype."""
-        keep = []
-        cache = _cache_struct(self.k, self.v, self.k_scale, self.v_scale, None, keep)
-        k_new = as_float_input(k_new, "k_new")
-        v_new = as_float_input(v_new, "v_new")
-        tk, k_new = tensor(k_new, "k_new")
-        tv, v_new = tensor(v_new, "v_new")
-        t = k_new.shape[0] if k_new.ndim == 3 else 1
-        sl = _int_array(slots, "slots", np.int64, t)
-        status = _capi.function("hwyattn_kv_cache_write")(
-            ctypes.byref(cache), ctypes.byref(tk), ctypes.byref(tv),
-            sl.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), None)
-        _capi.check(status)
+        slots[t] (negative: skipped), converting to the cache's dtype
+        (hwyattn.kv_cache_write)."""
+        kv_cache_write(self.k, self.v, k_new, v_new, slots, k_scale=self.k_scale,
+                       v_scale=self.v_scale, cache_dtype=self.dtype)
 
     def dequantized(self):
-        """(k, v) as float64 arrays (int8 caches times their scales)."""
-        k = self.k.astype(np.float64)
-        v = self.v.astype(np.float64)
+        """(k, v) as float64 arrays: the values the pages stand for (bfloat16
+        and fp8 decoded, int8 and fp8 times their scales)."""
+        if self.dtype == "bfloat16":
+            k, v = ((x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+                    for x in (self.k, self.v))
+        elif self.dtype.startswith("float8"):
+            table = _fp8_table(self.dtype)
+            k, v = table[self.k], table[self.v]
+        else:
+            k, v = self.k.astype(np.float64), self.v.astype(np.float64)
         if self.k_scale is not None:
-            k = k * self.k_scale
-            v = v * self.v_scale
+            k = k * self.k_scale.reshape((1,) * (4 - self.k_scale.ndim) + self.k_scale.shape)
+            v = v * self.v_scale.reshape((1,) * (4 - self.v_scale.ndim) + self.v_scale.shape)
         return k, v
 
     def attend(self, q, q_start, kv_len, block_table=None, **kwargs):
         """hwyattn.kv_attention over this cache (see there for the arguments)."""
         return kv_attention(q, self.k, self.v, q_start, kv_len, block_table=block_table,
-                            k_scale=self.k_scale, v_scale=self.v_scale, **kwargs)
+                            k_scale=self.k_scale, v_scale=self.v_scale, cache_dtype=self.dtype,
+                            **kwargs)

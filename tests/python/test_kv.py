@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""hwyattn.KVCache and hwyattn.kv_attention against numpy float64: the
-write's conversions and int8 quantization, and attention of a mixed batch
-(decode rows, a chunked prefill, a full prefill) over paged float32,
-float16 and int8 caches, with positions, windows, softcap, ALiBi and sinks."""
+"""hwyattn.KVCache, hwyattn.kv_cache_write and hwyattn.kv_attention against
+numpy float64: the write's conversions, int8 and fp8 quantization, and
+attention of a mixed batch (decode rows, a chunked prefill, a full prefill)
+over paged float32, float16, bfloat16, int8 and fp8 caches (every scale
+layout), with positions, windows, softcap, ALiBi and sinks."""
 
 import unittest
 
@@ -58,12 +59,50 @@ def kv_attention_ref(q, k, v, q_start, kv_len, block_table, q_pos=None, causal=T
     return out, lse
 
 
+def fp8_values(name):
+    """The 256 fp8 bit patterns' values (NaN: None), from the OCP tables'
+    definition, one pattern at a time."""
+    mbits, bias = (3, 7) if name == "float8_e4m3fn" else (2, 15)
+    values = []
+    for b in range(256):
+        e, m = (b & 0x7F) >> mbits, b & ((1 << mbits) - 1)
+        sign = -1.0 if b & 0x80 else 1.0
+        if name == "float8_e4m3fn" and b & 0x7F == 0x7F:
+            values.append(None)
+        elif name == "float8_e5m2" and e == 31:
+            values.append(sign * float("inf") if m == 0 else None)
+        elif e == 0:
+            values.append(sign * m * 2.0 ** (1 - bias - mbits))
+        else:
+            values.append(sign * (1 + m / 2.0 ** mbits) * 2.0 ** (e - bias))
+    return values
+
+
+def nearest_fp8(name, x):
+    """The header's write rule for a finite x: the nearest finite number
+    (ties to the even pattern), saturating at the largest."""
+    values = fp8_values(name)
+    largest = max(v for v in values if v is not None and v != float("inf"))
+    sign = 0x80 if np.signbit(x) else 0
+    if abs(x) >= largest:
+        return values.index(largest) | sign
+    best = None
+    for b in range(128):
+        v = values[b]
+        if v is None or v == float("inf"):
+            continue
+        err = abs(abs(x) - v)
+        if best is None or err < best[0] or (err == best[0] and b % 2 == 0):
+            best = (err, b)
+    return best[1] | sign
+
+
 class KvTest(unittest.TestCase):
     def setUp(self):
         self.rng = np.random.default_rng(15)
 
     def build(self, dtype, page_size=16, lens=(37, 70, 1, 24), Hkv=2, D=16, Dv=12,
-              channel_scales=False):
+              channel_scales=False, scales=None):
         r = self.rng
         need = [(n + page_size - 1) // page_size for n in lens]
         P = sum(need) + 2
@@ -75,12 +114,12 @@ class KvTest(unittest.TestCase):
             at += c
         raw_k = [r.uniform(-1, 1, (n, Hkv, D)).astype(np.float32) for n in lens]
         raw_v = [r.uniform(-1, 1, (n, Hkv, Dv)).astype(np.float32) for n in lens]
-        scales = None
         if channel_scales:
             ks = np.max([np.abs(x).max(axis=0) for x in raw_k if len(x)], axis=0) / 127
             vs = np.max([np.abs(x).max(axis=0) for x in raw_v if len(x)], axis=0) / 127
-            scales = (ks, vs)
-        cache = hwyattn.KVCache(P, page_size, Hkv, D, Dv, dtype=dtype, channel_scales=scales)
+            cache = hwyattn.KVCache(P, page_size, Hkv, D, Dv, dtype=dtype, channel_scales=(ks, vs))
+        else:
+            cache = hwyattn.KVCache(P, page_size, Hkv, D, Dv, dtype=dtype, scales=scales)
         slots = np.concatenate([table[s, np.arange(n) // page_size] * page_size + np.arange(n) % page_size
                                 for s, n in enumerate(lens)])
         cache.write(np.concatenate(raw_k), np.concatenate(raw_v), slots)
@@ -132,6 +171,66 @@ class KvTest(unittest.TestCase):
                 self.check(cache, table, q_start, lens)
         cache, table, _, _ = self.build(np.int8, 16, lens, channel_scales=True)
         self.check(cache, table, q_start, lens)
+
+    def test_bfloat16_and_fp8_caches(self):
+        lens = (37, 70, 1, 24)
+        q_start = np.array([0, 1, 6, 7, 31])
+        for dtype, scales in (("bfloat16", None), ("float8_e4m3fn", None),
+                              ("float8_e4m3fn", "token"), ("float8_e5m2", (0.01, 0.02)),
+                              ("float8_e5m2", (np.full((1, 2, 1, 1), 0.001, np.float32),
+                                               np.full((1, 2, 1, 12), 0.002, np.float32))),
+                              ("int8", (0.01, np.full((1, 2, 1, 1), 0.01, np.float32)))):
+            with self.subTest(dtype=dtype, scales=scales):
+                cache, table, _, _ = self.build(dtype, 16, lens, scales=scales)
+                self.check(cache, table, q_start, lens)
+        cache, table, _, _ = self.build("float8_e5m2", 17, lens)
+        self.check(cache, table, q_start, lens, window_left=5, softcap=0.75,
+                   alibi_slopes=[0.1, 0.05, 0.02, 0.01], sinks=[0.5, -1.0, 0.0, -np.inf])
+
+    def test_write_fp8_nearest_even(self):
+        specials = [448.0, 464.0, 1e30, -500.0, 2.0 ** -10, 3 * 2.0 ** -10, 1.0625, 1.1875, -0.0,
+                    0.0, 57344.0, 61440.0, 2.0 ** -17, 3 * 2.0 ** -17, 240.0, 3e-5]
+        for name in ("float8_e4m3fn", "float8_e5m2"):
+            cache = hwyattn.KVCache(2, 4, 1, len(specials), dtype=name)
+            x = np.array([specials, [-s for s in specials]], np.float32).reshape(2, 1, -1)
+            cache.write(x, x, [5, 2])
+            for t, slot in ((0, 5), (1, 2)):
+                want = [nearest_fp8(name, float(v)) for v in x[t, 0]]
+                self.assertEqual(cache.k[slot // 4, 0, slot % 4].tolist(), want, name)
+            nan = np.full((1, 1, len(specials)), np.nan, np.float32)
+            cache.write(nan, nan, [0])
+            self.assertTrue(np.isnan(cache.dequantized()[0][0, 0, 0]).all())
+
+    def test_kv_cache_write_on_caller_pools(self):
+        # vLLM's reshape_and_cache with kv_cache_dtype="fp8": the engine's
+        # pools and its two float scales; then attention over them.
+        P, Hkv, S, D = 6, 2, 16, 8
+        k_pool = np.zeros((P, Hkv, S, D), np.uint8)
+        v_pool = np.zeros((P, Hkv, S, D), np.uint8)
+        lens = (20, 7)
+        table = np.array([[3, 1], [5, -1]], np.int32)
+        k_new = self.rng.uniform(-1, 1, (27, Hkv, D)).astype(np.float32)
+        v_new = self.rng.uniform(-1, 1, (27, Hkv, D)).astype(np.float32)
+        slots = np.concatenate([table[s, np.arange(n) // S] * S + np.arange(n) % S
+                                for s, n in enumerate(lens)])
+        hwyattn.kv_cache_write(k_pool, v_pool, k_new, v_new, slots, k_scale=0.005,
+                               v_scale=0.004, cache_dtype="float8_e4m3fn")
+        values = np.array([np.nan if v is None else v for v in fp8_values("float8_e4m3fn")])
+        self.assertEqual(k_pool[3, 1, 2, 5], nearest_fp8("float8_e4m3fn", k_new[2, 1, 5] / 0.005))
+        q = self.rng.uniform(-2, 2, (2, 4, D)).astype(np.float32)
+        q_start = np.array([0, 1, 2])
+        out = hwyattn.kv_attention(q, k_pool, v_pool, q_start, lens, block_table=table,
+                                   k_scale=0.005, v_scale=0.004, cache_dtype="float8_e4m3fn")
+        want, _ = kv_attention_ref(q, values[k_pool] * 0.005, values[v_pool] * 0.004, q_start,
+                                   lens, table)
+        self.assertLess(rel_err(out, want), TOLERANCE)
+        with self.assertRaises(TypeError):  # fp8 pages are uint8
+            hwyattn.kv_attention(q, k_pool.view(np.int8), v_pool.view(np.int8), q_start, lens,
+                                 block_table=table, cache_dtype="float8_e4m3fn")
+        with self.assertRaises(hwyattn.InvalidArgumentError) as e:
+            hwyattn.kv_attention(q, k_pool, v_pool, q_start, lens, block_table=table,
+                                 k_scale=0.0, v_scale=0.004, cache_dtype="float8_e4m3fn")
+        self.assertIn("k_scale", str(e.exception))
 
     def test_modifiers_and_positions(self):
         lens = (37, 70, 1, 24)

@@ -207,6 +207,54 @@ TEST(WindowTest, NonFiniteValueOutsideAWindowStaysOutside) {
   }
 }
 
+// ALiBi's bias slope (j - p) reaches 8e3 on a 16k-key row with a negative
+// slope (vLLM draws slopes from randn) or with a positive one looking ahead
+// (no causal rule); the kernels measure it from the row's largest-bias key
+// and give the constant back to lse, so out and lse keep fp32's accuracy:
+// 2e-6 of the float64 oracle for decode rows (split into 512-key chunks),
+// a small prefill tile and the small kernel, with and without sinks.
+TEST(AlibiTest, LongRowsAnySlopeSign) {
+  struct Case {
+    int64_t q_len, k_len, dim;
+    hwyattn_causal causal;
+    float slope;
+    bool sinks;
+  };
+  const Case cases[] = {
+      {1, 16384, 64, HWYATTN_CAUSAL_BOTTOM_RIGHT, -0.5f, false},
+      {1, 16384, 64, HWYATTN_CAUSAL_BOTTOM_RIGHT, -0.5f, true},
+      {2, 16384, 64, HWYATTN_CAUSAL_NONE, 0.5f, false},
+      {60, 4000, 32, HWYATTN_CAUSAL_BOTTOM_RIGHT, -0.5f, true},
+      {60, 4000, 32, HWYATTN_CAUSAL_NONE, 0.25f, false},
+      {3, 40, 4, HWYATTN_CAUSAL_NONE, -3.0f, true},  // the small kernel
+  };
+  for (const Case& c : cases) {
+    Problem p;
+    p.q_heads = 2;
+    p.kv_heads = 1;
+    p.q_len = c.q_len;
+    p.k_len = c.k_len;
+    p.dim = c.dim;
+    p.v_dim = c.dim;
+    p.causal = c.causal;
+    p.alibi_slopes = {c.slope, c.slope * 0.5f};
+    if (c.sinks) p.sinks = {1.0f, -2.0f};
+    p.want_lse = true;
+    p.seed = 31;
+    Call call(p);
+    ASSERT_EQ(call.Run(), HWYATTN_OK) << hwyattn_last_error();
+    RefResult ref;
+    std::string error;
+    ASSERT_TRUE(
+        ReferenceSdpa(call.q.tensor(), call.k.tensor(), call.v.tensor(), &call.opts, &ref, &error))
+        << error;
+    SCOPED_TRACE(::testing::Message() << "Lq " << c.q_len << " Lk " << c.k_len << " slope "
+                                      << c.slope << (c.sinks ? " sinks" : ""));
+    EXPECT_TRUE(CompareRelative("out", call.out, ref.out, 2e-6));
+    EXPECT_TRUE(CompareRelative("lse", call.lse, ref.lse, 2e-6));
+  }
+}
+
 // Sinks make lse and out a consistent pair: out * exp(lse) is the same
 // unnormalised sum with or without the sink, and a row with every key
 // blocked has lse = the sink and zeros (checked against hand values).

@@ -580,7 +580,7 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * ld;
     const int64_t pos = r / group, head = kvh * group + r % group;
-    if (mods.any) mods.ApplyRow(sr, keys, head, c0 - (pos + offset));
+    if (mods.any) mods.ApplyRow(sr, keys, head, c0 - mods.AlibiOrigin(p, b, head, pos + offset));
     int64_t first, end;
     p.VisibleKeys(b, pos + offset, &first, &end);
     for (int64_t j = 0; j < std::min(keys, first - c0); ++j) sr[j] = -INFINITY;
@@ -813,6 +813,8 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
   const int64_t group = p.group(), value_dim = p.value_dim, rows = plan.rows;
   const size_t first = plan.PartialIndex(b, kvh, 0);
   const size_t chunk_stride = static_cast<size_t>(rows);
+  const ScoreModifiers mods(p);
+  const int64_t offset = p.PositionOffset();
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t pos = r / group, head = kvh * group + r % group;
     float m = -FLT_MAX;
@@ -825,8 +827,10 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
       l += (plan.chunks == 1 ? 1.0f : exp2f(st[0] - m)) * st[1];
     }
     // No visible key: l == 0 and the row is zeros (RowInverse).
-    const float sink = SinkLog2(p, head);
-    const float inv = RowInverse(m, l, sink);
+    const int64_t at = pos + offset;
+    const RowEnd row_end(m, l, SinkLog2(p, head),
+                         mods.Shift(head, mods.AlibiOrigin(p, b, head, at), at), p.has_lse);
+    const float inv = row_end.inverse;
     float* o = p.out.AsMutable<float>() + p.out.Offset(b, head, pos, 0);
     const int64_t so = p.out.stride[3];
     for (int64_t c = 0; c < plan.chunks; ++c) {
@@ -852,7 +856,7 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
             hn::GetLane(c == 0 ? hn::Mul(wx, x) : hn::MulAdd(wx, x, hn::Set(d1, o[dv * so])));
       }
     }
-    if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = RowLse(m, l, sink);
+    if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = row_end.lse;
   }
 }
 

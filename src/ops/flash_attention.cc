@@ -1029,7 +1029,8 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
       p.VisibleKeys(b, pos + offset, &first, &end);
       key_lo[c] = static_cast<int32_t>(first);  // |.| < 2^31: validated
       key_last[c] = static_cast<int32_t>(end - 1);
-      lane_pos[c] = static_cast<int32_t>(pos + offset);
+      // ALiBi's distances from the row's origin (AlibiOrigin).
+      lane_pos[c] = static_cast<int32_t>(rule.AlibiOrigin(p, b, head, pos + offset));
       lane_slope[c] = rule.Slope(head);
       if (p.has_mask) mask_row[c] = p.mask.Offset(b, head, pos, 0);
     } else {
@@ -1236,9 +1237,10 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
     }
     const float l = row_sum[c], m = row_max[c];
     const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;
-    const float sink = SinkLog2(p, head);
-    inv[c] = RowInverse(m, l, sink);
-    if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = RowLse(m, l, sink);
+    const RowEnd row_end(m, l, SinkLog2(p, head),
+                         rule.Shift(head, lane_pos[c], pos + p.PositionOffset()), p.has_lse);
+    inv[c] = row_end.inverse;
+    if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = row_end.lse;
     if (p.has_weights) {
       // Keys of skipped tiles (left of every window) and past key_end are 0.
       float* w = p.weights.AsMutable<float>() + p.weights.Offset(b, head, pos, 0);

@@ -68,8 +68,8 @@ HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p) {
       return hn::PromoteTo(df, hn::BitCast(dh, hn::ShiftLeft<8>(x)));
     } else {
       const auto mag = hn::And(x, hn::Set(d16, uint16_t{0x7F}));
-      auto h = hn::Or(hn::ShiftLeft<8>(hn::And(x, hn::Set(d16, uint16_t{0x80}))),
-                      hn::ShiftLeft<7>(mag));
+      auto h =
+          hn::Or(hn::ShiftLeft<8>(hn::And(x, hn::Set(d16, uint16_t{0x80}))), hn::ShiftLeft<7>(mag));
       h = hn::Or(h, hn::IfThenElseZero(hn::Eq(mag, hn::Set(d16, uint16_t{0x7F})),
                                        hn::Set(d16, uint16_t{0x7C00})));
       return hn::Mul(hn::PromoteTo(df, hn::BitCast(dh, h)), hn::Set(df, 256.0f));
@@ -232,6 +232,26 @@ struct ScoreModifiers {
 
   // Query head h's ALiBi slope in log2 units (0 without ALiBi).
   float Slope(int64_t head) const { return slopes != nullptr ? slopes[head] * kLog2e : 0.0f; }
+
+  // The key position ALiBi's bias is measured from in the row of query
+  // head `head` at position `pos` (batch b): the visible key (by position:
+  // kv_len, causal, windows) whose bias slope (j - pos) is largest, so that
+  // every visible key's bias is <= 0 and small near the keys that weigh
+  // most. The bias as defined reaches 1e4 on long rows (a negative slope
+  // looking back, or a positive one looking ahead); added to a score it
+  // would take fp32's resolution of the score with it. The row's scores
+  // are computed shifted by -Shift, and its end (RowEnd) adds it back.
+  int64_t AlibiOrigin(const SdpaProblem& p, int64_t b, int64_t head, int64_t pos) const {
+    if (slopes == nullptr) return pos;
+    int64_t first, end;
+    p.VisibleKeys(b, pos, &first, &end);
+    if (first == end) return pos;
+    return slopes[head] >= 0.0f ? end - 1 : first;
+  }
+  // slope (origin - pos) in log2 units: what the row's scores lack.
+  float Shift(int64_t head, int64_t origin, int64_t pos) const {
+    return Slope(head) * static_cast<float>(origin - pos);
+  }
 
   // c2 tanh(x / c2) per lane.
   template <class DF>

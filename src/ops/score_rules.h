@@ -90,6 +90,17 @@ inline float RowLse(float m, float l, float sink) {
   return LseFromLog2(top, l * exp2f(m - top) + exp2f(sink - top));
 }
 
+// RowInverse and RowLse of a row whose scores were computed `shift` (log2
+// units) below their definition (ALiBi measured from another origin,
+// ScoreModifiers::AlibiOrigin): the sink is compared in the same frame and
+// the lse gets the shift back.
+struct RowEnd {
+  float inverse, lse;
+  RowEnd(float m, float l, float sink, float shift, bool want_lse)
+      : inverse(RowInverse(m, l, sink - shift)),
+        lse(want_lse ? RowLse(m, l, sink - shift) + shift * kLn2 : 0.0f) {}
+};
+
 // The sink of query head h in log2 units, -inf without sinks.
 inline float SinkLog2(const SdpaProblem& p, int64_t head) {
   return p.sinks != nullptr ? p.sinks[head] * kLog2e : -INFINITY;

@@ -100,7 +100,7 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
           }
           // Stores whole vectors: past j1 it rewrites the next rows' room
           // unchanged, within s.
-          mods.ApplyRow(sr + j0, j1 - j0, h, j0 - (i + offset));
+          mods.ApplyRow(sr + j0, j1 - j0, h, j0 - mods.AlibiOrigin(p, b, h, i + offset));
         }
         for (int64_t j = j0; j < j1; ++j) {
           float dot;
@@ -135,8 +135,11 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
         float l = 0.0f;
         for (int64_t j = j0; j < j1; ++j) l += pr[j];
         // No visible key: l == 0 and the row is zeros (RowInverse).
-        const float sink = kModified ? SinkLog2(p, h) : -INFINITY;
-        const float inv = RowInverse(m[r], l, sink);
+        const int64_t at = i + offset;
+        const RowEnd row_end(m[r], l, kModified ? SinkLog2(p, h) : -INFINITY,
+                             kModified ? mods.Shift(h, mods.AlibiOrigin(p, b, h, at), at) : 0.0f,
+                             p.has_lse);
+        const float inv = row_end.inverse;
         float* out = p.out.AsMutable<float>() + p.out.Offset(b, h, i, 0);
         const int64_t od = p.out.stride[3];
         for (int64_t dv = 0; dv < value_dim; ++dv) {
@@ -147,7 +150,7 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
           }
           out[dv * od] = acc * inv;
         }
-        if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, h, i)] = RowLse(m[r], l, sink);
+        if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, h, i)] = row_end.lse;
         if (p.has_weights) {
           float* w = p.weights.AsMutable<float>() + p.weights.Offset(b, h, i, 0);
           const int64_t sw = p.weights.stride[3];

@@ -555,7 +555,7 @@ hwyattn_status ValidateSdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
   HWYATTN_RETURN_IF_ERROR(Check("q", kQNames, q, kFloatTypes, kFloatTypes, &cq));
   HWYATTN_RETURN_IF_ERROR(Check("k", kQNames, k, kFloatTypes, kFloatTypes, &ck));
   HWYATTN_RETURN_IF_ERROR(Check("v", kVNames, v, kFloatTypes, kFloatTypes, &cv));
-  HWYATTN_RETURN_IF_ERROR(Check("out", kVNames, out, Bit(HWYATTN_F32), kFloatTypes, &co));
+  HWYATTN_RETURN_IF_ERROR(Check("out", kVNames, out, kFloatTypes, kFloatTypes, &co));
 
   const int64_t B = cq.view.shape[0], Hq = cq.view.shape[1], Lq = cq.view.shape[2];
   const int64_t D = cq.view.shape[3];
@@ -1227,7 +1227,7 @@ hwyattn_status ValidateKvAttention(const hwyattn_tensor* q, const hwyattn_kv_cac
                 Hkv, Hq);
   }
   HWYATTN_RETURN_IF_ERROR(CheckDim(ck, 3, D, false, "q's head_dim is"));
-  HWYATTN_RETURN_IF_ERROR(Check("out", kPackedVNames, out, Bit(HWYATTN_F32), kFloatTypes, &co));
+  HWYATTN_RETURN_IF_ERROR(Check("out", kPackedVNames, out, kFloatTypes, kFloatTypes, &co));
   HWYATTN_RETURN_IF_ERROR(CheckDim(co, 0, 1, false, "[T, Hq, Dv] needs"));
   HWYATTN_RETURN_IF_ERROR(CheckDim(co, 1, T, false, "q's tokens is"));
   HWYATTN_RETURN_IF_ERROR(CheckDim(co, 2, Hq, false, "q's heads is"));

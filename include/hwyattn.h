@@ -414,7 +414,9 @@ HWYATTN_API void(hwyattn_sdpa_options_init)(hwyattn_sdpa_options* opts);
  *    q   [B, Hq,  Lq, D ]  F32, F16 or BF16
  *    k   [B, Hkv, Lk, D ]  F32, F16 or BF16; batch may be 1 (shared by all B)
  *    v   [B, Hkv, Lk, Dv]  F32, F16 or BF16; batch may be 1
- *    out [B, Hq,  Lq, Dv]  F32 (written; other dtypes: HWYATTN_UNSUPPORTED)
+ *    out [B, Hq,  Lq, Dv]  F32, F16 or BF16 (written: the fp32 result rounded
+ *                          once, to nearest even, at the store: the same bits as
+ *                          rounding the F32 output of the same call)
  *
  *  - GQA / MQA: Hq a multiple of Hkv; query head h uses key/value head
  *    h / (Hq / Hkv). Cross-attention is the general case (Lq != Lk, Dv != D).
@@ -662,7 +664,8 @@ HWYATTN_API void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size);
  *    q      [T, Hq, D]   F32, F16 or BF16; T = q_start[num_seqs]
  *    cache  K/V pages as described above (F32, F16, BF16, I8 or FP8)
  *    batch  the sequences
- *    out    [T, Hq, Dv]  F32 (written)
+ *    out    [T, Hq, Dv]  F32, F16 or BF16 (written; rounded once at the store,
+ *                        as hwyattn_sdpa's; lse stays F32)
  *
  *  Per sequence s and query head h (which reads kv head h / (Hq / Hkv)),
  *  query token i of the sequence attends to its keys t < kv_len[s] under

@@ -24,6 +24,7 @@
 
 #include "src/attention.h"
 #include "src/kv_attention.h"
+#include "src/ops/convert.h"
 #include "src/ops/kv_cache_write.h"
 #include "src/scratch.h"
 #include "src/tensor.h"
@@ -48,10 +49,10 @@ TensorView Rows(const TensorView& packed, int64_t q0, int64_t len) {
 // The rows of a sequence without keys: zeros, lse = the sink or -inf.
 void EmptyRows(const KvAttentionProblem& p, int64_t q0, int64_t len) {
   const int64_t Hq = p.q_heads, Dv = p.cache.value_dim;
-  float* out = p.out.AsMutable<float>();
+  const float zero = 0.0f;
   for (int64_t t = q0; t < q0 + len; ++t) {
     for (int64_t h = 0; h < Hq; ++h) {
-      for (int64_t d = 0; d < Dv; ++d) out[p.out.Offset(0, t, h, d)] = 0.0f;
+      for (int64_t d = 0; d < Dv; ++d) StoreOutputRow(p.out, p.out.Offset(0, t, h, d), &zero, 1);
       if (p.has_lse) {
         p.lse.AsMutable<float>()[p.lse.Offset(0, 0, t, h)] =
             p.rules.sinks != nullptr ? p.rules.sinks[h] : -INFINITY;

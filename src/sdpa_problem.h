@@ -49,7 +49,7 @@ struct SdpaProblem {
   TensorView q;    // [B, Hq, Lq, D]
   TensorView k;    // [B|1, Hkv, Lk, D]
   TensorView v;    // [B|1, Hkv, Lk, Dv]
-  TensorView out;  // [B, Hq, Lq, Dv], F32
+  TensorView out;  // [B, Hq, Lq, Dv], F32, F16 or BF16 (StoreOutputRow)
   int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0;
   int64_t head_dim = 0, value_dim = 0;
   float scale = 0.0f;  // resolved: never 0
@@ -83,18 +83,18 @@ struct SdpaProblem {
   // What validation established, checked by the kernels' preconditions
   // (HWY_DASSERT: on in debug and sanitizer builds, free in Release): sizes
   // >= 1, Hkv divides Hq, the views agree with the sizes, every tensor a
-  // kernel reads or writes is there, out is F32, the scale is resolved.
+  // kernel reads or writes is there, out is F32, F16 or BF16, the scale is resolved.
   bool Valid() const {
     return batch >= 1 && q_heads >= 1 && kv_heads >= 1 && q_heads % kv_heads == 0 && q_len >= 1 &&
            kv_len >= 1 && head_dim >= 1 && value_dim >= 1 && scale != 0.0f && q.data != nullptr &&
            k.data != nullptr && v.data != nullptr && out.data != nullptr &&
-           out.dtype == Dtype::kF32 && q.shape[1] == q_heads && q.shape[2] == q_len &&
-           q.shape[3] == head_dim && k.shape[1] == kv_heads && (Paged() || k.shape[2] == kv_len) &&
-           k.shape[3] == head_dim && v.shape[1] == kv_heads && (Paged() || v.shape[2] == kv_len) &&
-           v.shape[3] == value_dim && out.shape[0] == batch && out.shape[1] == q_heads &&
-           out.shape[2] == q_len && out.shape[3] == value_dim &&
-           (!has_mask || mask.data != nullptr) && (!has_weights || weights.data != nullptr) &&
-           (!has_lse || lse.data != nullptr);
+           (out.dtype == Dtype::kF32 || out.dtype == Dtype::kF16 || out.dtype == Dtype::kBF16) &&
+           q.shape[1] == q_heads && q.shape[2] == q_len && q.shape[3] == head_dim &&
+           k.shape[1] == kv_heads && (Paged() || k.shape[2] == kv_len) && k.shape[3] == head_dim &&
+           v.shape[1] == kv_heads && (Paged() || v.shape[2] == kv_len) && v.shape[3] == value_dim &&
+           out.shape[0] == batch && out.shape[1] == q_heads && out.shape[2] == q_len &&
+           out.shape[3] == value_dim && (!has_mask || mask.data != nullptr) &&
+           (!has_weights || weights.data != nullptr) && (!has_lse || lse.data != nullptr);
   }
   // Element offset, in a [B, Hq, Lq, *] tensor (q, out, weights), of row r of
   // kv head kvh's G * Lq query rows, which are position-major: position r / G

@@ -227,6 +227,7 @@ static void TestCausal(void) {
 static void TestErrors(void) {
   float q[2] = {1.0f, 2.0f}, k[2] = {3.0f, 4.0f}, v[2] = {5.0f, 6.0f};
   float out[2] = {-7.0f, -7.0f};
+  uint16_t half[2] = {0, 0};
   const int64_t shape[4] = {1, 1, 1, 2};
   hwyattn_tensor tq, tk, tv, tout;
   hwyattn_sdpa_options opts;
@@ -254,13 +255,22 @@ static void TestErrors(void) {
 
   CHECK(hwyattn_tensor_contiguous(NULL, q, HWYATTN_F32, 4, shape) == HWYATTN_INVALID_ARGUMENT);
 
-  /* An F16 output: the header defines out as F32. A library may call that
-   * an invalid argument or a valid request it does not implement. */
-  tout.dtype = HWYATTN_F16;
+  /* An I8 output: I8 is a cache dtype only. */
+  tout.dtype = HWYATTN_I8;
   status = hwyattn_sdpa(&tq, &tk, &tv, &tout, NULL);
-  CHECK(status == HWYATTN_UNSUPPORTED || status == HWYATTN_INVALID_ARGUMENT);
+  CHECK(status == HWYATTN_INVALID_ARGUMENT);
+  CHECK(strstr(hwyattn_last_error(), "out: dtype I8") != NULL);
   CHECK(out[0] == -7.0f && out[1] == -7.0f);
-  printf("F16 out gives %s\n", hwyattn_status_string(status));
+
+  /* F16 and BF16 outputs: one key, so out = v = {5, 6}, whose binary16
+   * bits are 0x4500, 0x4600 and bfloat16 bits 0x40A0, 0x40C0. */
+  tout.data = half;
+  tout.dtype = HWYATTN_F16;
+  CHECK(hwyattn_sdpa(&tq, &tk, &tv, &tout, NULL) == HWYATTN_OK);
+  CHECK(half[0] == 0x4500 && half[1] == 0x4600);
+  tout.dtype = HWYATTN_BF16;
+  CHECK(hwyattn_sdpa(&tq, &tk, &tv, &tout, NULL) == HWYATTN_OK);
+  CHECK(half[0] == 0x40A0 && half[1] == 0x40C0);
 }
 
 /* hwyattn_sdpa_options and hwyattn_mha_config as the 0.1 header laid them

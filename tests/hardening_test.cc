@@ -449,8 +449,16 @@ std::vector<BadCase> SdpaCases() {
        {"q", "dtype is 77"}},
       {"VDtypeNegative", e, [](Env& x) { x.v.t.dtype = EnumFromInt<hwyattn_dtype>(-1); }, kInvalid,
        {"v", "dtype is -1"}},
-      {"OutDtypeF16", e, [](Env& x) { x.out.t.dtype = HWYATTN_F16; }, kUnsupported,
-       {"out", "dtype F16", "not supported"}},
+      {"OutDtypeI8", e, [](Env& x) { x.out.t.dtype = HWYATTN_I8; }, kInvalid,
+       {"out: dtype I8 is accepted only for the K/V pages"}},
+      {"OutF16OverlapsQ",
+       e,
+       [](Env& x) {
+         x.out.t.dtype = HWYATTN_F16;
+         x.out.t.data = x.q.t.data;
+       },
+       kInvalid,
+       {"out overlaps q"}},
       {"OutDtypeBool", e, [](Env& x) { x.out.t.dtype = HWYATTN_BOOL; }, kInvalid,
        {"out", "dtype BOOL"}},
       {"MaskDtypeBf16", e, [](Env& x) { x.mask.t.dtype = HWYATTN_BF16; }, kUnsupported,
@@ -1652,7 +1660,19 @@ std::vector<BadCase> KvCases() {
        [](Env& x) { x.kout.t.shape[0] = 4; },
        kInvalid,
        {"out: tokens (shape[0]) is 4", "5"}},
-      {"OutF16", a, [](Env& x) { x.kout.t.dtype = HWYATTN_F16; }, kUnsupported, {"out: dtype F16"}},
+      {"OutF8E4M3",
+       a,
+       [](Env& x) { x.kout.t.dtype = HWYATTN_F8E4M3; },
+       kInvalid,
+       {"out: dtype F8E4M3 is accepted only for the K/V pages"}},
+      {"OutBf16OverlapsCache",
+       a,
+       [](Env& x) {
+         x.kout.t.dtype = HWYATTN_BF16;
+         x.kout.t.data = x.kcache.k.data;
+       },
+       kInvalid,
+       {"out overlaps cache: k"}},
       {"LseHeadsMismatch",
        a,
        [](Env& x) { x.klse.t.shape[1] = 2; },

@@ -883,6 +883,38 @@ TEST(KvInvariance, SameBitsAsSdpaOnTheSequence) {
   }
 }
 
+// Outputs in F16 and BF16: the bits of the F32 output of the same call
+// rounded to nearest even (the test's own rounding), over a mixed batch
+// (decodes, chunks, an empty sequence whose rows are zeros) of an fp8 cache
+// with every modifier; lse stays F32 and equal.
+TEST(KvOutputDtype, F16AndBf16RoundTheF32Result) {
+  KvSpec spec;
+  spec.dtype = HWYATTN_F8E4M3;
+  spec.k_scales = Scales::kTensor;
+  spec.v_scales = Scales::kChannel;
+  spec.window_left = 9;
+  spec.softcap = 0.75f;
+  spec.alibi = true;
+  spec.sinks = true;
+  KvSetup s(spec, MixedBatch());
+  ASSERT_EQ(s.Run(), HWYATTN_OK) << hwyattn_last_error();
+  const std::vector<float> out32 = s.out, lse32 = s.lse;
+  for (hwyattn_dtype dtype : {HWYATTN_F16, HWYATTN_BF16}) {
+    std::vector<uint16_t> out(out32.size(), 0xCDCD);
+    hwyattn_tensor to = s.tout;
+    to.data = out.data();
+    to.dtype = dtype;
+    std::fill(s.lse.begin(), s.lse.end(), kNaN);
+    ASSERT_EQ(hwyattn_kv_attention(&s.tq, &s.cache, &s.batch, &to, &s.opts), HWYATTN_OK)
+        << hwyattn_last_error();
+    for (size_t e = 0; e < out.size(); ++e) {
+      ASSERT_EQ(out[e], dtype == HWYATTN_F16 ? FloatToF16(out32[e]) : FloatToBf16(out32[e]))
+          << DtypeName(dtype) << " element " << e << ": F32 out " << out32[e];
+    }
+    EXPECT_EQ(std::memcmp(s.lse.data(), lse32.data(), lse32.size() * 4), 0);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // hwyattn_kv_cache_write against a scalar reference.
 // ---------------------------------------------------------------------------

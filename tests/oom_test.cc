@@ -137,6 +137,11 @@ TEST(OutOfMemory, SdpaPrefillAndDecode) {
       opts.mask = &tmask;
       opts.precision = HWYATTN_PRECISION_F32;
       ExpectCleanOutOfMemory([&] { return hwyattn_sdpa(&tq, &tk, &tv, &to, &opts); }, out);
+      // A BF16 output (rounded at the store), in the first half of out's
+      // floats, which must stay as they were.
+      hwyattn_tensor to16 = to;
+      to16.dtype = HWYATTN_BF16;
+      ExpectCleanOutOfMemory([&] { return hwyattn_sdpa(&tq, &tk, &tv, &to16, &opts); }, out);
     }
   }
   EXPECT_EQ(pools.threads.violation(), "");

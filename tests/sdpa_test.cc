@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <memory>
 #include <limits>
 #include <sstream>
@@ -1405,6 +1406,95 @@ TEST(ApiTest, StatusStrings) {
   EXPECT_NE(std::string(hwyattn_status_string(HWYATTN_OK)).find("HWYATTN_OK"), std::string::npos);
   EXPECT_STREQ(hwyattn_status_string(EnumFromInt<hwyattn_status>(12345)), "unknown hwyattn_status");
   EXPECT_STREQ(hwyattn_status_string(EnumFromInt<hwyattn_status>(-1)), "unknown hwyattn_status");
+}
+
+// Outputs in F16 and BF16: the fp32 result rounded once, to nearest even,
+// at the store: the same bits as rounding the F32 output of the same call
+// (the test's own rounding, reference.h), on every kernel (small, decode
+// over several chunks, prefill tiles), with lse, ALiBi and sinks, bf16
+// products, and an output with a non-unit last stride. lse stays F32 and
+// equal.
+TEST(OutputDtypeTest, F16AndBf16RoundTheF32Result) {
+  struct Case {
+    const char* name;
+    int64_t B, Hq, Hkv, Lq, Lk, D, Dv;
+    bool modifiers, bf16_products, strided;
+  };
+  const Case cases[] = {
+      {"Small", 1, 2, 1, 3, 5, 4, 3, false, false, false},
+      {"Decode", 2, 8, 2, 1, 1300, 64, 64, true, false, false},
+      {"DecodeBf16", 1, 8, 1, 2, 700, 128, 128, false, true, false},
+      {"Prefill", 1, 4, 2, 130, 300, 40, 24, true, false, false},
+      {"PrefillBf16Strided", 1, 2, 2, 100, 260, 64, 64, false, true, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> q(c.B * c.Hq * c.Lq * c.D), k(c.B * c.Hkv * c.Lk * c.D),
+        v(c.B * c.Hkv * c.Lk * c.Dv);
+    for (auto* x : {&q, &k, &v})
+      for (float& e : *x) e = dist(rng);
+    hwyattn_tensor tq, tk, tv;
+    const int64_t qs[4] = {c.B, c.Hq, c.Lq, c.D}, ks[4] = {c.B, c.Hkv, c.Lk, c.D},
+                  vs[4] = {c.B, c.Hkv, c.Lk, c.Dv};
+    ASSERT_EQ(hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 4, qs), HWYATTN_OK);
+    ASSERT_EQ(hwyattn_tensor_contiguous(&tk, k.data(), HWYATTN_F32, 4, ks), HWYATTN_OK);
+    ASSERT_EQ(hwyattn_tensor_contiguous(&tv, v.data(), HWYATTN_F32, 4, vs), HWYATTN_OK);
+    const int64_t n = c.B * c.Hq * c.Lq * c.Dv, step = c.strided ? 3 : 1;
+    std::vector<float> slopes(c.Hq), sinks(c.Hq);
+    for (int64_t h = 0; h < c.Hq; ++h) {
+      slopes[h] = -0.01f * static_cast<float>(h + 1);
+      sinks[h] = 0.25f * static_cast<float>(h) - 1.0f;
+    }
+    // One call per output dtype; out has `step` elements per value.
+    auto run = [&](hwyattn_dtype dtype, std::vector<uint8_t>* out, std::vector<float>* lse) {
+      const size_t es = DtypeSize(dtype);
+      out->assign(static_cast<size_t>(n * step) * es, 0xCD);
+      lse->assign(static_cast<size_t>(c.B * c.Hq * c.Lq), 0.0f);
+      hwyattn_tensor to, tl;
+      const int64_t ls[3] = {c.B, c.Hq, c.Lq};
+      EXPECT_EQ(hwyattn_tensor_contiguous(&to, out->data(), dtype, 4, qs), HWYATTN_OK);
+      to.shape[3] = c.Dv;
+      for (int d = 0; d < 4; ++d) to.stride[d] = 0;
+      to.stride[3] = step;
+      to.stride[2] = c.Dv * step;
+      to.stride[1] = c.Lq * to.stride[2];
+      to.stride[0] = c.Hq * to.stride[1];
+      EXPECT_EQ(hwyattn_tensor_contiguous(&tl, lse->data(), HWYATTN_F32, 3, ls), HWYATTN_OK);
+      hwyattn_sdpa_options o;
+      hwyattn_sdpa_options_init(&o);
+      o.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+      o.lse = &tl;
+      if (c.modifiers) {
+        o.alibi_slopes = slopes.data();
+        o.sinks = sinks.data();
+      }
+      if (c.bf16_products) o.precision = HWYATTN_PRECISION_BF16;
+      EXPECT_EQ(hwyattn_sdpa(&tq, &tk, &tv, &to, &o), HWYATTN_OK) << hwyattn_last_error();
+    };
+    std::vector<uint8_t> f32, f16, bf16;
+    std::vector<float> lse32, lse16, lsebf;
+    run(HWYATTN_F32, &f32, &lse32);
+    run(HWYATTN_F16, &f16, &lse16);
+    run(HWYATTN_BF16, &bf16, &lsebf);
+    EXPECT_EQ(lse16, lse32);
+    EXPECT_EQ(lsebf, lse32);
+    for (int64_t e = 0; e < n * step; ++e) {
+      uint16_t h, b;
+      std::memcpy(&h, &f16[static_cast<size_t>(e) * 2], 2);
+      std::memcpy(&b, &bf16[static_cast<size_t>(e) * 2], 2);
+      if (e % step != 0) {  // between the values: untouched
+        ASSERT_EQ(h, 0xCDCD) << "F16 element " << e;
+        ASSERT_EQ(b, 0xCDCD) << "BF16 element " << e;
+        continue;
+      }
+      float x;
+      std::memcpy(&x, &f32[static_cast<size_t>(e) * 4], 4);
+      ASSERT_EQ(h, FloatToF16(x)) << "F16 element " << e << ": F32 out " << x;
+      ASSERT_EQ(b, FloatToBf16(x)) << "BF16 element " << e << ": F32 out " << x;
+    }
+  }
 }
 
 TEST(ApiTest, NumThreads) {

@@ -206,6 +206,19 @@ HWY_INLINE void DispatchFloatDtype(Dtype dtype, const Body& body) {
             static_cast<int>(dtype));
 }
 
+// Stores row[0, n) as the elements offset, offset + stride[3], ... of
+// `out`, rounded once to its dtype (F32 as is, F16 and BF16 to nearest,
+// ties to even: the same bits as rounding an F32 output). The one home of
+// the outputs' dtype switch.
+inline void StoreOutputRow(const TensorView& out, int64_t offset, const float* row, int64_t n) {
+  const int64_t stride = out.stride[3];
+  DispatchFloatDtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.AsMutable<T>() + offset;
+    for (int64_t i = 0; i < n; ++i) FromFloat(row[i], &o[i * stride]);
+  });
+}
+
 // DispatchFloatDtype for K/V, which may also be a quantized cache's numbers
 // (body(int8_t{}), body(F8E4M3{}), body(F8E5M2{}): the kernel applies the
 // cache's scales).

@@ -831,31 +831,28 @@ void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
     const RowEnd row_end(m, l, SinkLog2(p, head),
                          mods.Shift(head, mods.AlibiOrigin(p, b, head, at), at), p.has_lse);
     const float inv = row_end.inverse;
-    float* o = p.out.AsMutable<float>() + p.out.Offset(b, head, pos, 0);
-    const int64_t so = p.out.stride[3];
+    // The row is summed in place in chunk 0's partial output (contiguous),
+    // then stored in the output's dtype.
+    float* o = plan.partial_out + (first + r) * value_dim;
     for (int64_t c = 0; c < plan.chunks; ++c) {
       const size_t at = first + c * chunk_stride + r;
       const float w = (plan.chunks == 1 ? 1.0f : exp2f(plan.partial_stats[at * 2] - m)) * inv;
       const float* oc = plan.partial_out + at * value_dim;
-      // Contiguous outputs a vector at a time (the same multiply-adds).
       int64_t dv = 0;
-      if (so == 1) {
-        const VF wv = hn::Set(df, w);
-        for (; dv + static_cast<int64_t>(kLanes) <= value_dim; dv += kLanes) {
-          const VF x = hn::LoadU(df, oc + dv);
-          hn::StoreU(c == 0 ? hn::Mul(wv, x) : hn::MulAdd(wv, x, hn::LoadU(df, o + dv)), df,
-                     o + dv);
-        }
+      const VF wv = hn::Set(df, w);
+      for (; dv + static_cast<int64_t>(kLanes) <= value_dim; dv += kLanes) {
+        const VF x = hn::LoadU(df, oc + dv);
+        hn::StoreU(c == 0 ? hn::Mul(wv, x) : hn::MulAdd(wv, x, hn::LoadU(df, o + dv)), df, o + dv);
       }
       // The rest one lane at a time, with the same operation (fused or not,
       // as the target's MulAdd is).
       const hn::CappedTag<float, 1> d1;
       for (; dv < value_dim; ++dv) {
         const auto x = hn::Set(d1, oc[dv]), wx = hn::Set(d1, w);
-        o[dv * so] =
-            hn::GetLane(c == 0 ? hn::Mul(wx, x) : hn::MulAdd(wx, x, hn::Set(d1, o[dv * so])));
+        o[dv] = hn::GetLane(c == 0 ? hn::Mul(wx, x) : hn::MulAdd(wx, x, hn::Set(d1, o[dv])));
       }
     }
+    StoreOutputRow(p.out, p.out.Offset(b, head, pos, 0), o, value_dim);
     if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = row_end.lse;
   }
 }

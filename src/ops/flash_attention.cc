@@ -901,18 +901,20 @@ void ScorePanel(size_t vectors, size_t dim, AOperand a, const float* q_t, float*
 
 // out = O * inv for the tile's `rows` rows, from O^T [value_dim_pad][Bq]:
 // kLanes dims x kLanes queries at a time, scaled (inv is per query, i.e. per
-// lane), transposed in registers and stored as output rows.
+// lane), transposed in registers and stored as output rows (F32 rows with a
+// contiguous last dim directly, others through StoreOutputRow).
 void StoreOutputs(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, int64_t rows,
                   const float* HWY_RESTRICT o_t, const float* HWY_RESTRICT inv,
                   int64_t value_dim_pad) {
   const DF df;
   const int64_t value_dim = p.value_dim, so = p.out.stride[3];
+  const bool direct = p.out.dtype == Dtype::kF32 && so == 1;
   HWY_ALIGN float spill[kLanes * kLanes];  // a block's rows, when not stored directly
   for (int64_t c0 = 0; c0 < rows; c0 += kLanes) {
     const int64_t block_rows = std::min<int64_t>(kLanes, rows - c0);
-    float* out_rows[kLanes];
+    int64_t out_rows[kLanes];  // element offsets in out
     for (int64_t i = 0; i < block_rows; ++i) {
-      out_rows[i] = p.out.AsMutable<float>() + p.RowOffset(p.out, b, kvh, row0 + c0 + i);
+      out_rows[i] = p.RowOffset(p.out, b, kvh, row0 + c0 + i);
     }
     const auto scale = hn::Load(df, inv + c0);
     for (int64_t d0 = 0; d0 < value_dim_pad; d0 += kLanes) {
@@ -924,10 +926,11 @@ void StoreOutputs(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, in
           [&](auto&... block) HWYATTN_INLINE_LAMBDA {
             TransposeBlock(block...);
             const int64_t dims = std::min<int64_t>(kLanes, value_dim - d0);
-            if (so == 1 && dims == static_cast<int64_t>(kLanes)) {
+            if (direct && dims == static_cast<int64_t>(kLanes)) {
+              float* out = p.out.AsMutable<float>();
               Unroll<kLanes>([&](auto i) HWYATTN_INLINE_LAMBDA {
                 if (static_cast<int64_t>(i) < block_rows) {
-                  hn::StoreU(Nth<i>(block...), df, out_rows[i] + d0);
+                  hn::StoreU(Nth<i>(block...), df, out + out_rows[i] + d0);
                 }
               });
               return;
@@ -936,7 +939,7 @@ void StoreOutputs(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, in
               hn::Store(Nth<i>(block...), df, spill + i * kLanes);
             });
             for (int64_t i = 0; i < block_rows; ++i) {
-              for (int64_t d = 0; d < dims; ++d) out_rows[i][(d0 + d) * so] = spill[i * kLanes + d];
+              StoreOutputRow(p.out, out_rows[i] + d0 * so, spill + i * kLanes, dims);
             }
           });
     }
@@ -1072,8 +1075,10 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
     });
   }
   if (p.out.stride[3] == 1) {
-    ahead.AddRows(rows, value_dim * static_cast<int64_t>(sizeof(float)), [&](int64_t c) {
-      return p.out.As<float>() + p.RowOffset(p.out, b, kvh, row0 + c);
+    const char* out_base = static_cast<const char*>(p.out.data);
+    const int64_t out_bytes = static_cast<int64_t>(DtypeSize(p.out.dtype));
+    ahead.AddRows(rows, value_dim * out_bytes, [&](int64_t c) {
+      return out_base + p.RowOffset(p.out, b, kvh, row0 + c) * out_bytes;
     });
   }
   ahead.Spread((key_end - tile_begin + static_cast<int64_t>(kMR) - 1) / static_cast<int64_t>(kMR));

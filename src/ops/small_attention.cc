@@ -140,15 +140,22 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
                              kModified ? mods.Shift(h, mods.AlibiOrigin(p, b, h, at), at) : 0.0f,
                              p.has_lse);
         const float inv = row_end.inverse;
-        float* out = p.out.AsMutable<float>() + p.out.Offset(b, h, i, 0);
-        const int64_t od = p.out.stride[3];
-        for (int64_t dv = 0; dv < value_dim; ++dv) {
-          // Zero probabilities are skipped: 0 * NaN must not reach this row.
-          float acc = 0.0f;
-          for (int64_t j = j0; j < j1; ++j) {
-            if (pr[j] != 0.0f) acc += pr[j] * ToFloat(vh[j * vj_stride + dv * vd]);
+        const int64_t out_row = p.out.Offset(b, h, i, 0), od = p.out.stride[3];
+        // A piece of the row at a time, stored in the output's dtype.
+        constexpr int64_t kPiece = 64;
+        float piece[kPiece];
+        for (int64_t dv0 = 0; dv0 < value_dim; dv0 += kPiece) {
+          const int64_t n = std::min(kPiece, value_dim - dv0);
+          for (int64_t e = 0; e < n; ++e) {
+            const int64_t dv = dv0 + e;
+            // Zero probabilities are skipped: 0 * NaN must not reach this row.
+            float acc = 0.0f;
+            for (int64_t j = j0; j < j1; ++j) {
+              if (pr[j] != 0.0f) acc += pr[j] * ToFloat(vh[j * vj_stride + dv * vd]);
+            }
+            piece[e] = acc * inv;
           }
-          out[dv * od] = acc * inv;
+          StoreOutputRow(p.out, out_row + dv0 * od, piece, n);
         }
         if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, h, i)] = row_end.lse;
         if (p.has_weights) {

@@ -48,7 +48,7 @@ namespace {
 
 using namespace hwyattn_fuzz;  // NOLINT: the shared argument helpers
 
-// Checks an F32 output against the reference, element by element through
+// Checks an output against the reference, element by element through
 // the descriptor (dense reference [shape]).
 // The tolerance is 1e-5 of max(max|reference|, floor): `floor` is the size
 // of the terms the result is made of (max|v| for an attention output, a
@@ -192,6 +192,8 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   const hwyattn_dtype qt = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
   const hwyattn_dtype kt = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
   const hwyattn_dtype vt = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
+  // The output: F32, or rounded to F16 / BF16 at the store.
+  const hwyattn_dtype ot = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
 
   Arg q, k, v, out, mask, weights, lse;
   const int64_t qs[4] = {B, Hq, Lq, D}, ks[4] = {kv_batch, Hkv, Lk, D},
@@ -200,7 +202,7 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   Describe(&q, in, qs, qt, false);
   Describe(&k, in, ks, kt, false);
   Describe(&v, in, vs, vt, false);
-  Describe(&out, in, os, HWYATTN_F32, true);
+  Describe(&out, in, os, ot, true);
   OptionsStorage storage;
   memset(&storage, 0, sizeof(storage));
   hwyattn_sdpa_options& opts = storage.opts;
@@ -339,7 +341,10 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   if (!hwyattn_test::ReferenceSdpa(q.t, k.t, v.t, &opts, &ref, &error)) {
     Die("reference refused a call the library accepted", error);
   }
-  Compare("out", out.t, ref.out, /*floor=*/1.0, bf16 ? 1.01 / 512 + 1e-5 : 1e-5);  // |v| <= 1
+  // An F16 / BF16 output adds its rounding: at most an ulp of |out| <= 1 (2^-11, 2^-8).
+  const double store = ot == HWYATTN_F16 ? 1.0 / 2048 : ot == HWYATTN_BF16 ? 1.0 / 256 : 0.0;
+  Compare("out", out.t, ref.out, /*floor=*/1.0,
+          (bf16 ? 1.01 / 512 + 1e-5 : 1e-5) + store);  // |v| <= 1
   // Probabilities in [0, 1]: 1e-5 absolute (scores up to |40| carry ~40 ulp
   // of exponent error, more than 1e-5 of a small row maximum).
   if (has_w) Compare("weights", weights.t, ref.weights, /*floor=*/1.0);

@@ -23,11 +23,18 @@ const (
 	// CacheI8: symmetric int8 pages (I8Pages), value = x * scale, with
 	// KVCache.KScale and VScale.
 	CacheI8 CacheDType = C.HWYATTN_I8
+	// CacheF8E4M3: OCP fp8 E4M3 ("fn": max 448, no infinities) pages, as
+	// bits (F8E4M3Pages), value = x * scale; KScale and VScale optional
+	// (both nil: scale 1).
+	CacheF8E4M3 CacheDType = C.HWYATTN_F8E4M3
+	// CacheF8E5M2: OCP fp8 E5M2 (IEEE-like, max 57344) pages, as bits
+	// (F8E5M2Pages); scales as CacheF8E4M3's.
+	CacheF8E5M2 CacheDType = C.HWYATTN_F8E5M2
 )
 
 // Pages is the memory of a cache's K or V pages: one of F32Pages,
-// F16Pages, BF16Pages or I8Pages (Go has no half-precision type: F16 and
-// BF16 pages hold the bits).
+// F16Pages, BF16Pages, I8Pages, F8E4M3Pages or F8E5M2Pages (Go has no
+// half-precision or fp8 type: those pages hold the bits).
 type Pages interface {
 	// pages is the first element, the element count and the C dtype.
 	pages() (unsafe.Pointer, int, C.hwyattn_dtype)
@@ -44,6 +51,12 @@ type BF16Pages []uint16
 
 // I8Pages are symmetric int8 pages (value = x * scale).
 type I8Pages []int8
+
+// F8E4M3Pages are OCP fp8 E4M3 pages, as their bits.
+type F8E4M3Pages []uint8
+
+// F8E5M2Pages are OCP fp8 E5M2 pages, as their bits.
+type F8E5M2Pages []uint8
 
 func first[T any](s []T) unsafe.Pointer {
 	if len(s) == 0 {
@@ -64,6 +77,12 @@ func (p BF16Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
 func (p I8Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
 	return first(p), len(p), C.HWYATTN_I8
 }
+func (p F8E4M3Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_F8E4M3
+}
+func (p F8E5M2Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_F8E5M2
+}
 
 // PageTensor is a cache's K or V: [num_pages, Hkv, page_size, D] over Data,
 // with Shape and Strides as in Tensor (Strides nil = dense, vLLM's layout;
@@ -83,10 +102,11 @@ type KVCache struct {
 	// K [num_pages, Hkv, page_size, D] and V [num_pages, Hkv, page_size, Dv],
 	// of one dtype.
 	K, V PageTensor
-	// KScale, VScale: I8 caches only (nil otherwise), float32: per token
-	// [num_pages, Hkv, page_size, 1] (KVCacheWrite computes and stores them)
-	// or per channel [1, Hkv, 1, D] ([1, Hkv, 1, Dv] for VScale), fixed by
-	// the caller.
+	// KScale, VScale: I8 (required) and fp8 (optional) caches only, nil
+	// otherwise; float32: per token [num_pages, Hkv, page_size, 1]
+	// (KVCacheWrite computes and stores them), or per channel [1, Hkv, 1, D]
+	// ([1, Hkv, 1, Dv] for VScale), per kv head [1, Hkv, 1, 1] or per tensor
+	// [1] (vLLM's k_scale), fixed by the caller.
 	KScale, VScale *Tensor
 	// BlockTable [num_seqs * BlockTableStride], optional: row s lists the
 	// pages of sequence s of a KVAttention batch in order (only its first
@@ -99,7 +119,8 @@ type KVCache struct {
 // NewKVCache allocates a zero cache of numPages pages of pageSize slots in
 // vLLM's dense layout: K [numPages, kvHeads, pageSize, headDim], V [..,
 // valueDim]. An I8 cache gets per-token scales [numPages, kvHeads,
-// pageSize, 1]; for per-channel scales, set KScale and VScale yourself.
+// pageSize, 1], an fp8 cache none (scale 1); for other scales, set KScale
+// and VScale yourself.
 func NewKVCache(dtype CacheDType, numPages, kvHeads, pageSize, headDim, valueDim int64) (*KVCache, error) {
 	count := func(last int64) (int64, error) {
 		n := int64(1)
@@ -140,8 +161,13 @@ func NewKVCache(dtype CacheDType, numPages, kvHeads, pageSize, headDim, valueDim
 		ks := NewTensor(numPages, kvHeads, pageSize, 1)
 		vs := NewTensor(numPages, kvHeads, pageSize, 1)
 		c.KScale, c.VScale = &ks, &vs
+	case CacheF8E4M3:
+		c.K.Data, c.V.Data = make(F8E4M3Pages, n), make(F8E4M3Pages, nv)
+	case CacheF8E5M2:
+		c.K.Data, c.V.Data = make(F8E5M2Pages, n), make(F8E5M2Pages, nv)
 	default:
-		return nil, invalidf("NewKVCache: dtype %d; must be CacheF32, CacheF16, CacheBF16 or CacheI8", dtype)
+		return nil, invalidf("NewKVCache: dtype %d; must be CacheF32, CacheF16, CacheBF16, CacheI8, "+
+			"CacheF8E4M3 or CacheF8E5M2", dtype)
 	}
 	return c, nil
 }

@@ -390,6 +390,79 @@ func TestKVPagedI8Scales(t *testing.T) {
 	}
 }
 
+// fp8E4M3 is an E4M3 number's value from its fields (NaN for S.1111.111).
+func fp8E4M3(b uint8) float64 {
+	e, m := int(b>>3)&15, float64(b&7)
+	v := math.Ldexp(1+m/8, e-7)
+	if e == 0 {
+		v = math.Ldexp(m/8, -6)
+	}
+	if b&0x7F == 0x7F {
+		v = math.NaN()
+	}
+	if b&0x80 != 0 {
+		v = -v
+	}
+	return v
+}
+
+// An E4M3 cache with vLLM's two per-tensor scales: the write's bytes are
+// each value / scale rounded to the nearest E4M3 number (checked by
+// search), and attention matches the reference over the decoded pages.
+func TestKVPagedFp8PerTensorScales(t *testing.T) {
+	r := rand.New(rand.NewSource(23))
+	st := newKVStep(r, 2, 1, 8, 4, []int32{10, 3}, []int32{1, 3})
+	const P, S = 6, 4
+	cache, err := NewKVCache(CacheF8E4M3, P, 1, S, 8, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := Tensor{Data: []float32{0.005}, Shape: []int64{1}}
+	vs := Tensor{Data: []float32{0.004}, Shape: []int64{1}}
+	cache.KScale, cache.VScale = &ks, &vs
+	table, stride := paging(r, st.kvLen, S, P)
+	cache.BlockTable, cache.BlockTableStride = table, int64(stride)
+	slot := func(s, tok int) int64 { return int64(table[s*stride+tok/S])*S + int64(tok%S) }
+	st.write(t, cache, slot)
+	kp, vp := cache.K.Data.(F8E4M3Pages), cache.V.Data.(F8E4M3Pages)
+	nearest := func(x float64) uint8 { // the nearest finite E4M3 number, ties to the even pattern
+		best := uint8(0)
+		for c := 1; c <= 0x7E; c++ {
+			e, be := math.Abs(fp8E4M3(uint8(c))-math.Abs(x)), math.Abs(fp8E4M3(best)-math.Abs(x))
+			if e < be || (e == be && c%2 == 0) {
+				best = uint8(c)
+			}
+		}
+		if math.Signbit(x) {
+			best |= 0x80
+		}
+		return best
+	}
+	for s := range st.kvLen {
+		for tok := 0; tok < int(st.kvLen[s]); tok++ {
+			sl := int(slot(s, tok))
+			for d := 0; d < 8; d++ {
+				x := float64(float32(st.raw(0, s, tok, 0, d)) / ks.Data[0])
+				if got, want := kp[sl*8+d], nearest(x); got != want {
+					t.Errorf("seq %d token %d k[%d]: %#x, want %#x", s, tok, d, got, want)
+				}
+			}
+		}
+	}
+	key := func(s, tok, h, d int) float64 { return fp8E4M3(kp[int(slot(s, tok))*8+d]) * float64(ks.Data[0]) }
+	val := func(s, tok, h, d int) float64 { return fp8E4M3(vp[int(slot(s, tok))*4+d]) * float64(vs.Data[0]) }
+	out := NewTensor(int64(st.T), 2, 4)
+	if err := KVAttention(Tensor{Data: st.q, Shape: []int64{int64(st.T), 2, 8}}, cache,
+		KVBatch{QStart: st.qStart, KVLen: st.kvLen}, &out, &Options{Causal: CausalBottomRight}); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := refKVAttention(st.q, st.T, 2, 1, 8, 4, key, val, st.qStart, st.kvLen, nil,
+		kvRefOptions{scale: 1 / math.Sqrt(8), causal: true})
+	if e := maxRelErr(out.Data, want); e > tolerance {
+		t.Errorf("out: relative error %g", e)
+	}
+}
+
 func TestKVErrors(t *testing.T) {
 	cache, err := NewKVCache(CacheF32, 4, 1, 4, 4, 4)
 	if err != nil {
@@ -476,7 +549,7 @@ func TestKVErrors(t *testing.T) {
 		}
 		untouched(c.name)
 	}
-	if _, err := NewKVCache(CacheI8+1, 1, 1, 1, 1, 1); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := NewKVCache(CacheF8E5M2+1, 1, 1, 1, 1, 1); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("NewKVCache with a bad dtype: %v", err)
 	}
 }

@@ -16,8 +16,9 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// The element type of a cache's pages: `f32`, [`F16`], [`Bf16`] or `i8`
-/// (symmetric int8, value = x * scale, with [`KvScale`]s). Sealed.
+/// The element type of a cache's pages: `f32`, [`F16`], [`Bf16`], `i8`
+/// (symmetric int8, value = x * scale, with [`KvScale`]s), [`F8E4M3`] or
+/// [`F8E5M2`] (OCP fp8, value = x * scale, scales optional). Sealed.
 pub trait CacheElement: Copy + sealed::Sealed {
     /// The C dtype of the pages.
     const DTYPE: sys::hwyattn_dtype;
@@ -26,6 +27,8 @@ impl sealed::Sealed for f32 {}
 impl sealed::Sealed for F16 {}
 impl sealed::Sealed for Bf16 {}
 impl sealed::Sealed for i8 {}
+impl sealed::Sealed for F8E4M3 {}
+impl sealed::Sealed for F8E5M2 {}
 impl CacheElement for f32 {
     const DTYPE: sys::hwyattn_dtype = sys::HWYATTN_F32;
 }
@@ -38,16 +41,80 @@ impl CacheElement for Bf16 {
 impl CacheElement for i8 {
     const DTYPE: sys::hwyattn_dtype = sys::HWYATTN_I8;
 }
+impl CacheElement for F8E4M3 {
+    const DTYPE: sys::hwyattn_dtype = sys::HWYATTN_F8E4M3;
+}
+impl CacheElement for F8E5M2 {
+    const DTYPE: sys::hwyattn_dtype = sys::HWYATTN_F8E5M2;
+}
 
-/// The scales of an int8 cache's K or V (f32, dense).
+/// OCP fp8 E4M3 ("fn": bias 7, no infinities, S.1111.111 is NaN, largest
+/// 448), as its bits (`HWYATTN_F8E4M3`): the pages of a [`KvCache`] only.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct F8E4M3(pub u8);
+
+/// OCP fp8 E5M2 (bias 15, IEEE-like, largest 57344), as its bits
+/// (`HWYATTN_F8E5M2`): the pages of a [`KvCache`] only.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct F8E5M2(pub u8);
+
+/// The value of an fp8 number with `mbits` mantissa bits and exponent
+/// `bias` (NaN patterns: E4M3's S.1111.111, E5M2's exponent 31).
+fn fp8_value(bits: u8, mbits: u32, bias: i32, ieee: bool) -> f32 {
+    let e = ((bits & 0x7f) >> mbits) as i32;
+    let m = (bits & ((1u8 << mbits) - 1)) as f32;
+    let scale = (1u32 << mbits) as f32;
+    let mag = if !ieee && bits & 0x7f == 0x7f {
+        f32::NAN
+    } else if ieee && e == 31 {
+        if m == 0.0 {
+            f32::INFINITY
+        } else {
+            f32::NAN
+        }
+    } else if e == 0 {
+        m / scale * 2f32.powi(1 - bias)
+    } else {
+        (1.0 + m / scale) * 2f32.powi(e - bias)
+    };
+    if bits & 0x80 != 0 {
+        -mag
+    } else {
+        mag
+    }
+}
+
+impl F8E4M3 {
+    /// The exact f32 value.
+    pub fn to_f32(self) -> f32 {
+        fp8_value(self.0, 3, 7, false)
+    }
+}
+
+impl F8E5M2 {
+    /// The exact f32 value.
+    pub fn to_f32(self) -> f32 {
+        fp8_value(self.0, 2, 15, true)
+    }
+}
+
+/// The scales of a quantized (int8 or fp8) cache's K or V (f32, dense).
 #[derive(Debug)]
 pub enum KvScale<'a> {
     /// `[num_pages, Hkv, page_size]`: one scale per token and kv head, at the
-    /// token's slot; [`kv_cache_write`] computes and stores it (max |x| / 127).
+    /// token's slot; [`kv_cache_write`] computes and stores it (max |x| /
+    /// 127, 448 or 57344).
     PerToken(&'a mut [f32]),
     /// `[Hkv, D]` (or `[Hkv, Dv]` for V): one scale per kv head and channel,
     /// fixed by the caller (calibrated), each finite and > 0.
     PerChannel(&'a [f32]),
+    /// `[Hkv]`: one scale per kv head, fixed, finite and > 0.
+    PerHead(&'a [f32]),
+    /// `[1]`: one scale for the tensor (vLLM's `k_scale`), fixed, finite
+    /// and > 0.
+    PerTensor(&'a [f32]),
 }
 
 /// A scale tensor: its layout and its first element.
@@ -148,8 +215,9 @@ impl<'a, T: CacheElement> KvCache<'a, T> {
         })
     }
 
-    /// The scales of an `i8` cache (required there, refused by the library
-    /// for other element types). K and V may use different layouts.
+    /// The scales of an `i8` cache (required there) or an fp8 one (optional:
+    /// scale 1 without), refused by the library for other element types. K
+    /// and V may use different layouts.
     pub fn scales(mut self, k_scale: KvScale<'a>, v_scale: KvScale<'a>) -> Result<Self> {
         let k = self.scale_view("k_scale", k_scale, &self.k_layout)?;
         let v = self.scale_view("v_scale", v_scale, &self.v_layout)?;
@@ -162,6 +230,8 @@ impl<'a, T: CacheElement> KvCache<'a, T> {
         let (len, data, shape) = match s {
             KvScale::PerToken(x) => (x.len(), x.as_mut_ptr(), [p, h, sz, 1]),
             KvScale::PerChannel(x) => (x.len(), x.as_ptr() as *mut f32, [1, h, 1, d]),
+            KvScale::PerHead(x) => (x.len(), x.as_ptr() as *mut f32, [1, h, 1, 1]),
+            KvScale::PerTensor(x) => (x.len(), x.as_ptr() as *mut f32, [1, 1, 1, 1]),
         };
         let layout = Layout::new(len, &shape, None).map_err(|e| named(name, e))?;
         Ok(ScaleView { layout, data })

@@ -41,7 +41,9 @@ mod tensor;
 
 pub use attention::{merge_states, sdpa};
 pub use error::{Error, Result, Status};
-pub use kv::{kv_attention, kv_cache_write, CacheElement, KvBatch, KvCache, KvScale};
+pub use kv::{
+    kv_attention, kv_cache_write, CacheElement, KvBatch, KvCache, KvScale, F8E4M3, F8E5M2,
+};
 pub use mha::{MhaBiases, MhaConfig, MhaWeights, MultiheadAttention};
 pub use options::{Causal, MaskElement, Precision, SdpaOptions};
 pub use tensor::{Bf16, Element, Tensor, TensorMut, F16};

@@ -11,7 +11,7 @@ mod common;
 use common::{assert_close, Rng};
 use hwyattn::{
     kv_attention, kv_cache_write, Bf16, Causal, KvBatch, KvCache, KvScale, SdpaOptions, Status,
-    Tensor, TensorMut,
+    Tensor, TensorMut, F8E5M2,
 };
 
 #[derive(Default)]
@@ -505,6 +505,80 @@ fn paged_i8_per_token_and_per_channel_scales() {
     };
     let ro = RefOpts {
         scale: 0.5,
+        causal: true,
+        ..Default::default()
+    };
+    let (want, _) = reference(
+        &st.q,
+        2,
+        1,
+        8,
+        4,
+        &key,
+        &val,
+        &st.q_start,
+        &st.kv_len,
+        None,
+        &ro,
+    );
+    assert_close(&out, &want, TOL, "out");
+}
+
+// An E5M2 cache with per-kv-head K scales and a per-tensor V scale: the
+// written bytes hold x / scale within half a step of E5M2 (2 mantissa bits:
+// 1/8 of the value), and attention matches the oracle over the decoded
+// pages (the crate's own decoder, F8E5M2::to_f32, checked on hand values).
+#[test]
+fn paged_fp8_per_head_and_per_tensor_scales() {
+    assert_eq!(F8E5M2(0x3c).to_f32(), 1.0);
+    assert_eq!(F8E5M2(0x7b).to_f32(), 57344.0);
+    assert_eq!(F8E5M2(0x01).to_f32(), 2f32.powi(-16));
+    assert_eq!(F8E5M2(0xfc).to_f32(), f32::NEG_INFINITY);
+    let st = Step::new(29, 2, 1, 8, 4, &[10, 3], &[1, 3]);
+    let (p, sz) = (6, 4);
+    let (table, stride) = paging(11, &st.kv_len, sz, p);
+    let slot = |s: usize, t: usize| table[s * stride + t / sz] as i64 * sz as i64 + (t % sz) as i64;
+    let mut kp = vec![F8E5M2(0); p * sz * 8];
+    let mut vp = vec![F8E5M2(0); p * sz * 4];
+    let (ks, vs) = ([0.01f32], [0.02f32]);
+    let mut cache = KvCache::new(&mut kp, &mut vp, p, 1, sz, 8, 4)
+        .unwrap()
+        .scales(KvScale::PerHead(&ks), KvScale::PerTensor(&vs))
+        .unwrap()
+        .block_table(&table, stride);
+    st.write(&mut cache, &slot);
+    let mut out = vec![0.0f32; st.t * 2 * 4];
+    let batch = KvBatch::new(&st.q_start, &st.kv_len).unwrap();
+    kv_attention(
+        &Tensor::new(&st.q, &[st.t, 2, 8]).unwrap(),
+        &cache,
+        &batch,
+        &mut TensorMut::new(&mut out, &[st.t, 2, 4]).unwrap(),
+        &SdpaOptions::new().causal(Causal::BottomRight),
+    )
+    .unwrap();
+    let (kq, vq) = cache.pages();
+    let (kq, vq) = (kq.to_vec(), vq.to_vec());
+    drop(cache);
+    for s in 0..st.kv_len.len() {
+        for t in 0..st.kv_len[s] as usize {
+            let sl = slot(s, t) as usize;
+            for c in 0..8 {
+                let x = st.raw(false, s, t, 0, c) / ks[0] as f64;
+                let got = kq[sl * 8 + c].to_f32() as f64;
+                let bound = x.abs() / 8.0 + 2f64.powi(-17); // half a step, subnormals too
+                assert!((got - x).abs() <= bound, "k seq {} token {} [{}]", s, t, c);
+            }
+        }
+    }
+    let key = |s: usize, t: usize, _h: usize, c: usize| {
+        kq[slot(s, t) as usize * 8 + c].to_f32() as f64 * ks[0] as f64
+    };
+    let val = |s: usize, t: usize, _h: usize, c: usize| {
+        vq[slot(s, t) as usize * 4 + c].to_f32() as f64 * vs[0] as f64
+    };
+    let ro = RefOpts {
+        scale: 1.0 / 8f64.sqrt(),
         causal: true,
         ..Default::default()
     };

@@ -49,10 +49,58 @@ def tensor(a, name, dtype_code=None):
     return t, a
 
 
-def output_tensor(shape, name):
-    out = np.empty(shape, dtype=np.float32)
-    t, _ = tensor(out, name, _capi.F32)
+# Output dtypes by name: numpy has no bfloat16, so a bfloat16 output is a
+# uint16 array of the bits, named by out_dtype="bfloat16".
+_OUT_DTYPES = {"float32": (_capi.F32, np.float32), "float16": (_capi.F16, np.float16),
+               "bfloat16": (_capi.BF16, np.uint16)}
+
+
+def output_tensor(shape, name, out=None, out_dtype=None):
+    """(descriptor, array) of an output: a new float32 array, or `out`
+    (written in place: its shape must be `shape`, its strides non-negative
+    multiples of its element size) as out_dtype names it (float32 or
+    float16 by its own dtype; 'bfloat16' for uint16 bits)."""
+    if out is None:
+        if out_dtype not in (None, "float32"):
+            raise _invalid("%s_dtype is %r without an %s= array; pass the array" %
+                           (name, out_dtype, name))
+        out = np.empty(shape, dtype=np.float32)
+        t, _ = tensor(out, name, _capi.F32)
+        return t, out
+    if not isinstance(out, np.ndarray) or not out.flags.writeable:
+        raise TypeError("%s: must be a writeable numpy array (written in place)" % name)
+    key = out_dtype if out_dtype is not None else {np.dtype(np.float32): "float32",
+                                                   np.dtype(np.float16): "float16"}.get(out.dtype)
+    if key not in _OUT_DTYPES:
+        raise TypeError("%s: dtype %s; float32 or float16, or uint16 with %s_dtype='bfloat16'" %
+                        (name, out.dtype, name))
+    code, storage = _OUT_DTYPES[key]
+    if out.dtype != np.dtype(storage):
+        raise TypeError("%s: dtype %s, but %s is stored as %s" %
+                        (name, out.dtype, key, np.dtype(storage).name))
+    if tuple(out.shape) != tuple(shape):
+        raise _invalid("%s: shape %s; must be %s" % (name, out.shape, tuple(shape)))
+    if any(s < 0 or s % out.itemsize for s in out.strides) or out.ctypes.data % out.itemsize:
+        raise _invalid("%s: strides %s; must be non-negative multiples of the element size "
+                       "(written in place, no copy)" % (name, out.strides))
+    t, _ = tensor(out, name, code)
     return t, out
+
+
+def precision_code(precision):
+    """None / 'f32' / 'float32' or 'bf16' / 'bfloat16' (or the C values)."""
+    if precision is None:
+        return _capi.PRECISION_F32
+    if isinstance(precision, str):
+        key = precision.lower()
+        if key in ("f32", "float32", "fp32"):
+            return _capi.PRECISION_F32
+        if key in ("bf16", "bfloat16"):
+            return _capi.PRECISION_BF16
+    elif isinstance(precision, (int, np.integer)) and int(precision) in (0, 1):
+        return int(precision)
+    raise _invalid("precision is %r; must be 'f32' or 'bf16' (products rounded to bfloat16, "
+                   "fp32 sums)" % (precision,))
 
 
 def causal_code(causal):
@@ -126,9 +174,10 @@ class Options(object):
 
     def __init__(self, scale=None, causal=False, mask=None, kv_len=None, batch=1,
                  window_left=0, window_right=0, softcap=0.0, alibi_slopes=None, sinks=None,
-                 heads=None):
+                 heads=None, precision=None):
         self.c = _capi.SdpaOptions()
         _capi.init_struct("hwyattn_sdpa_options", self.c)
+        self.c.precision = precision_code(precision)
         # None is the default 1/sqrt(head_dim), which the C ABI spells 0. An
         # explicit 0 is refused rather than passed on: PyTorch's scale=0.0
         # means uniform weights, which the library would silently replace
@@ -190,7 +239,7 @@ def _batch(shape):
 
 def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
          window_left=0, window_right=0, softcap=0.0, alibi_slopes=None, sinks=None,
-         return_weights=False, return_lse=False):
+         return_weights=False, return_lse=False, precision=None, out=None, out_dtype=None):
     """Scaled dot-product attention: softmax(q k^T * scale + mask) v.
 
     q: [B, Hq, Lq, D], k: [B, Hkv, Lk, D], v: [B, Hkv, Lk, Dv] (float32 or
@@ -226,6 +275,12 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
     return_weights: also return the probabilities [B, Hq, Lq, Lk] (float32).
     return_lse: also return the log-sum-exp of the scaled, masked scores,
         [B, Hq, Lq] (-inf for a row with every key blocked).
+    precision: None / 'f32' (fp32 products), or 'bf16': products of
+        operands rounded to bfloat16 with fp32 sums (AVX512_BF16's
+        vdpbf16ps where the CPU has it).
+    out: an array to write the result into, in place (any non-negative
+        strides): float32, float16, or uint16 bits with out_dtype='bfloat16';
+        the fp32 result is rounded once to its dtype. It is returned.
 
     A query row whose keys are all blocked gets zeros (PyTorch gives NaN).
     Returns out [B, Hq, Lq, Dv] (float32, q's rank), or the tuple
@@ -244,10 +299,10 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
     out_shape = lead + (v.shape[-1],)
     opts = Options(scale, causal, mask, kv_len, batch=_batch(q.shape), window_left=window_left,
                    window_right=window_right, softcap=softcap, alibi_slopes=alibi_slopes,
-                   sinks=sinks, heads=q.shape[-3] if q.ndim >= 3 else 1)
+                   sinks=sinks, heads=q.shape[-3] if q.ndim >= 3 else 1, precision=precision)
     weights = opts.add_weights(lead + (lk,)) if return_weights else None
     lse = opts.add_lse(lead if lead else (1,)) if return_lse else None
-    to, out = output_tensor(out_shape, "out")
+    to, out = output_tensor(out_shape, "out", out, out_dtype)
     status = _capi.function("hwyattn_sdpa")(ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
                                             ctypes.byref(to), opts.ref())
     _capi.check(status)

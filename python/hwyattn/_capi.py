@@ -35,6 +35,8 @@ F8E5M2 = 6
 CAUSAL_NONE = 0
 CAUSAL_TOP_LEFT = 1
 CAUSAL_BOTTOM_RIGHT = 2
+PRECISION_F32 = 0
+PRECISION_BF16 = 1
 
 # C enums are int-sized on every ABI hwyattn targets.
 _enum = ctypes.c_int

@@ -138,7 +138,7 @@ def kv_cache_write(k_cache, v_cache, k_new, v_new, slots, *, k_scale=None, v_sca
 def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_pos=None,
                  k_scale=None, v_scale=None, cache_dtype=None, scale=None, causal=True,
                  window_left=0, window_right=0, softcap=0.0, alibi_slopes=None, sinks=None,
-                 return_lse=False):
+                 return_lse=False, precision=None, out=None, out_dtype=None):
     """Attention of packed varlen queries over a (paged) KV cache.
 
     q: [T, Hq, D] float32/float16, the query tokens of all sequences one
@@ -160,7 +160,9 @@ def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_po
         (vLLM's k_scale: a scalar or [1]).
     causal: True (default: key position <= query position) or False; the
         modifiers as in hwyattn.sdpa, with these positions.
-    Returns out [T, Hq, Dv] float32, and lse [T, Hq] with return_lse.
+    precision, out, out_dtype: as in hwyattn.sdpa.
+    Returns out [T, Hq, Dv] (float32, or the out= array), and lse [T, Hq]
+    with return_lse.
     """
     keep = []
     q = as_float_input(q, "q")
@@ -185,10 +187,10 @@ def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_po
         batch.q_pos = qp.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
     opts = Options(scale, "bottom_right" if causal else False, window_left=window_left,
                    window_right=window_right, softcap=softcap, alibi_slopes=alibi_slopes,
-                   sinks=sinks, heads=q.shape[1])
+                   sinks=sinks, heads=q.shape[1], precision=precision)
     lse = opts.add_lse(q.shape[:2]) if return_lse else None
     dv = np.asarray(v_cache).shape[-1]
-    to, out = output_tensor(q.shape[:2] + (dv,), "out")
+    to, out = output_tensor(q.shape[:2] + (dv,), "out", out, out_dtype)
     status = _capi.function("hwyattn_kv_attention")(ctypes.byref(tq), ctypes.byref(cache),
                                                     ctypes.byref(batch), ctypes.byref(to),
                                                     opts.ref())

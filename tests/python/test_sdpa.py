@@ -202,6 +202,78 @@ class SdpaTest(unittest.TestCase):
         self.check(one, sdpa_ref(q, k, v, causal=True)[0])
 
 
+def bf16_bits(x):
+    """float32 -> bfloat16 bits, nearest even (the test's own rounding)."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+class OutAndPrecisionTest(unittest.TestCase):
+    """out= (in place, any dtype, strided) and precision= of sdpa and
+    kv_attention."""
+
+    def setUp(self):
+        self.rng = np.random.default_rng(77)
+
+    def test_out_in_place_every_dtype(self):
+        q = rand(self.rng, 2, 4, 70, 32)
+        k = rand(self.rng, 2, 2, 90, 32)
+        v = rand(self.rng, 2, 2, 90, 24)
+        want = hwyattn.sdpa(q, k, v, causal="bottom_right")
+        buf = np.full((2, 70, 4, 24), -7.0, np.float32)  # [B, L, H, Dv] memory
+        got = hwyattn.sdpa(q, k, v, causal="bottom_right", out=buf.transpose(0, 2, 1, 3))
+        self.assertIs(got.base, buf)
+        np.testing.assert_array_equal(buf.transpose(0, 2, 1, 3), want)
+        half = np.empty(want.shape, np.float16)
+        hwyattn.sdpa(q, k, v, causal="bottom_right", out=half)
+        np.testing.assert_array_equal(half, want.astype(np.float16))  # numpy rounds to nearest even
+        bits = np.empty(want.shape, np.uint16)
+        hwyattn.sdpa(q, k, v, causal="bottom_right", out=bits, out_dtype="bfloat16")
+        np.testing.assert_array_equal(bits, bf16_bits(want))
+
+    def test_out_errors(self):
+        q = rand(self.rng, 1, 2, 3, 8)
+        with self.assertRaises(hwyattn.InvalidArgumentError):
+            hwyattn.sdpa(q, q, q, out=np.empty((1, 2, 3, 7), np.float32))
+        with self.assertRaises(TypeError):
+            hwyattn.sdpa(q, q, q, out=np.empty((1, 2, 3, 8), np.float64))
+        with self.assertRaises(TypeError):  # bfloat16 bits need the name
+            hwyattn.sdpa(q, q, q, out=np.empty((1, 2, 3, 8), np.uint16))
+        ro = np.empty((1, 2, 3, 8), np.float32)
+        ro.flags.writeable = False
+        with self.assertRaises(TypeError):
+            hwyattn.sdpa(q, q, q, out=ro)
+        with self.assertRaises(hwyattn.InvalidArgumentError):
+            hwyattn.sdpa(q, q, q, precision="int4")
+
+    def test_bf16_precision(self):
+        q = rand(self.rng, 1, 4, 50, 64)
+        k = rand(self.rng, 1, 4, 200, 64)
+        v = rand(self.rng, 1, 4, 200, 64)
+        got = hwyattn.sdpa(q, k, v, causal=True, precision="bf16")
+        rounded = [bf16_bits(x).astype(np.uint32) << 16 for x in (q, k, v)]
+        qr, kr, vr = (r.view(np.float32) for r in rounded)
+        want = sdpa_ref(qr, kr, vr, causal=True)[0]
+        # P is rounded to bf16 too: within 2^-9 max|v| (the header's bound).
+        self.assertLess(np.abs(got - want).max(), np.abs(vr).max() / 512 * 1.01 + 1e-5)
+        self.assertGreater(np.abs(got - sdpa_ref(q, k, v, causal=True)[0]).max(), 1e-6)
+
+    def test_kv_attention_out_and_precision(self):
+        cache = hwyattn.KVCache(4, 16, 2, 32, dtype="bfloat16")
+        k = rand(self.rng, 40, 2, 32)
+        v = rand(self.rng, 40, 2, 32)
+        cache.write(k, v, np.arange(40))
+        q = rand(self.rng, 2, 4, 32)
+        table = np.array([[0, 1], [2, -1]], np.int32)
+        want = cache.attend(q, [0, 1, 2], [30, 10], table)
+        half = np.empty(want.shape, np.float16)
+        got = cache.attend(q, [0, 1, 2], [30, 10], table, out=half)
+        self.assertIs(got, half)
+        np.testing.assert_array_equal(half, want.astype(np.float16))
+        b = cache.attend(q, [0, 1, 2], [30, 10], table, precision="bf16")
+        self.assertLess(np.abs(b - want).max(), 0.01)
+
+
 class SdpaErrorTest(unittest.TestCase):
     def setUp(self):
         rng = np.random.default_rng(7)

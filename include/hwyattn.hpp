@@ -487,7 +487,7 @@ class SdpaOptions {
 
 // out = softmax(q k^T * scale + mask) v: hwyattn_sdpa (shapes, dtypes, GQA,
 // masks and modifiers as documented there). q, k, v: [B, Hq|Hkv, L, D|Dv];
-// out: F32 [B, Hq, Lq, Dv].
+// out: [B, Hq, Lq, Dv], F32, F16 or BF16 (rounded once at the store).
 inline Result<void> try_sdpa(const ConstTensorView& q, const ConstTensorView& k,
                              const ConstTensorView& v, const TensorView& out,
                              const SdpaOptions& options = SdpaOptions()) {

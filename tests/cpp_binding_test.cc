@@ -114,6 +114,18 @@ TEST(CppSdpa, CausalDefaultScale) {
   EXPECT_LT(RelErr(p.out, Reference(p.CQ(), p.CK(), p.CV(), c).out), kTol);
 }
 
+// A BF16 output through a TensorView of another dtype: the F32 result's bits
+// rounded to nearest even (the test's own rounding, reference.h).
+TEST(CppSdpa, Bf16Output) {
+  Qkv p(1, 2, 2, 5, 7, 8, 8, 12);
+  hwyattn::sdpa(p.Q(), p.K(), p.V(), p.Out());
+  std::vector<uint16_t> bits(p.out.size());
+  hwyattn::sdpa(p.Q(), p.K(), p.V(),
+                hwyattn::TensorView(bits.data(), hwyattn::DType::kBF16, {1, 2, 5, 8}));
+  for (size_t i = 0; i < bits.size(); ++i)
+    EXPECT_EQ(bits[i], hwyattn_test::FloatToBf16(p.out[i])) << i;
+}
+
 TEST(CppSdpa, GqaCrossAttentionBottomRightExplicitScale) {
   Qkv p(1, 6, 2, 5, 11, 8, 12, 21);
   hwyattn::sdpa(p.Q(), p.K(), p.V(), p.Out(),

@@ -27,6 +27,19 @@ def as_float_input(x, name):
     return a
 
 
+def input_tensor(x, name, bits_dtype=None):
+    """(descriptor, array) of q, k or v: float32 / float16 read in place,
+    other real dtypes converted to float32; with bits_dtype='bfloat16', a
+    uint16 array is read in place as bfloat16 bits."""
+    if bits_dtype not in (None, "bfloat16"):
+        raise _invalid("input_dtype is %r; must be None or 'bfloat16' (uint16 arrays of bfloat16 "
+                       "bits)" % (bits_dtype,))
+    a = np.asarray(x)
+    if bits_dtype == "bfloat16" and a.dtype == np.uint16:
+        return tensor(a, name, _capi.BF16)
+    return tensor(as_float_input(a, name), name)
+
+
 def tensor(a, name, dtype_code=None):
     """(hwyattn_tensor, array) describing ndarray `a` in place. The returned
     array must stay alive while the descriptor is used (it is `a` itself, or a
@@ -239,7 +252,8 @@ def _batch(shape):
 
 def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
          window_left=0, window_right=0, softcap=0.0, alibi_slopes=None, sinks=None,
-         return_weights=False, return_lse=False, precision=None, out=None, out_dtype=None):
+         return_weights=False, return_lse=False, precision=None, out=None, out_dtype=None,
+         input_dtype=None):
     """Scaled dot-product attention: softmax(q k^T * scale + mask) v.
 
     q: [B, Hq, Lq, D], k: [B, Hkv, Lk, D], v: [B, Hkv, Lk, Dv] (float32 or
@@ -281,6 +295,9 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
     out: an array to write the result into, in place (any non-negative
         strides): float32, float16, or uint16 bits with out_dtype='bfloat16';
         the fp32 result is rounded once to its dtype. It is returned.
+    input_dtype: 'bfloat16' reads uint16 q, k, v arrays as bfloat16 bits
+        (in place; numpy has no bfloat16), e.g. a torch bf16 tensor's
+        .view(torch.int16).numpy().view(np.uint16).
 
     A query row whose keys are all blocked gets zeros (PyTorch gives NaN).
     Returns out [B, Hq, Lq, Dv] (float32, q's rank), or the tuple
@@ -288,12 +305,9 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
     Raises hwyattn.Error (InvalidArgumentError, a ValueError, for bad
     shapes) with the library's explanation.
     """
-    q = as_float_input(q, "q")
-    k = as_float_input(k, "k")
-    v = as_float_input(v, "v")
-    tq, q = tensor(q, "q")
-    tk, k = tensor(k, "k")
-    tv, v = tensor(v, "v")
+    tq, q = input_tensor(q, "q", input_dtype)
+    tk, k = input_tensor(k, "k", input_dtype)
+    tv, v = input_tensor(v, "v", input_dtype)
     lead = q.shape[:-1]  # [B, Hq, Lq] right-aligned
     lk = k.shape[-2] if k.ndim >= 2 else 1
     out_shape = lead + (v.shape[-1],)

@@ -7,7 +7,7 @@ import ctypes
 import numpy as np
 
 from . import _capi
-from ._attention import Options, as_float_input, output_tensor, tensor
+from ._attention import Options, input_tensor, output_tensor, tensor
 from ._capi import InvalidArgumentError
 
 # Cache dtypes by name: (the library's code, the numpy storage dtype). numpy
@@ -102,14 +102,15 @@ def _cache_struct(k, v, k_scale, v_scale, block_table, keep, cache_dtype=None):
 
 
 def kv_cache_write(k_cache, v_cache, k_new, v_new, slots, *, k_scale=None, v_scale=None,
-                   cache_dtype=None):
+                   cache_dtype=None, input_dtype=None):
     """Writes token t of k_new [T, Hkv, D] / v_new [T, Hkv, Dv] into slot
     slots[t] (negative: skipped) of pages the caller owns (vLLM's
     reshape_and_cache): k_cache, v_cache [num_pages, Hkv, page_size, D] /
     [.., Dv] arrays, written in place (any strides), converted to the
     cache's dtype (rounded to nearest even; int8 and fp8 quantized with
     k_scale / v_scale as in kv_attention: per-token scales are computed and
-    written, the other layouts read). cache_dtype as in kv_attention.
+    written, the other layouts read). cache_dtype as in kv_attention;
+    input_dtype='bfloat16' reads uint16 k_new / v_new as bfloat16 bits.
     """
     keep = []
     for name, a in (("k_cache", k_cache), ("v_cache", v_cache)):
@@ -123,10 +124,8 @@ def kv_cache_write(k_cache, v_cache, k_new, v_new, slots, *, k_scale=None, v_sca
             raise TypeError("%s: per-token scales are written: they must be a writeable float32 "
                             "array" % name)
     cache = _cache_struct(k_cache, v_cache, k_scale, v_scale, None, keep, cache_dtype)
-    k_new = as_float_input(k_new, "k_new")
-    v_new = as_float_input(v_new, "v_new")
-    tk, k_new = tensor(k_new, "k_new")
-    tv, v_new = tensor(v_new, "v_new")
+    tk, k_new = input_tensor(k_new, "k_new", input_dtype)
+    tv, v_new = input_tensor(v_new, "v_new", input_dtype)
     t = k_new.shape[0] if k_new.ndim == 3 else 1
     sl = _int_array(slots, "slots", np.int64, t)
     status = _capi.function("hwyattn_kv_cache_write")(
@@ -138,7 +137,7 @@ def kv_cache_write(k_cache, v_cache, k_new, v_new, slots, *, k_scale=None, v_sca
 def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_pos=None,
                  k_scale=None, v_scale=None, cache_dtype=None, scale=None, causal=True,
                  window_left=0, window_right=0, softcap=0.0, alibi_slopes=None, sinks=None,
-                 return_lse=False, precision=None, out=None, out_dtype=None):
+                 return_lse=False, precision=None, out=None, out_dtype=None, input_dtype=None):
     """Attention of packed varlen queries over a (paged) KV cache.
 
     q: [T, Hq, D] float32/float16, the query tokens of all sequences one
@@ -160,13 +159,12 @@ def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_po
         (vLLM's k_scale: a scalar or [1]).
     causal: True (default: key position <= query position) or False; the
         modifiers as in hwyattn.sdpa, with these positions.
-    precision, out, out_dtype: as in hwyattn.sdpa.
+    precision, out, out_dtype, input_dtype (for q): as in hwyattn.sdpa.
     Returns out [T, Hq, Dv] (float32, or the out= array), and lse [T, Hq]
     with return_lse.
     """
     keep = []
-    q = as_float_input(q, "q")
-    tq, q = tensor(q, "q")
+    tq, q = input_tensor(q, "q", input_dtype)
     if q.ndim != 3:
         raise _invalid("q: shape %s; must be [T, Hq, D]" % (q.shape,))
     cache = _cache_struct(k_cache, v_cache, k_scale, v_scale, block_table, keep, cache_dtype)

@@ -224,6 +224,16 @@ class KvTest(unittest.TestCase):
         want, _ = kv_attention_ref(q, values[k_pool] * 0.005, values[v_pool] * 0.004, q_start,
                                    lens, table)
         self.assertLess(rel_err(out, want), TOLERANCE)
+        # bfloat16 new tokens (uint16 bits): the same pages as their float32 values.
+        k_bits = (k_new.view(np.uint32) >> 16).astype(np.uint16)  # truncation: exact bfloat16s
+        k_vals = (k_bits.astype(np.uint32) << 16).view(np.float32)
+        k2, v2 = np.zeros_like(k_pool), np.zeros_like(v_pool)
+        hwyattn.kv_cache_write(k2, v2, k_bits, v_new, slots, k_scale=0.005, v_scale=0.004,
+                               cache_dtype="float8_e4m3fn", input_dtype="bfloat16")
+        k3, v3 = np.zeros_like(k_pool), np.zeros_like(v_pool)
+        hwyattn.kv_cache_write(k3, v3, k_vals, v_new, slots, k_scale=0.005, v_scale=0.004,
+                               cache_dtype="float8_e4m3fn")
+        np.testing.assert_array_equal(k2, k3)
         with self.assertRaises(TypeError):  # fp8 pages are uint8
             hwyattn.kv_attention(q, k_pool.view(np.int8), v_pool.view(np.int8), q_start, lens,
                                  block_table=table, cache_dtype="float8_e4m3fn")

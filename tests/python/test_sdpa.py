@@ -258,6 +258,17 @@ class OutAndPrecisionTest(unittest.TestCase):
         self.assertLess(np.abs(got - want).max(), np.abs(vr).max() / 512 * 1.01 + 1e-5)
         self.assertGreater(np.abs(got - sdpa_ref(q, k, v, causal=True)[0]).max(), 1e-6)
 
+    def test_bfloat16_inputs(self):
+        q = rand(self.rng, 1, 2, 9, 16)
+        k = rand(self.rng, 1, 2, 30, 16)
+        v = rand(self.rng, 1, 2, 30, 16)
+        bits = [bf16_bits(x) for x in (q, k, v)]
+        got = hwyattn.sdpa(*bits, causal=True, input_dtype="bfloat16")
+        values = [(b.astype(np.uint32) << 16).view(np.float32) for b in bits]
+        self.assertLess(rel_err(got, sdpa_ref(*values, causal=True)[0]), TOLERANCE)
+        with self.assertRaises(hwyattn.InvalidArgumentError):
+            hwyattn.sdpa(*bits, input_dtype="float8")
+
     def test_kv_attention_out_and_precision(self):
         cache = hwyattn.KVCache(4, 16, 2, 32, dtype="bfloat16")
         k = rand(self.rng, 40, 2, 32)

@@ -849,7 +849,8 @@ void BM_Mha(benchmark::State& state, const Row* row) {
 
 // ------------------------------------------------ hwyattn_kv_attention rows
 
-// A batch of sequences over a KV cache (bench/README.md: D1q, D1f8, D2q, V1, V1b, V2):
+// A batch of sequences over a KV cache (bench/README.md: D1q, D1f8, D1qb, D1f8b, D2q, V1,
+// V1b, V2):
 // sequence s has kv_len[s] cached keys (this step's included) and q_len[s]
 // query tokens at its end.
 struct KvRow {
@@ -860,9 +861,10 @@ struct KvRow {
   std::vector<int64_t> kv_len, q_len;
   bool decode;  // report the bandwidth of the K/V bytes
   double min_time;
-  // bf16 products (V1b): opts.precision = BF16; the spot check's reference
-  // takes q rounded to bf16 and adds 2^-9 max|v| to the tolerance (P's
-  // rounding, the header's bound).
+  // bf16 products (V1b, D1qb, D1f8b): opts.precision = BF16; the spot
+  // check's reference takes q rounded to bf16 and adds 2^-9 max|v| to the
+  // tolerance (P's rounding, the header's bound; 2^-8 with I8's per-token
+  // scales, whose products with P are rounded).
   bool bf16 = false;
 };
 
@@ -880,6 +882,8 @@ const std::vector<KvRow>& KvRows() {
   static const std::vector<KvRow> rows = {
       {"D1q", 32, 8, 128, HWYATTN_I8, 0, {4096}, {1}, true, 0.3},
       {"D1f8", 32, 8, 128, HWYATTN_F8E4M3, 0, {4096}, {1}, true, 0.3},
+      {"D1qb", 32, 8, 128, HWYATTN_I8, 0, {4096}, {1}, true, 0.3, true},
+      {"D1f8b", 32, 8, 128, HWYATTN_F8E4M3, 0, {4096}, {1}, true, 0.3, true},
       {"D2q", 8, 8, 64, HWYATTN_I8, 0, Repeat(8, 2048), Repeat(8, 1), true, 0.3},
       {"V1", 32, 8, 128, HWYATTN_BF16, 16, kV1Lens, Repeat(16, 1), true, 0.3},
       {"V1b", 32, 8, 128, HWYATTN_BF16, 16, kV1Lens, Repeat(16, 1), true, 0.3, true},
@@ -1097,7 +1101,8 @@ struct KvState {
         max_err = std::max(max_err, std::fabs(acc - out.data()[(token * r.Hq + h) * r.D + d]));
       }
     }
-    if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30) + (r.bf16 ? std::ldexp(max_v, -9) : 0.0))) {
+    const double rounding = std::ldexp(max_v, r.dtype == HWYATTN_I8 ? -8 : -9);
+    if (!(max_err <= 1e-4 * std::max(max_ref, 1e-30) + (r.bf16 ? rounding : 0.0))) {
       char buf[160];
       snprintf(buf, sizeof(buf),
                "%s: output differs from the reference: max|err| %.3g, max|ref| %.3g", r.id, max_err,

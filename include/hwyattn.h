@@ -291,7 +291,7 @@ typedef enum hwyattn_precision {
    *  denominator (a sum of the unrounded probabilities), lse, weights and out
    *  stay fp32. Every CPU gives the same rounding rule (AVX512_BF16 dot
    *  products where the CPU has them: the prefill kernel, and the decode
-   *  kernel on F32/F16/BF16 K/V, which it multiplies on the cache's own bits
+   *  kernel on F32/F16/BF16/FP8 K/V, which it multiplies on the cache's own bits
    *  in place); results agree across SIMD targets within fp32
    *  accumulation-order differences (and below 2^-126 per product: the
    *  AVX512_BF16 instructions take subnormal bf16 values as zero), and are
@@ -303,8 +303,14 @@ typedef enum hwyattn_precision {
    *  Values beyond bf16's range (|x| > 3.39e38) round to infinities.
    *  An I8 or FP8 cache (hwyattn_kv_attention) under BF16: decode rows
    *  (q_len * Hq / Hkv <= 8) multiply its numbers (exact in bf16) and apply
-   *  the scales in fp32, as with F32 precision; longer rows' prefill rounds
-   *  each dequantized element (number * scale) to bf16. */
+   *  the scales in fp32, as with F32 precision, except that with per-token V
+   *  scales P V's bf16 operand is the weight of the cache's number, p * the
+   *  token's scale, rounded once (so out is within 2^-8 of the largest
+   *  dequantized |v| there); FP8 caches run on the AVX512_BF16 dot products
+   *  where the CPU has them unless K's scales are per channel (I8 caches and
+   *  per-channel K scales keep fp32 multiply-adds on the exact bf16 values:
+   *  the same numbers). Longer rows' prefill rounds each dequantized element
+   *  (number * scale) to bf16. */
   HWYATTN_PRECISION_BF16 = 1
 } hwyattn_precision;
 

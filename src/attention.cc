@@ -211,8 +211,7 @@ void PlanDecode(Job* job) {
   plan.q_scale = p.scale * kLog2e;
   plan.prefetch_l2 = StreamPrefetchLevel() == StreamPrefetch::kL2;
   plan.bf16 = p.Bf16Products();
-  // Quantized caches keep the portable loops under bf16 products (decode_bf16.h).
-  plan.bf16_dot = plan.bf16 && Bf16DotFor(kernels.target) && p.k_scale.layout == KvScales::kNone;
+  plan.bf16_dot = Bf16DotApplies(p) && Bf16DotFor(kernels.target);
   plan.scratch_floats = DecodeScratchFloats(p, plan.rows, kernels.lanes, plan.bf16_dot);
   static_assert(sizeof(std::atomic<int32_t>) == sizeof(float) &&
                     alignof(std::atomic<int32_t>) <= alignof(float),

@@ -384,11 +384,12 @@ void ScaleChannels(const float* HWY_RESTRICT scale, int64_t step, int64_t rows, 
   }
 }
 
-// An I8 cache's per-token scales of the chunk's keys [c0, c0 + keys) times
-// each row's values of them in s [rows][score stride]: the raw scores (K's
-// scales) or the probabilities (V's, after the softmax has summed them).
+// A quantized cache's per-token scales of the chunk's keys [c0, c0 + keys)
+// times each row's values of them in s [rows][score stride]: the raw scores
+// (K's scales) or the probabilities (V's, after the softmax has summed them;
+// with `round`, the products rounded to bf16: bf16 products' P operand).
 void ScaleKeys(const SdpaProblem& p, const KvScale& scale, int64_t b, int64_t kvh, int64_t c0,
-               int64_t keys, int64_t rows, float* HWY_RESTRICT s) {
+               int64_t keys, int64_t rows, bool round, float* HWY_RESTRICT s) {
   const size_t ld = DecodeScoreStride(kLanes);
   const int64_t sj = scale.t.stride[2];
   for (int64_t j0 = 0; j0 < keys;) {
@@ -400,10 +401,15 @@ void ScaleKeys(const SdpaProblem& p, const KvScale& scale, int64_t b, int64_t kv
       int64_t j = 0;
       if (sj == 1) {  // the scales of a run's keys side by side: a vector at a time
         const DF df;
-        for (; j + static_cast<int64_t>(kLanes) <= run; j += kLanes)
-          hn::StoreU(hn::Mul(hn::LoadU(df, sr + j), hn::LoadU(df, sc + j)), df, sr + j);
+        for (; j + static_cast<int64_t>(kLanes) <= run; j += kLanes) {
+          const VF x = hn::Mul(hn::LoadU(df, sr + j), hn::LoadU(df, sc + j));
+          hn::StoreU(round ? RoundToBf16(df, x) : x, df, sr + j);
+        }
       }
-      for (; j < run; ++j) sr[j] *= sc[j * sj];
+      for (; j < run; ++j) {
+        const float x = sr[j] * sc[j * sj];
+        sr[j] = round ? hwyattn::RoundToBf16(x) : x;
+      }
     }
     j0 += run;
   }
@@ -422,8 +428,9 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t kvh, size_t dim_p
     float* dst = q + static_cast<size_t>(r) * dim_pad;
     ScaledQueryRow(p, b, head, pos, plan.bf16_dot ? 1.0f : plan.q_scale, dst, plan.bf16);
     for (size_t d = static_cast<size_t>(dim); d < dim_pad; ++d) dst[d] = 0.0f;
-    // An I8 cache's per-channel K scales: q . (k * s) = (q * s) . k.
-    if (p.k_scale.layout == KvScales::kPerChannel) {
+    // Per-channel K scales: q . (k * s) = (q * s) . k. (Under bf16_dot they
+    // are one per kv head, a factor of the score scale: ScoreChunk.)
+    if (p.k_scale.layout == KvScales::kPerChannel && !plan.bf16_dot) {
       int64_t step;
       const float* scale = p.ScaleRow(p.k_scale, b, kvh, 0, &step);
       ScaleChannels(scale, step, 1, dim, dst);
@@ -545,6 +552,13 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
   // each page holds.
   const int64_t ldk = p.k.stride[2];
   const size_t keys_pad = (static_cast<size_t>(keys) + kLanes - 1) / kLanes * kLanes;
+  // bf16_dot: the dot products times the score scale and the kv head's K
+  // scale (Bf16DotApplies: one per head when per channel).
+  float dot_scale = plan.q_scale;
+  if (plan.bf16_dot && p.k_scale.layout == KvScales::kPerChannel) {
+    int64_t unused;
+    dot_scale *= *p.ScaleRow(p.k_scale, b, kvh, 0, &unused);
+  }
   for (int64_t j0 = 0; j0 < keys;) {
     const int64_t run = p.KeysInRun(c0 + j0, keys - j0);
     const T* k = p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, c0 + j0);
@@ -556,7 +570,7 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
       Bf16DecodeScores(p.k.dtype, kL2, static_cast<size_t>(rows),
                        GroupRows(static_cast<size_t>(rows)), reinterpret_cast<const uint32_t*>(q),
                        static_cast<size_t>(dim), k, ldk, ahead, static_cast<size_t>(run),
-                       static_cast<size_t>(pad), plan.q_scale, s + j0, ld);
+                       static_cast<size_t>(pad), dot_scale, s + j0, ld);
     } else {
       ScoreRun<kL2>(q, dim_pad, rows, dim, k, ldk, ahead, run, pad, s + j0, ld);
     }
@@ -572,7 +586,8 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
   }
 
   // An I8 cache's per-token K scales: (q . k) * s = q . (k * s).
-  if (p.k_scale.layout == KvScales::kPerToken) ScaleKeys(p, p.k_scale, b, kvh, c0, keys, rows, s);
+  if (p.k_scale.layout == KvScales::kPerToken)
+    ScaleKeys(p, p.k_scale, b, kvh, c0, keys, rows, false, s);
 
   // Per row: the modifiers (softcap, ALiBi), the keys outside its visible
   // range (causal, windows), then the caller's mask.
@@ -749,13 +764,17 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
       ScoreChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], q, dim_pad, s0 + g * chunk_scores);
     }
   }
+  // Under bf16 products P is rounded once: by the softmax, or with
+  // per-token V scales as p_j s_j, the weight of the cache's number v_j (the
+  // header's rule, every target: the dot products need a bf16 weight).
+  const bool v_per_token = p.v_scale.layout == KvScales::kPerToken;
   for (int64_t g = 0; g < count; ++g) {
     if (keys[g] == 0) continue;
-    SoftmaxChunk(rows, keys[g], plan.bf16, s0 + g * chunk_scores, stats[g]);
-    // An I8 cache's per-token V scales: sum_j p_j (v_j s_j) = sum_j (p_j s_j) v_j
-    // (the softmax summed the unscaled p_j).
-    if (p.v_scale.layout == KvScales::kPerToken)
-      ScaleKeys(p, p.v_scale, b, kvh, c0[g], keys[g], rows, s0 + g * chunk_scores);
+    SoftmaxChunk(rows, keys[g], plan.bf16 && !v_per_token, s0 + g * chunk_scores, stats[g]);
+    // Per-token V scales: sum_j p_j (v_j s_j) = sum_j (p_j s_j) v_j (the
+    // softmax summed the unscaled p_j).
+    if (v_per_token)
+      ScaleKeys(p, p.v_scale, b, kvh, c0[g], keys[g], rows, plan.bf16, s0 + g * chunk_scores);
   }
   for (int64_t g = 0; g < count; ++g) {
     if (keys[g] == 0) continue;
@@ -785,7 +804,7 @@ void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0
   // I8 caches too, their scales applied to queries, scores, probabilities or
   // outputs (the integers stay as they are).
   // Under bf16 products F32 and F16 elements are read rounded (Bf16Operand);
-  // BF16 and I8 elements are bf16 values already.
+  // BF16, I8 and FP8 elements are bf16 values already.
   const auto attend = [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kL2Loops) {

@@ -38,13 +38,23 @@ constexpr int64_t kDecodeMaxRows = 8;
 constexpr size_t kDecodeMaxRuns = 65;
 
 // Whether the decode kernel can run this problem: few rows, K and V of one
-// dtype (F32, F16, BF16 or an I8 cache's) with contiguous head dims (read in place,
+// dtype (F32, F16, BF16 or a quantized cache's) with contiguous head dims (read in place,
 // unpacked), no weights output; fp32 or bf16 products. Everything else takes
 // the prefill kernel.
 inline bool DecodeApplies(const SdpaProblem& p) {
   return p.q_len * p.group() <= kDecodeMaxRows && p.k.dtype == p.v.dtype &&
          (p.k.stride[3] == 1 || p.head_dim == 1) && (p.v.stride[3] == 1 || p.value_dim == 1) &&
          !p.has_weights;
+}
+
+// Whether the problem's bf16 products may run on the AVX512_BF16 dot
+// products (decode_bf16.h) where the target has them: K's scales must
+// multiply the dot products, not the rounded queries, so none, per token, or
+// one per kv head (per tensor or per head: a per-channel view constant along
+// the head dims). I8 caches keep the portable loops (decode_bf16.h).
+inline bool Bf16DotApplies(const SdpaProblem& p) {
+  return p.Bf16Products() && p.k.dtype != Dtype::kI8 &&
+         (p.k_scale.layout != KvScales::kPerChannel || p.k_scale.t.stride[3] == 0);
 }
 
 // Everything a decode work item needs, fixed for the whole call. Work items

@@ -28,11 +28,15 @@ HWYATTN_BF16_TARGET inline void Prefetch(const void* p) {
   __builtin_prefetch(p, 0, kL2 ? 2 : 3);
 }
 
-// The lines of the 32 elements of T from p (one line for 16-bit elements,
-// two for floats) when p starts a line; each span of vectors also
+// The lines of the 32 elements of T from p, vector `vec` of a row's span:
+// one line for 16-bit elements, two for floats, and for 1-byte elements one
+// at every other vector (a vector is half a line). Each span of vectors also
 // prefetches its last element (as the fp32 loops: PrefetchAt).
 template <bool kL2, typename T>
-HWYATTN_BF16_TARGET inline void PrefetchVector(const T* p) {
+HWYATTN_BF16_TARGET inline void PrefetchVector(const T* p, size_t vec) {
+  if constexpr (sizeof(T) == 1) {
+    if (vec % 2 != 0) return;
+  }
   Prefetch<kL2>(p);
   if constexpr (sizeof(T) == 4) Prefetch<kL2>(p + 16);
 }
@@ -42,13 +46,42 @@ inline __mmask32 FirstElements(size_t n) {
   return n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u);
 }
 
+// What LoadPairs needs besides the elements: for the FP8 formats, the bf16
+// bits of their 128 magnitudes (every fp8 number is a bf16 number: E4M3's
+// and E5M2's subnormals are bf16 normals, infinities and NaN stay so) as
+// two vpermt2w tables of 64; nothing for the other types. Made once per
+// loop, kept in registers.
+template <typename T, bool kFp8 = kIsFp8<T>>
+struct PairTable {
+  HWYATTN_BF16_TARGET static PairTable Load() { return {}; }
+};
+template <typename T>
+struct PairTable<T, true> {
+  __m512i v[4];
+  HWYATTN_BF16_TARGET static PairTable Load() {
+    struct Bits {
+      alignas(64) uint16_t magnitude[128];
+      Bits() {
+        for (unsigned i = 0; i < 128; ++i) {
+          magnitude[i] = FloatToBf16(ToFloat(T{static_cast<uint8_t>(i)})).bits;  // exact
+        }
+      }
+    };
+    static const Bits kBits;
+    PairTable t;
+    for (int i = 0; i < 4; ++i) t.v[i] = _mm512_load_si512(kBits.magnitude + 32 * i);
+    return t;
+  }
+};
+
 // 32 elements of T from p as bf16 (16 pairs, element 2i in the low half of
 // lane i): a BF16 row's own bits; F16 and F32 elements rounded to nearest
 // even by vcvtne2ps2bf16 (NaN becomes the quiet NaN RoundToBf16 gives,
-// fp32 denormals become zeros). kMasked: only the elements of m are read,
-// the others are 0.
+// fp32 denormals become zeros); FP8 numbers exactly, by looking the
+// magnitude up in `table` and adding the sign bit. kMasked: only the
+// elements of m are read, the others are 0.
 template <typename T, bool kMasked>
-HWYATTN_BF16_TARGET inline __m512i LoadPairs(const T* p, __mmask32 m) {
+HWYATTN_BF16_TARGET inline __m512i LoadPairs(const T* p, __mmask32 m, const PairTable<T>& table) {
   if constexpr (std::is_same_v<T, BF16>) {
     return kMasked ? _mm512_maskz_loadu_epi16(m, p) : _mm512_loadu_si512(p);
   } else if constexpr (std::is_same_v<T, F16>) {
@@ -58,6 +91,19 @@ HWYATTN_BF16_TARGET inline __m512i LoadPairs(const T* p, __mmask32 m) {
                                : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
     return reinterpret_cast<__m512i>(
         _mm512_cvtne2ps_pbh(_mm512_maskz_cvtph_ps(0xFFFF, hi), _mm512_maskz_cvtph_ps(0xFFFF, lo)));
+  } else if constexpr (kIsFp8<T>) {
+    const __m256i bytes = kMasked ? _mm256_maskz_loadu_epi8(m, p)
+                                  : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m512i x = _mm512_cvtepu8_epi16(bytes);
+    // vpermt2w reads index bits 0-5: magnitudes 0-63 from the first table
+    // pair, 64-127 from the second, picked by bit 6.
+    const __m512i low = _mm512_permutex2var_epi16(table.v[0], x, table.v[1]);
+    const __m512i high = _mm512_permutex2var_epi16(table.v[2], x, table.v[3]);
+    const __m512i magnitude =
+        _mm512_mask_blend_epi16(_mm512_test_epi16_mask(x, _mm512_set1_epi16(0x40)), low, high);
+    // | (x << 8) & 0x8000: the sign bit.
+    return _mm512_ternarylogic_epi32(magnitude, _mm512_slli_epi16(x, 8), _mm512_set1_epi16(-0x8000),
+                                     0xF8);
   } else {
     static_assert(std::is_same_v<T, float>);
     const __m512 lo =
@@ -84,7 +130,8 @@ inline const T* KeyRow(const T* k, int64_t ldk, size_t j, size_t last) {
 template <bool kL2, size_t kRows, size_t kBlock, bool kMasked, typename T>
 HWYATTN_BF16_TARGET inline void ScoreBlock(const uint32_t* q, size_t ldq, size_t c0, const T* k,
                                            int64_t ldk, int64_t ahead, size_t j, size_t last,
-                                           __mmask32 m, __m512 (&acc)[16]) {
+                                           __mmask32 m, const PairTable<T>& table,
+                                           __m512 (&acc)[16]) {
   constexpr size_t kKeys = 16 / kRows;
   __m512bh qv[kRows][kBlock];
 #pragma GCC unroll 16
@@ -100,9 +147,9 @@ HWYATTN_BF16_TARGET inline void ScoreBlock(const uint32_t* q, size_t ldq, size_t
     const T* kr = KeyRow(k, ldk, j + kk, last) + c0 * kBf16DecodeDims;
 #pragma GCC unroll 16
     for (size_t c = 0; c < kBlock; ++c) {
-      PrefetchVector<kL2>(kr + ahead + c * kBf16DecodeDims);
+      PrefetchVector<kL2>(kr + ahead + c * kBf16DecodeDims, c0 + c);
       const __m512bh kv =
-          reinterpret_cast<__m512bh>(LoadPairs<T, kMasked>(kr + c * kBf16DecodeDims, m));
+          reinterpret_cast<__m512bh>(LoadPairs<T, kMasked>(kr + c * kBf16DecodeDims, m, table));
 #pragma GCC unroll 16
       for (size_t r = 0; r < kRows; ++r) {
         acc[r * kKeys + kk] = _mm512_dpbf16_ps(acc[r * kKeys + kk], kv, qv[r][c]);
@@ -116,12 +163,13 @@ HWYATTN_BF16_TARGET inline void ScoreBlock(const uint32_t* q, size_t ldq, size_t
 template <bool kL2, size_t kRows, size_t kBlock, typename T>
 HWYATTN_BF16_TARGET inline void ScoreBlocks(const uint32_t* q, size_t ldq, size_t c, size_t full,
                                             const T* k, int64_t ldk, int64_t ahead, size_t j,
-                                            size_t last, __m512 (&acc)[16]) {
+                                            size_t last, const PairTable<T>& table,
+                                            __m512 (&acc)[16]) {
   for (; c + kBlock <= full; c += kBlock) {
-    ScoreBlock<kL2, kRows, kBlock, false>(q, ldq, c, k, ldk, ahead, j, last, 0, acc);
+    ScoreBlock<kL2, kRows, kBlock, false>(q, ldq, c, k, ldk, ahead, j, last, 0, table, acc);
   }
   if constexpr (kBlock > 1) {
-    ScoreBlocks<kL2, kRows, kBlock / 2>(q, ldq, c, full, k, ldk, ahead, j, last, acc);
+    ScoreBlocks<kL2, kRows, kBlock / 2>(q, ldq, c, full, k, ldk, ahead, j, last, table, acc);
   }
 }
 
@@ -136,14 +184,15 @@ HWYATTN_BF16_TARGET void ScoreRows(size_t rows, const uint32_t* q, size_t dim, c
   const size_t ldq = Bf16DecodeQueryPairs(static_cast<int64_t>(dim));
   const size_t full = dim / kBf16DecodeDims, tail = dim % kBf16DecodeDims;
   const __m512 sc = _mm512_set1_ps(scale);
+  const PairTable<T> table = PairTable<T>::Load();
   for (size_t j = 0; j < keys; j += kKeys) {
     __m512 acc[16];
 #pragma GCC unroll 16
     for (size_t i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-    ScoreBlocks<kL2, kRows, kBlock>(q, ldq, 0, full, k, ldk, ahead, j, keys - 1, acc);
+    ScoreBlocks<kL2, kRows, kBlock>(q, ldq, 0, full, k, ldk, ahead, j, keys - 1, table, acc);
     if (tail != 0) {
       ScoreBlock<kL2, kRows, 1, true>(q, ldq, full, k, ldk, ahead, j, keys - 1, FirstElements(tail),
-                                      acc);
+                                      table, acc);
     }
     const __m512 sums = _mm512_mul_ps(ReduceKeys16(acc), sc);
     const __mmask16 valid = static_cast<__mmask16>((1u << std::min(kKeys, keys - j)) - 1u);
@@ -212,15 +261,16 @@ template <bool kL2, bool kSkip, size_t kRows, size_t kVecs, typename T>
 HWYATTN_BF16_TARGET inline void ValuePair(const T* v0, int64_t ldv, int64_t ahead,
                                           const __mmask32 (&m)[kVecs], const __mmask32 (&my)[kVecs],
                                           const uint32_t* pp, const uint32_t* nz, size_t ldpairs,
+                                          const PairTable<T>& table,
                                           __m512 (&acc)[kRows][2 * kVecs]) {
   __m512i lo[kVecs], hi[kVecs];
 #pragma GCC unroll 16
   for (size_t c = 0; c < kVecs; ++c) {
     const T* a = v0 + c * kBf16DecodeDims;
-    PrefetchVector<kL2>(a + ahead);
-    PrefetchVector<kL2>(a + ldv + ahead);
-    const __m512i x = LoadPairs<T, true>(a, m[c]);
-    const __m512i y = LoadPairs<T, true>(a + ldv, my[c]);
+    PrefetchVector<kL2>(a + ahead, c);  // (dv: a multiple of 64 elements)
+    PrefetchVector<kL2>(a + ldv + ahead, c);
+    const __m512i x = LoadPairs<T, true>(a, m[c], table);
+    const __m512i y = LoadPairs<T, true>(a + ldv, my[c], table);
     lo[c] = _mm512_unpacklo_epi16(x, y);
     hi[c] = _mm512_unpackhi_epi16(x, y);
   }
@@ -294,12 +344,13 @@ HWYATTN_BF16_TARGET void ValueTile(const uint32_t* pairs, const uint32_t* nonzer
       }
     }
   }
+  const PairTable<T> table = PairTable<T>::Load();
   for (size_t i = 0; i < rows.count; ++i) {
     __mmask32 my[kVecs];
 #pragma GCC unroll 16
     for (size_t c = 0; c < kVecs; ++c) my[c] = rows.partner[i] ? m[c] : 0;
     ValuePair<kL2, kSkip, kRows, kVecs>(rows.row[i] + dv, ldv, rows.ahead[i] - rows.row[i], m, my,
-                                        pairs + i, nonzero + i, ldpairs, acc);
+                                        pairs + i, nonzero + i, ldpairs, table, acc);
   }
 #pragma GCC unroll 16
   for (size_t r = 0; r < kRows; ++r) {
@@ -385,7 +436,8 @@ HWYATTN_BF16_TARGET void ValuesOf(size_t rows, const float* p, size_t ldp, const
   }
 }
 
-// Calls body(T{}, bool_constant<l2>) for the dtype (F32, F16, BF16).
+// Calls body(T{}, bool_constant<l2>) for the dtype (F32, F16, BF16, FP8:
+// Bf16DotApplies).
 template <class Body>
 inline void Dispatch(Dtype dtype, bool l2, const Body& body) {
   const auto with = [&](auto tag) {
@@ -399,6 +451,8 @@ inline void Dispatch(Dtype dtype, bool l2, const Body& body) {
     case Dtype::kF32: with(float{}); return;
     case Dtype::kF16: with(F16{}); return;
     case Dtype::kBF16: with(BF16{}); return;
+    case Dtype::kF8E4M3: with(F8E4M3{}); return;
+    case Dtype::kF8E5M2: with(F8E5M2{}); return;
     default: break;
   }
   HWY_ABORT("hwyattn: dtype %d reached the bf16 decode loops", static_cast<int>(dtype));

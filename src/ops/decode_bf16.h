@@ -5,7 +5,10 @@
 // vdpbf16ps (_mm512_dpbf16_ps) multiplies 16 lanes x 2 bf16 into fp32 sums,
 // so both products take (x, x+1) pairs of bf16 in one 32-bit lane, read from
 // the cache in place (a BF16 cache's own bits; F16 and F32 elements
-// converted to bf16 in registers by vcvtne2ps2bf16, round to nearest even):
+// converted to bf16 in registers by vcvtne2ps2bf16, round to nearest even;
+// FP8 numbers, which are all bf16 numbers, exactly, by a vpermt2w lookup of
+// the magnitude plus the sign: 7 operations per 32, against 16 to widen
+// them to fp32):
 //   scores  pairs along the head dim: one 64-byte load of a key row is 16
 //           pairs, against the query row's pairs (kept in registers); one
 //           accumulator per (row, key) and the transpose-reduce of the fp32
@@ -22,9 +25,15 @@
 //
 // Compiled for x86-64 only, each function under a target attribute, and
 // called only from the AVX3 kernels when the planner set DecodePlan::bf16_dot
-// (Bf16DotFor, src/targets.h). I8 caches keep the portable loops (their
-// scales multiply queries, scores, probabilities or outputs in fp32; the
-// int8 -> fp32 -> bf16 conversion would cost what the dot product saves).
+// (Bf16DotFor, src/targets.h). I8 caches keep the portable loops: their
+// int8 -> fp32 -> bf16 widening (5 operations per 32 numbers) cost more than
+// the halved multiply-adds saved (D1qb on Zen 5: +19% time on 1 thread,
+// +11% on 2; docs/PERFORMANCE.md). An FP8 cache's scales stay fp32 factors
+// outside these loops (decode_attention.cc): per token on the scores and on
+// the probabilities (p_j s_j rounded to bf16 as P), one per kv head folded
+// into the score scale, per channel on the outputs; per-channel K scales, which
+// would multiply the rounded queries, keep the portable loops
+// (Bf16DotApplies, decode_attention.h).
 #ifndef HWYATTN_SRC_OPS_DECODE_BF16_H_
 #define HWYATTN_SRC_OPS_DECODE_BF16_H_
 
@@ -56,7 +65,7 @@ inline size_t Bf16DecodeScratchWords(int64_t chunk_keys, size_t max_runs) {
 }
 
 // s[r * lds + j] = scale * sum_d q[r][d] k_j[d] for r < rows, j < keys
-// (keys rows ldk elements apart from k, of `dtype` F32, F16 or BF16), then
+// (keys rows ldk elements apart from k, of `dtype` F32, F16, BF16 or FP8), then
 // -inf for j in [keys, pad). q_pairs: group_rows (a power of two, 1..8, >=
 // rows) rows of Bf16DecodeQueryPairs(dim) pairs, rows past `rows` zeros.
 // `ahead`: the prefetch distance in elements (l2: into L2, else L1).

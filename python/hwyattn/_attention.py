@@ -7,6 +7,7 @@ import numpy as np
 
 from . import _capi
 from ._capi import InvalidArgumentError
+from ._dlpack import adapt
 
 _FLOAT_DTYPES = {np.dtype(np.float32): _capi.F32, np.dtype(np.float16): _capi.F16}
 
@@ -30,12 +31,17 @@ def as_float_input(x, name):
 def input_tensor(x, name, bits_dtype=None):
     """(descriptor, array) of q, k or v: float32 / float16 read in place,
     other real dtypes converted to float32; with bits_dtype='bfloat16', a
-    uint16 array is read in place as bfloat16 bits."""
+    uint16 array is read in place as bfloat16 bits; a DLPack producer's
+    (a torch tensor's) memory in place, bfloat16 included."""
     if bits_dtype not in (None, "bfloat16"):
         raise _invalid("input_dtype is %r; must be None or 'bfloat16' (uint16 arrays of bfloat16 "
                        "bits)" % (bits_dtype,))
-    a = np.asarray(x)
-    if bits_dtype == "bfloat16" and a.dtype == np.uint16:
+    a, named = adapt(x, name)
+    if named not in (None, "bfloat16"):
+        raise TypeError("%s: dtype %s; fp8 is a cache dtype (k_cache, v_cache), not an input" %
+                        (name, named))
+    a = np.asarray(a)
+    if (named or bits_dtype) == "bfloat16" and a.dtype == np.uint16:
         return tensor(a, name, _capi.BF16)
     return tensor(as_float_input(a, name), name)
 
@@ -69,10 +75,20 @@ _OUT_DTYPES = {"float32": (_capi.F32, np.float32), "float16": (_capi.F16, np.flo
 
 
 def output_tensor(shape, name, out=None, out_dtype=None):
-    """(descriptor, array) of an output: a new float32 array, or `out`
+    """(descriptor, result) of an output: a new float32 array, or `out`
     (written in place: its shape must be `shape`, its strides non-negative
     multiples of its element size) as out_dtype names it (float32 or
-    float16 by its own dtype; 'bfloat16' for uint16 bits)."""
+    float16 by its own dtype; 'bfloat16' for uint16 bits), or a DLPack
+    producer (a torch tensor: its dtype names it), returned as given."""
+    given = out
+    out, named = adapt(out, name)
+    if named is not None:
+        if named != "bfloat16":
+            raise TypeError("%s: dtype %s; outputs are float32, float16 or bfloat16" %
+                            (name, named))
+        if out_dtype not in (None, named):
+            raise TypeError("%s: a %s tensor, but %s_dtype is %r" % (name, named, name, out_dtype))
+        out_dtype = named
     if out is None:
         if out_dtype not in (None, "float32"):
             raise _invalid("%s_dtype is %r without an %s= array; pass the array" %
@@ -81,7 +97,8 @@ def output_tensor(shape, name, out=None, out_dtype=None):
         t, _ = tensor(out, name, _capi.F32)
         return t, out
     if not isinstance(out, np.ndarray) or not out.flags.writeable:
-        raise TypeError("%s: must be a writeable numpy array (written in place)" % name)
+        raise TypeError("%s: must be a writeable numpy array, a DLPack tensor (torch) or an "
+                        "object with __array_interface__ (written in place)" % name)
     key = out_dtype if out_dtype is not None else {np.dtype(np.float32): "float32",
                                                    np.dtype(np.float16): "float16"}.get(out.dtype)
     if key not in _OUT_DTYPES:
@@ -97,7 +114,7 @@ def output_tensor(shape, name, out=None, out_dtype=None):
         raise _invalid("%s: strides %s; must be non-negative multiples of the element size "
                        "(written in place, no copy)" % (name, out.strides))
     t, _ = tensor(out, name, code)
-    return t, out
+    return t, (out if isinstance(given, np.ndarray) else given)
 
 
 def precision_code(precision):

@@ -9,6 +9,7 @@ import numpy as np
 from . import _capi
 from ._attention import Options, input_tensor, output_tensor, tensor
 from ._capi import InvalidArgumentError
+from ._dlpack import adapt
 
 # Cache dtypes by name: (the library's code, the numpy storage dtype). numpy
 # has no bfloat16 or fp8: their pages are uint16 / uint8 arrays of the bits,
@@ -71,19 +72,35 @@ def _int_array(values, name, dtype, length=None):
     return np.ascontiguousarray(a, dtype=dtype)
 
 
+def _pages(k, v, cache_dtype):
+    """(k, v, cache_dtype) as numpy arrays of the pages, in place: DLPack
+    producers (torch tensors) as views, their bfloat16 / fp8 dtypes naming
+    cache_dtype."""
+    k, k_named = adapt(k, "k_cache")
+    v, v_named = adapt(v, "v_cache")
+    named = k_named or v_named
+    if named is not None:
+        if k_named != v_named:
+            raise TypeError("k_cache and v_cache: dtypes %s and %s; they must be the same" %
+                            (k_named or np.asarray(k).dtype, v_named or np.asarray(v).dtype))
+        if cache_dtype not in (None, named):
+            raise TypeError("cache_dtype is %r, but the pages are %s" % (cache_dtype, named))
+        cache_dtype = named
+    return np.asarray(k), np.asarray(v), cache_dtype
+
+
 def _cache_struct(k, v, k_scale, v_scale, block_table, keep, cache_dtype=None):
     """An hwyattn_kv_cache over the arrays (kept alive in `keep`)."""
     c = _capi.KvCache()
     _capi.init_struct("hwyattn_kv_cache", c)
-    k = np.asarray(k)
-    v = np.asarray(v)
+    k, v, cache_dtype = _pages(k, v, cache_dtype)
     c.k, ka = tensor(k, "k", _pages_code(k, "k", cache_dtype))
     c.v, va = tensor(v, "v", _pages_code(v, "v", cache_dtype))
     keep += [ka, va]
     for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
         if s is None:
             continue
-        arr = np.asarray(s)
+        arr = np.asarray(adapt(s, name)[0])
         if arr.ndim == 0:
             arr = arr.reshape(1)
         if arr.dtype != np.float32:
@@ -114,10 +131,18 @@ def kv_cache_write(k_cache, v_cache, k_new, v_new, slots, *, k_scale=None, v_sca
     """
     keep = []
     for name, a in (("k_cache", k_cache), ("v_cache", v_cache)):
-        if not isinstance(a, np.ndarray) or not a.flags.writeable:
-            raise TypeError("%s: must be a writeable numpy array (the pages are written in place)"
-                            % name)
+        if not (isinstance(a, np.ndarray) or hasattr(a, "__dlpack__") or
+                hasattr(a, "__array_interface__")):
+            raise TypeError("%s: must be a writeable numpy array or a DLPack tensor (torch): the "
+                            "pages are written in place" % name)
+    k_cache, v_cache, cache_dtype = _pages(k_cache, v_cache, cache_dtype)
+    keep += [k_cache, v_cache]
+    for name, a in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if not a.flags.writeable:
+            raise TypeError("%s: must be writeable (the pages are written in place)" % name)
     token_shape = tuple(np.shape(k_cache)[:3]) + (1,)
+    k_scale = adapt(k_scale, "k_scale")[0]
+    v_scale = adapt(v_scale, "v_scale")[0]
     for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
         if np.ndim(s) == 4 and tuple(np.shape(s)) == token_shape and not (
                 isinstance(s, np.ndarray) and s.dtype == np.float32 and s.flags.writeable):
@@ -187,7 +212,7 @@ def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_po
                    window_right=window_right, softcap=softcap, alibi_slopes=alibi_slopes,
                    sinks=sinks, heads=q.shape[1], precision=precision)
     lse = opts.add_lse(q.shape[:2]) if return_lse else None
-    dv = np.asarray(v_cache).shape[-1]
+    dv = cache.v.shape[cache.v.rank - 1]
     to, out = output_tensor(q.shape[:2] + (dv,), "out", out, out_dtype)
     status = _capi.function("hwyattn_kv_attention")(ctypes.byref(tq), ctypes.byref(cache),
                                                     ctypes.byref(batch), ctypes.byref(to),

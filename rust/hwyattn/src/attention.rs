@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::options::SdpaOptions;
-use crate::tensor::{Element, Tensor, TensorMut};
+use crate::tensor::{Element, OutputElement, Tensor, TensorMut};
 use hwyattn_sys as sys;
 use std::ptr;
 
@@ -15,18 +15,18 @@ use std::ptr;
 /// q   [B, Hq,  Lq, D ]  f32, F16 or Bf16
 /// k   [B, Hkv, Lk, D ]  batch may be 1 (shared by all B)
 /// v   [B, Hkv, Lk, Dv]
-/// out [B, Hq,  Lq, Dv]  f32, written
+/// out [B, Hq,  Lq, Dv]  f32, F16 or Bf16, written (rounded once)
 /// ```
 ///
 /// Shapes are right-aligned (`[L, D]` is one batch and one head). GQA/MQA:
 /// Hq a multiple of Hkv. A row whose keys are all blocked gets zeros. On
 /// error nothing is written and the [`Error`] names the argument.
 /// Thread-safe.
-pub fn sdpa<Q: Element, K: Element, V: Element>(
+pub fn sdpa<Q: Element, K: Element, V: Element, O: OutputElement>(
     q: &Tensor<'_, Q>,
     k: &Tensor<'_, K>,
     v: &Tensor<'_, V>,
-    out: &mut TensorMut<'_>,
+    out: &mut TensorMut<'_, O>,
     opts: &SdpaOptions<'_>,
 ) -> Result<()> {
     let raw_opts = opts.to_raw(q.layout().dim4(0), q.layout().dim4(1))?;

@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::options::SdpaOptions;
-use crate::tensor::{Bf16, Element, Layout, Tensor, TensorMut, F16};
+use crate::tensor::{Bf16, Element, Layout, OutputElement, Tensor, TensorMut, F16};
 use hwyattn_sys as sys;
 use std::mem::{size_of, MaybeUninit};
 use std::os::raw::c_void;
@@ -387,6 +387,7 @@ pub fn kv_cache_write<T: CacheElement, K: Element, V: Element>(
 /// Attention of the packed varlen queries `q` `[T, Hq, D]` (f32, F16 or
 /// Bf16) of `batch` over the cache into `out` `[T, Hq, Dv]`: prefill,
 /// chunked prefill and decode rows in one call (`hwyattn_kv_attention`).
+/// `out` is f32, F16 or Bf16 (the fp32 result rounded once).
 ///
 /// Options that apply: `scale` (None = 1/sqrt(D); `Some(0.0)` is an
 /// error), `causal` (any rule but [`Causal::None`](crate::Causal::None):
@@ -395,11 +396,11 @@ pub fn kv_cache_write<T: CacheElement, K: Element, V: Element>(
 /// (an f32 `[T, Hq]` output). `mask`, `kv_len` and `weights` must be unset
 /// (the library refuses them). The block table must hold `num_seqs` whole
 /// rows. Nothing is written on error.
-pub fn kv_attention<T: CacheElement, Q: Element>(
+pub fn kv_attention<T: CacheElement, Q: Element, O: OutputElement>(
     q: &Tensor<'_, Q>,
     cache: &KvCache<'_, T>,
     batch: &KvBatch<'_>,
-    out: &mut TensorMut<'_>,
+    out: &mut TensorMut<'_, O>,
     opts: &SdpaOptions<'_>,
 ) -> Result<()> {
     let n = batch.num_seqs();

@@ -46,7 +46,7 @@ pub use kv::{
 };
 pub use mha::{MhaBiases, MhaConfig, MhaWeights, MultiheadAttention};
 pub use options::{Causal, MaskElement, Precision, SdpaOptions};
-pub use tensor::{Bf16, Element, Tensor, TensorMut, F16};
+pub use tensor::{Bf16, Element, OutputElement, Tensor, TensorMut, F16};
 
 use hwyattn_sys as sys;
 use std::ffi::CStr;

@@ -219,21 +219,31 @@ impl<'a, T: Element> Tensor<'a, T> {
     }
 }
 
-/// A writable F32 tensor (outputs): as [`Tensor`], over a mutable slice.
+/// The element types of outputs: `f32` (lse and weights too), and [`F16`]
+/// or [`Bf16`] for `out` of [`sdpa`](crate::sdpa) and
+/// [`kv_attention`](crate::kv_attention) (the fp32 result rounded once to
+/// nearest even: the same bits as rounding an f32 output).
+pub trait OutputElement: Element {}
+impl OutputElement for f32 {}
+impl OutputElement for F16 {}
+impl OutputElement for Bf16 {}
+
+/// A writable tensor (outputs): as [`Tensor`], over a mutable slice; f32
+/// unless the call says otherwise.
 #[derive(Debug)]
-pub struct TensorMut<'a> {
-    data: &'a mut [f32],
+pub struct TensorMut<'a, T: OutputElement = f32> {
+    data: &'a mut [T],
     layout: Layout,
 }
 
-impl<'a> TensorMut<'a> {
+impl<'a, T: OutputElement> TensorMut<'a, T> {
     /// A dense row-major view of `data` with `shape`.
-    pub fn new(data: &'a mut [f32], shape: &[usize]) -> Result<Self> {
+    pub fn new(data: &'a mut [T], shape: &[usize]) -> Result<Self> {
         let layout = Layout::new(data.len(), shape, None)?;
         Ok(TensorMut { data, layout })
     }
     /// A view with explicit strides (in elements, one per dimension).
-    pub fn with_strides(data: &'a mut [f32], shape: &[usize], strides: &[usize]) -> Result<Self> {
+    pub fn with_strides(data: &'a mut [T], shape: &[usize], strides: &[usize]) -> Result<Self> {
         let layout = Layout::new(data.len(), shape, Some(strides))?;
         Ok(TensorMut { data, layout })
     }
@@ -246,18 +256,18 @@ impl<'a> TensorMut<'a> {
         &self.layout.strides[..self.layout.rank]
     }
     /// The elements.
-    pub fn data(&self) -> &[f32] {
+    pub fn data(&self) -> &[T] {
         self.data
     }
     /// The C descriptor of this output, for a call that borrows it mutably.
     pub(crate) fn raw(&mut self) -> sys::hwyattn_tensor {
         self.layout
-            .raw(self.data.as_mut_ptr() as *mut c_void, sys::HWYATTN_F32)
+            .raw(self.data.as_mut_ptr() as *mut c_void, T::DTYPE)
     }
     /// The C descriptor, taking the view (and its mutable borrow of the
     /// slice, for 'a) into whatever keeps the pointer.
     pub(crate) fn into_raw(self) -> sys::hwyattn_tensor {
         self.layout
-            .raw(self.data.as_mut_ptr() as *mut c_void, sys::HWYATTN_F32)
+            .raw(self.data.as_mut_ptr() as *mut c_void, T::DTYPE)
     }
 }

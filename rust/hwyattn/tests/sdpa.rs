@@ -467,3 +467,70 @@ fn runtime_queries() {
     let e = hwyattn::set_num_threads(100_000).unwrap_err();
     assert_eq!(e.status(), Status::Unsupported);
 }
+
+/// An F16's exact value (the test's own decoding).
+fn f16_value(h: u16) -> f64 {
+    let (sign, exp, mant) = (
+        (h >> 15) as i32,
+        ((h >> 10) & 0x1f) as i32,
+        (h & 0x3ff) as f64,
+    );
+    let mag = if exp == 0 {
+        mant * 2f64.powi(-24)
+    } else {
+        (1.0 + mant / 1024.0) * 2f64.powi(exp - 15)
+    };
+    if sign == 1 {
+        -mag
+    } else {
+        mag
+    }
+}
+
+#[test]
+fn bf16_and_f16_outputs_are_the_f32_result_rounded_once() {
+    let x = data(31, 2, 4, 2, 3, 11, 16, 24);
+    let p = Problem::new(2, 4, 2, 3, 11, 16, 24, &x.q, &x.k, &x.v);
+    let opts = SdpaOptions::new().causal(Causal::BottomRight);
+    let want = run(&p, &opts);
+    let (q, k, v) = (
+        Tensor::new(p.q, &[p.b, p.hq, p.lq, p.d]).unwrap(),
+        Tensor::new(p.k, &[p.kv_batch, p.hkv, p.lk, p.d]).unwrap(),
+        Tensor::new(p.v, &[p.kv_batch, p.hkv, p.lk, p.dv]).unwrap(),
+    );
+    let shape = [p.b, p.hq, p.lq, p.dv];
+    let mut b16 = vec![Bf16(0xffff); want.len()];
+    sdpa(
+        &q,
+        &k,
+        &v,
+        &mut TensorMut::new(&mut b16, &shape).unwrap(),
+        &opts,
+    )
+    .unwrap();
+    for (i, (&got, &w)) in b16.iter().zip(&want).enumerate() {
+        assert_eq!(got, Bf16::from_f32(w), "bf16 out[{}] of {}", i, w);
+    }
+    let mut h16 = vec![F16(0xffff); want.len()];
+    sdpa(
+        &q,
+        &k,
+        &v,
+        &mut TensorMut::new(&mut h16, &shape).unwrap(),
+        &opts,
+    )
+    .unwrap();
+    for (i, (&got, &w)) in h16.iter().zip(&want).enumerate() {
+        // The nearest binary16: no closer neighbour (these values are normal).
+        let (y, w) = (f16_value(got.0), w as f64);
+        let (below, above) = (f16_value(got.0.wrapping_sub(1)), f16_value(got.0 + 1));
+        assert!(y.signum() == w.signum() || w == 0.0, "f16 out[{}]", i);
+        assert!(
+            (y - w).abs() <= (below - w).abs() && (y - w).abs() <= (above - w).abs(),
+            "f16 out[{}] = {} for {}",
+            i,
+            y,
+            w
+        );
+    }
+}

@@ -21,7 +21,8 @@
 // Differences from the C ABI: Options.Scale is a pointer, nil for the
 // default 1/sqrt(D), and an explicit 0 is an error (the C ABI reads 0 as the
 // default, PyTorch reads it as uniform weights). Inputs are float32 only
-// (the C ABI also takes F16 and BF16; a KVCache's pages may be F16, BF16 or
-// int8, held as bits), and calls run on the library's own
+// (the C ABI also takes F16 and BF16; a KVCache's pages may be F16, BF16,
+// int8 or fp8, held as bits), outputs float32 or, for SDPA's and
+// KVAttention's out, F16 / BF16 bits (HalfTensor), and calls run on the library's own
 // threads (SetNumThreads), not on a caller's pool.
 package hwyattn

@@ -613,3 +613,74 @@ func TestRuntime(t *testing.T) {
 		t.Errorf("SetNumThreads(-1): %v", e)
 	}
 }
+
+// An F16's exact value (the test's own decoding).
+func fromF16(h uint16) float64 {
+	exp, mant := int(h>>10)&0x1F, float64(h&0x3FF)
+	mag := math.Ldexp(mant, -24)
+	if exp != 0 {
+		mag = math.Ldexp(1+mant/1024, exp-15)
+	}
+	if h&0x8000 != 0 {
+		return -mag
+	}
+	return mag
+}
+
+// HalfTensor outputs: BF16 bits are the float32 result rounded to nearest
+// even (toBF16, by hand), F16 bits the nearest binary16 (no closer
+// neighbour); strided, through SDPA and a wrong-size slice refused.
+func TestSDPAHalfOutputs(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	const B, H, L, D = 2, 4, 5, 24
+	mk := func() Tensor {
+		x := NewTensor(B, H, L, D)
+		for i := range x.Data {
+			x.Data[i] = float32(r.NormFloat64())
+		}
+		return x
+	}
+	q, k, v := mk(), mk(), mk()
+	opts := &Options{Causal: CausalBottomRight}
+	want := NewTensor(B, H, L, D)
+	if err := SDPA(q, k, v, &want, opts); err != nil {
+		t.Fatal(err)
+	}
+	// [B, L, H, D] memory viewed as [B, H, L, D].
+	strides := []int64{L * H * D, D, H * D, 1}
+	at := func(b, h, l, d int) (int, int) { return ((b*H+h)*L+l)*D + d, ((b*L+l)*H+h)*D + d }
+	for _, bf16 := range []bool{true, false} {
+		out := &HalfTensor{Data: make([]uint16, B*H*L*D), Shape: []int64{B, H, L, D}, Strides: strides, BF16: bf16}
+		if err := SDPA(q, k, v, out, opts); err != nil {
+			t.Fatal(err)
+		}
+		for b := 0; b < B; b++ {
+			for h := 0; h < H; h++ {
+				for l := 0; l < L; l++ {
+					for d := 0; d < D; d++ {
+						i, j := at(b, h, l, d)
+						w, got := want.Data[i], out.Data[j]
+						if bf16 {
+							if got != toBF16(w) {
+								t.Fatalf("bf16 out[%d] = %#x; the rounded %g is %#x", i, got, w, toBF16(w))
+							}
+							continue
+						}
+						e := math.Abs(fromF16(got) - float64(w))
+						if e > math.Abs(fromF16(got+1)-float64(w)) || e > math.Abs(fromF16(got-1)-float64(w)) {
+							t.Fatalf("f16 out[%d] = %g is not the nearest binary16 to %g", i, fromF16(got), w)
+						}
+					}
+				}
+			}
+		}
+	}
+	short := &HalfTensor{Data: make([]uint16, 7), Shape: []int64{B, H, L, D}, BF16: true}
+	if err := SDPA(q, k, v, short, opts); err == nil || !strings.Contains(err.Error(), "out: data has 7 elements") {
+		t.Fatalf("a short HalfTensor: %v", err)
+	}
+	var none *HalfTensor
+	if err := SDPA(q, k, v, none, opts); err == nil || !strings.Contains(err.Error(), "out is nil") {
+		t.Fatalf("a nil HalfTensor: %v", err)
+	}
+}

@@ -279,7 +279,7 @@ func KVCacheWrite(cache *KVCache, kNew, vNew Tensor, slots []int64) error {
 // checked against its shape and the batch before the C call; the library
 // checks the rest (page ids, positions, q_start). On error nothing is
 // written.
-func KVAttention(q Tensor, cache *KVCache, batch KVBatch, out *Tensor, opts *Options) error {
+func KVAttention(q Tensor, cache *KVCache, batch KVBatch, out Output, opts *Options) error {
 	if out == nil {
 		return invalidf("out is nil")
 	}
@@ -308,7 +308,7 @@ func KVAttention(q Tensor, cache *KVCache, batch KVBatch, out *Tensor, opts *Opt
 		slot int
 		name string
 		t    *Tensor
-	}{{C.HWYATTN_GO_KV_X, "q", &q}, {C.HWYATTN_GO_KV_Y, "out", out}, {C.HWYATTN_GO_KV_LSE, "opts.LSE", opts.LSE}} {
+	}{{C.HWYATTN_GO_KV_X, "q", &q}, {C.HWYATTN_GO_KV_LSE, "opts.LSE", opts.LSE}} {
 		if x.t == nil {
 			continue
 		}
@@ -319,6 +319,12 @@ func KVAttention(q Tensor, cache *KVCache, batch KVBatch, out *Tensor, opts *Opt
 		descs[x.slot], data[x.slot] = d, unsafe.Pointer(&x.t.Data[0])
 		present |= 1 << x.slot
 	}
+	d, p, err := out.describeOut("out")
+	if err != nil {
+		return err
+	}
+	descs[C.HWYATTN_GO_KV_Y], data[C.HWYATTN_GO_KV_Y] = d, p
+	present |= 1 << C.HWYATTN_GO_KV_Y
 
 	// The library reads q_start[0..n], kv_len[0..n), q_pos[0..n) and the
 	// block table's rows through bare pointers: their lengths stop here.

@@ -86,13 +86,13 @@ func Scale(s float32) *float32 { return &s }
 //	q   [B, Hq,  Lq, D ]
 //	k   [B, Hkv, Lk, D ]  batch may be 1 (shared by all B)
 //	v   [B, Hkv, Lk, Dv]  batch may be 1
-//	out [B, Hq,  Lq, Dv]  (written)
+//	out [B, Hq,  Lq, Dv]  (written: a *Tensor, or a *HalfTensor of F16 or BF16 bits)
 //
 // Hq must be a multiple of Hkv (GQA / MQA). A query row whose keys are all
 // blocked gets zeros. opts may be nil. Safe for concurrent use; out must not
 // overlap any input. On error nothing is written and the error is an
 // *Error naming the argument.
-func SDPA(q, k, v Tensor, out *Tensor, opts *Options) error {
+func SDPA(q, k, v Tensor, out Output, opts *Options) error {
 	if out == nil {
 		return invalidf("out is nil")
 	}
@@ -111,7 +111,7 @@ func SDPA(q, k, v Tensor, out *Tensor, opts *Options) error {
 // ALiBiSlopes, Sinks) is a direct argument of the shim, which places them in
 // copies of the descriptors and options on its own C stack for the one call.
 // The library keeps no pointer after the call returns.
-func attend(m *C.hwyattn_mha, q, k, v, out *Tensor, opts *Options, batch, heads int64) error {
+func attend(m *C.hwyattn_mha, q, k, v *Tensor, out Output, opts *Options, batch, heads int64) error {
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -146,7 +146,7 @@ func attend(m *C.hwyattn_mha, q, k, v, out *Tensor, opts *Options, batch, heads 
 		t    *Tensor
 	}{
 		{C.HWYATTN_GO_Q, names[0], q}, {C.HWYATTN_GO_K, names[1], k},
-		{C.HWYATTN_GO_V, names[2], v}, {C.HWYATTN_GO_OUT, "out", out},
+		{C.HWYATTN_GO_V, names[2], v},
 		{C.HWYATTN_GO_MASK, "opts.Mask", opts.Mask},
 		{C.HWYATTN_GO_WEIGHTS, "opts.Weights", opts.Weights},
 		{C.HWYATTN_GO_LSE, "opts.LSE", opts.LSE},
@@ -155,6 +155,12 @@ func attend(m *C.hwyattn_mha, q, k, v, out *Tensor, opts *Options, batch, heads 
 			return err
 		}
 	}
+	d, p, err := out.describeOut("out")
+	if err != nil {
+		return err
+	}
+	descs[C.HWYATTN_GO_OUT], data[C.HWYATTN_GO_OUT] = d, p
+	present |= 1 << C.HWYATTN_GO_OUT
 	if opts.BoolMask != nil {
 		if opts.Mask != nil {
 			return invalidf("opts: both Mask and BoolMask are set; give at most one")

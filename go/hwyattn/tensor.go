@@ -8,6 +8,7 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Tensor is a float32 tensor over a Go slice: the C ABI's hwyattn_tensor
@@ -35,6 +36,52 @@ func NewTensor(shape ...int64) Tensor {
 		}
 	}
 	return Tensor{Data: make([]float32, n), Shape: append([]int64(nil), shape...)}
+}
+
+// HalfTensor is an IEEE binary16 (F16) or bfloat16 (BF16) tensor as its
+// bits, since Go has no 16-bit floats; Shape and Strides as in Tensor. It
+// is an Output: SDPA and KVAttention round their float32 result once to
+// the nearest 16-bit number (ties to even) as they store it, the bits a
+// float32 output rounded afterwards would have.
+type HalfTensor struct {
+	Data    []uint16
+	Shape   []int64
+	Strides []int64
+	BF16    bool // bfloat16 bits; false: binary16
+}
+
+// Output is where SDPA and KVAttention write their result: a *Tensor
+// (float32) or a *HalfTensor (F16 or BF16 bits).
+type Output interface {
+	// describeOut is the descriptor and the first element of the output
+	// (an error for a nil pointer).
+	describeOut(name string) (C.hwyattn_tensor, unsafe.Pointer, error)
+}
+
+func (t *Tensor) describeOut(name string) (C.hwyattn_tensor, unsafe.Pointer, error) {
+	if t == nil {
+		return C.hwyattn_tensor{}, nil, invalidf("%s is nil", name)
+	}
+	d, err := t.describe(name)
+	if err != nil {
+		return d, nil, err
+	}
+	return d, unsafe.Pointer(&t.Data[0]), nil
+}
+
+func (t *HalfTensor) describeOut(name string) (C.hwyattn_tensor, unsafe.Pointer, error) {
+	if t == nil {
+		return C.hwyattn_tensor{}, nil, invalidf("%s is nil", name)
+	}
+	dtype := C.hwyattn_dtype(C.HWYATTN_F16)
+	if t.BF16 {
+		dtype = C.HWYATTN_BF16
+	}
+	d, err := describe(name, len(t.Data), t.Shape, t.Strides, dtype)
+	if err != nil {
+		return d, nil, err
+	}
+	return d, unsafe.Pointer(&t.Data[0]), nil
 }
 
 // BoolTensor is a boolean tensor (the C ABI's BOOL dtype: true = attend),

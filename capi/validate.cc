@@ -731,7 +731,7 @@ hwyattn_status ValidateMhaForward(const MhaConfig& cfg, const hwyattn_tensor* qu
     HWYATTN_RETURN_IF_ERROR(CheckDim(cv, 2, Lk, false, "key's length is"));
     HWYATTN_RETURN_IF_ERROR(CheckDim(cv, 3, cfg.vdim, false, "vdim is"));
   }
-  HWYATTN_RETURN_IF_ERROR(Check("out", kActNames, out, f32, kFloatTypes, &co));
+  HWYATTN_RETURN_IF_ERROR(Check("out", kActNames, out, kFloatTypes, kFloatTypes, &co));
   HWYATTN_RETURN_IF_ERROR(CheckDim(co, 0, 1, false, "[B, L, embed_dim] needs"));
   HWYATTN_RETURN_IF_ERROR(CheckDim(co, 1, B, false, "query's batch is"));
   HWYATTN_RETURN_IF_ERROR(CheckDim(co, 2, Lq, false, "query's length is"));
@@ -762,7 +762,8 @@ hwyattn_status ValidateMhaForward(const MhaConfig& cfg, const hwyattn_tensor* qu
     call->key = ActivationRows(ck);
     call->value = ActivationRows(cv);
   }
-  call->out = ActivationRows(co);
+  call->out_tensor = co.view;
+  if (co.view.dtype == Dtype::kF32) call->out = ActivationRows(co);
   return HWYATTN_OK;
 }
 

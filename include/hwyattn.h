@@ -906,7 +906,8 @@ HWYATTN_API void hwyattn_mha_destroy(hwyattn_mha* m);
  *    key   [B, Lk, kdim]       F32, or NULL: self-attention (key = value = query,
  *                              which needs kdim == vdim == embed_dim)
  *    value [B, Lk, vdim]       F32, or NULL together with key
- *    out   [B, Lq, embed_dim]  F32 (written)
+ *    out   [B, Lq, embed_dim]  F32, F16 or BF16 (written; F16 / BF16: the
+ *                              fp32 result rounded once, to nearest even)
  *
  *  opts (NULL = defaults) applies to the attention inside: scale (0 =
  *  1/sqrt(head_dim), as PyTorch), causal (an attn_mask with is_causal), mask

@@ -862,7 +862,8 @@ class MultiheadAttention {
   }
 
   // Cross-attention: query [B, Lq, embed_dim], key [B, Lk, kdim], value
-  // [B, Lk, vdim], out [B, Lq, embed_dim], all F32 (hwyattn_mha_forward).
+  // [B, Lk, vdim], all F32, out [B, Lq, embed_dim] F32, F16 or BF16
+  // (hwyattn_mha_forward).
   Result<void> try_forward(const ConstTensorView& query, const ConstTensorView& key,
                            const ConstTensorView& value, const TensorView& out,
                            const SdpaOptions& options = SdpaOptions()) const {

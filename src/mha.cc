@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "src/ops/convert.h"  // StoreOutputRow
 #include "src/scratch.h"
 
 namespace hwyattn {
@@ -54,12 +55,18 @@ hwyattn_status MhaLayer::Forward(MhaCall& call) const {
   }
   q_floats = PadFloats(q_floats);
   kv_floats = PadFloats(kv_floats);
-  bytes = (2 * q_floats + 2 * kv_floats) * sizeof(float);
+  // An F16 or BF16 out: the output projection's F32 rows first, [q_rows,
+  // embed_dim] (as many elements as out: no overflow), then rounded once.
+  const bool f32_out = call.out_tensor.dtype == Dtype::kF32;
+  const size_t out_floats =
+      f32_out ? 0 : PadFloats(static_cast<size_t>(q_rows) * static_cast<size_t>(config_.embed_dim));
+  bytes = (2 * q_floats + 2 * kv_floats + out_floats) * sizeof(float);
   float* q = static_cast<float*>(ThreadScratch(ScratchSlot::kLayer, bytes));
   if (q == nullptr) return HWYATTN_OUT_OF_MEMORY;
   float* k = q + q_floats;
   float* v = k + kv_floats;
   float* attended = v + kv_floats;
+  float* projected = attended + q_floats;
 
   const RowsView q_rows_view = RowsView::Dense(q, q_rows, q_width, q_width);
   const RowsView k_rows_view = RowsView::Dense(k, kv_rows, kv_width, kv_width);
@@ -92,8 +99,16 @@ hwyattn_status MhaLayer::Forward(MhaCall& call) const {
   s = RunSdpa(p);
   if (s != HWYATTN_OK) return s;
 
-  const LinearOutput o_out[1] = {{&w_o_, call.out}};
-  return Linear(RowsView::Dense(attended, q_rows, q_width, q_width), o_out, 1, executor, precision);
+  const int64_t embed = config_.embed_dim;
+  const LinearOutput o_out[1] = {
+      {&w_o_, f32_out ? call.out : RowsView::Dense(projected, q_rows, embed, embed)}};
+  s = Linear(RowsView::Dense(attended, q_rows, q_width, q_width), o_out, 1, executor, precision);
+  if (s != HWYATTN_OK || f32_out) return s;
+  const TensorView& out = call.out_tensor;
+  for (int64_t m = 0; m < q_rows; ++m) {
+    StoreOutputRow(out, out.Offset(0, m / p.q_len, m % p.q_len, 0), projected + m * embed, embed);
+  }
+  return HWYATTN_OK;
 }
 
 }  // namespace hwyattn

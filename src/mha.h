@@ -26,7 +26,8 @@ struct MhaConfig {
 struct MhaCall {
   bool self_attention = true;  // key = value = query
   RowsView query, key, value;  // [B * L, width] rows of the caller's activations
-  RowsView out;                // [B * Lq, embed_dim]
+  RowsView out;                // [B * Lq, embed_dim] when out_tensor is F32
+  TensorView out_tensor;       // [1, B, Lq, embed_dim]: F32, F16 or BF16
   // Sizes and options; q/k/v/out are set by Forward. attention.executor (the
   // caller's pool from opts->parallel, or OpenMP) runs the projections too.
   SdpaProblem attention;

@@ -917,6 +917,19 @@ std::vector<BadCase> MhaForwardCases() {
        [](Env& x) { x.value.t.data = x.mha_out.data.data(); },
        kInvalid,
        {"out overlaps value"}},
+      {"OutBf16AliasesQuery",
+       e,
+       [](Env& x) {
+         x.mha_out.t.dtype = HWYATTN_BF16;
+         x.mha_out.t.data = x.query.data.data();
+       },
+       kInvalid,
+       {"out overlaps query"}},
+      {"OutDtypeI8",
+       e,
+       [](Env& x) { x.mha_out.t.dtype = HWYATTN_I8; },
+       kInvalid,
+       {"out: dtype I8"}},
       {"LseAliasesWeights",
        e,
        [](Env& x) { x.mha_lse.t.data = x.mha_weights.data.data(); },

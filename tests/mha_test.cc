@@ -318,6 +318,44 @@ TEST_P(MhaTest, MatchesReference) {
   }
 }
 
+// An F16 or BF16 out (strided: every other element of a wider buffer) holds
+// the F32 out's values rounded to nearest even (the test's own rounding,
+// reference.h), bit for bit; the elements between stay as they were.
+TEST_P(MhaTest, HalfOutputsAreTheF32OutRounded) {
+  Layer layer(GetParam());
+  ASSERT_NE(layer.m, nullptr);
+  std::vector<float> want, weights;
+  ASSERT_EQ(layer.Forward(&want, &weights), HWYATTN_OK) << hwyattn_last_error();
+  const MhaCase& c = GetParam();
+  for (hwyattn_dtype dtype : {HWYATTN_F16, HWYATTN_BF16}) {
+    std::vector<uint16_t> out(2 * want.size(), 0xABCD);
+    hwyattn_tensor to = Dense(reinterpret_cast<float*>(out.data()), {c.batch, c.q_len, c.embed});
+    to.dtype = dtype;
+    for (int i = 0; i < to.rank; ++i) to.stride[i] *= 2;
+    hwyattn_tensor tq = Dense(layer.xq.data(), {c.batch, c.q_len, c.embed});
+    hwyattn_tensor tk = Dense(layer.xk.data(), {c.batch, layer.lk, layer.kdim});
+    hwyattn_tensor tv = Dense(layer.xv.data(), {c.batch, layer.lk, layer.vdim});
+    hwyattn_sdpa_options opts;
+    layer.Options(&opts);
+    hwyattn_tensor tmask;
+    if (c.bool_mask) {
+      const int64_t shape[2] = {c.q_len, layer.lk};
+      hwyattn_tensor_contiguous(&tmask, layer.mask.data(), HWYATTN_BOOL, 2, shape);
+      opts.mask = &tmask;
+    }
+    ASSERT_EQ(hwyattn_mha_forward(layer.m, &tq, c.self ? nullptr : &tk, c.self ? nullptr : &tv, &to,
+                                  &opts),
+              HWYATTN_OK)
+        << hwyattn_last_error();
+    for (size_t i = 0; i < want.size(); ++i) {
+      const uint16_t rounded = dtype == HWYATTN_F16 ? hwyattn_test::FloatToF16(want[i])
+                                                    : hwyattn_test::FloatToBf16(want[i]);
+      ASSERT_EQ(out[2 * i], rounded) << (dtype == HWYATTN_F16 ? "F16" : "BF16") << " out " << i;
+      ASSERT_EQ(out[2 * i + 1], 0xABCD) << "element between " << i;
+    }
+  }
+}
+
 // One handle, several threads at once, each its own output: every result is
 // byte-identical to the sequential one (the handle is immutable and scratch
 // is per calling thread).

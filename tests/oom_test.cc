@@ -166,6 +166,13 @@ TEST(OutOfMemory, MhaCreateAndForward) {
   hwyattn_tensor tx = Dense(x.data(), {2, 9, E}), to = Dense(out.data(), {2, 9, E});
   ExpectCleanOutOfMemory(
       [&] { return hwyattn_mha_forward(m, &tx, nullptr, nullptr, &to, nullptr); }, out);
+  // A BF16 out (its bits in a float buffer): the output projection's F32
+  // rows take more layer scratch first.
+  std::vector<float> out16(x.size() / 2, -7.0f);
+  hwyattn_tensor to16 = Dense(out16.data(), {2, 9, E});
+  to16.dtype = HWYATTN_BF16;
+  ExpectCleanOutOfMemory(
+      [&] { return hwyattn_mha_forward(m, &tx, nullptr, nullptr, &to16, nullptr); }, out16);
   Pools pools;
   for (const hwyattn_parallel* pool : pools.all) {
     hwyattn_sdpa_options opts;

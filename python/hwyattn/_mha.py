@@ -182,7 +182,7 @@ class MultiheadAttention(object):
     def __call__(self, query, key=None, value=None, *, causal=False, attn_mask=None,
                  key_padding_mask=None, kv_len=None, need_weights=False,
                  average_attn_weights=False, scale=None, window_left=0, window_right=0,
-                 softcap=0.0, alibi_slopes=None, sinks=None):
+                 softcap=0.0, alibi_slopes=None, sinks=None, out=None, out_dtype=None):
         """Runs the layer.
 
         query [B, Lq, embed_dim]; key [B, Lk, kdim] and value [B, Lk, vdim],
@@ -207,6 +207,9 @@ class MultiheadAttention(object):
             the default).
         window_left, window_right, softcap, alibi_slopes ([num_heads]), sinks
             ([num_heads]): the score modifiers, as in hwyattn.sdpa.
+        out, out_dtype: as in hwyattn.sdpa (written in place: float32,
+            float16, bfloat16 bits or a torch tensor; the fp32 result rounded
+            once).
 
         Returns out [B, Lq, embed_dim], or (out, weights) with need_weights.
         """
@@ -278,7 +281,7 @@ class MultiheadAttention(object):
                        sinks=sinks, heads=self.num_heads)
         lead = q.shape[:-2]
         weights = opts.add_weights(lead + (self.num_heads, Lq, Lk)) if need_weights else None
-        to, out = output_tensor(q.shape[:-1] + (self.embed_dim,), "out")
+        to, out = output_tensor(q.shape[:-1] + (self.embed_dim,), "out", out, out_dtype)
         forward = _capi.function("hwyattn_mha_forward")
         status = forward(self._handle, ctypes.byref(tq), None if tk is None else ctypes.byref(tk),
                          None if tv is None else ctypes.byref(tv), ctypes.byref(to), opts.ref())

@@ -443,7 +443,9 @@ int FuzzMha(FuzzedDataProvider& in) {
   Arg query, key, value, out, mask, weights;
   const int64_t qs[4] = {1, B, Lq, E}, ks[4] = {1, B, Lk, kdim}, vs[4] = {1, B, Lk, vdim};
   Describe(&query, in, qs, HWYATTN_F32, false, 3);
-  Describe(&out, in, qs, HWYATTN_F32, true, 3);
+  const hwyattn_dtype kTypes[3] = {HWYATTN_F32, HWYATTN_F16, HWYATTN_BF16};
+  const hwyattn_dtype ot = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
+  Describe(&out, in, qs, ot, true, 3);
   if (!self) {
     Describe(&key, in, ks, HWYATTN_F32, false, 3);
     Describe(&value, in, vs, HWYATTN_F32, false, 3);
@@ -581,7 +583,9 @@ int FuzzMha(FuzzedDataProvider& in) {
                                            bias ? abs_b.data() + qw + 2 * kw : nullptr);
   double floor = 0.0;
   for (double x : terms) floor = std::max(floor, x);
-  Compare("mha out", out.t, want, floor);
+  // An F16 / BF16 out adds its rounding (an ulp of |out| <= floor at most).
+  const double store = ot == HWYATTN_F16 ? 1.0 / 2048 : ot == HWYATTN_BF16 ? 1.0 / 256 : 0.0;
+  Compare("mha out", out.t, want, floor, 1e-5 + store);
   if (has_w) Compare("mha weights", weights.t, ref.weights, /*floor=*/1.0);
   return 0;
 }

@@ -67,6 +67,25 @@ class MhaTest(unittest.TestCase):
     def test_self_attention(self):
         self.run_case()
 
+    def test_half_outputs(self):
+        # out= in float16 and bfloat16 bits (strided): the float32 result
+        # rounded once (numpy's float16 cast and a hand rounding for bf16).
+        E, H = 16, 4
+        mha = hwyattn.MultiheadAttention(E, H, **make_weights(self.rng, E, H))
+        with mha:
+            x = self.x(2, 5, E)
+            want = mha(x, causal=True)
+            half = np.zeros((2, 5, 2 * E), np.float16)[..., ::2]
+            self.assertIs(mha(x, causal=True, out=half), half)
+            np.testing.assert_array_equal(half, want.astype(np.float16))
+            bits = np.zeros((2, 5, E), np.uint16)
+            mha(x, causal=True, out=bits, out_dtype="bfloat16")
+            u = want.view(np.uint32).astype(np.uint64)
+            np.testing.assert_array_equal(bits, ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(
+                np.uint16))
+            with self.assertRaises(hwyattn.InvalidArgumentError):
+                mha(x, out=np.zeros((2, 5, E + 1), np.float32))
+
     def test_cross_attention_kdim_vdim(self):
         self.run_case(E=16, H=4, kdim=10, vdim=6, cross=True, Lq=5, Lk=7)
 

@@ -55,6 +55,13 @@ using namespace hwyattn_fuzz;  // NOLINT: the shared argument helpers
 // convex combination of v; the absolute-value product for a projection), so
 // that a result small by cancellation is not held to a tighter bound than
 // float arithmetic gives.
+// What an F16 / BF16 output adds to the tolerance: its rounding, at most an
+// ulp of |out| <= the floor (2^-11, 2^-8). From the dtype the call was given
+// (Corrupt may have changed the one drawn).
+double StoreRounding(const hwyattn_tensor& out) {
+  return out.dtype == HWYATTN_F16 ? 1.0 / 2048 : out.dtype == HWYATTN_BF16 ? 1.0 / 256 : 0.0;
+}
+
 HWYATTN_FUZZ_NO_COVERAGE void Compare(const char* what, const hwyattn_tensor& t,
                                       const std::vector<double>& want, double floor = 0.0,
                                       double tol = 1e-5) {
@@ -341,8 +348,7 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   if (!hwyattn_test::ReferenceSdpa(q.t, k.t, v.t, &opts, &ref, &error)) {
     Die("reference refused a call the library accepted", error);
   }
-  // An F16 / BF16 output adds its rounding: at most an ulp of |out| <= 1 (2^-11, 2^-8).
-  const double store = ot == HWYATTN_F16 ? 1.0 / 2048 : ot == HWYATTN_BF16 ? 1.0 / 256 : 0.0;
+  const double store = StoreRounding(out.t);
   Compare("out", out.t, ref.out, /*floor=*/1.0,
           (bf16 ? 1.01 / 512 + 1e-5 : 1e-5) + store);  // |v| <= 1
   // Probabilities in [0, 1]: 1e-5 absolute (scores up to |40| carry ~40 ulp
@@ -583,9 +589,7 @@ int FuzzMha(FuzzedDataProvider& in) {
                                            bias ? abs_b.data() + qw + 2 * kw : nullptr);
   double floor = 0.0;
   for (double x : terms) floor = std::max(floor, x);
-  // An F16 / BF16 out adds its rounding (an ulp of |out| <= floor at most).
-  const double store = ot == HWYATTN_F16 ? 1.0 / 2048 : ot == HWYATTN_BF16 ? 1.0 / 256 : 0.0;
-  Compare("mha out", out.t, want, floor, 1e-5 + store);
+  Compare("mha out", out.t, want, floor, 1e-5 + StoreRounding(out.t));
   if (has_w) Compare("mha weights", weights.t, ref.weights, /*floor=*/1.0);
   return 0;
 }

@@ -613,7 +613,10 @@ typedef struct hwyattn_kv_cache {
   const hwyattn_tensor* k_scale; /* I8 (required) and FP8 (optional) only, F32: per token
                                     [num_pages, Hkv, page_size, 1], per channel
                                     [1, Hkv, 1, D], per kv head [1, Hkv, 1, 1] or per
-                                    tensor [1, 1, 1, 1]; NULL for other caches */
+                                    tensor [1, 1, 1, 1]; NULL for other caches. A
+                                    shape that fits two layouts (one page of one
+                                    slot) is per token: its values are data, as the
+                                    pages' (the others' must be finite and > 0) */
   const hwyattn_tensor* v_scale; /* the same for V ([1, Hkv, 1, Dv] per channel) */
   const int32_t* block_table;    /* optional [num_seqs, block_table_stride]; NULL = sequence
                                     s is page s */

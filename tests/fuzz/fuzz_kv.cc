@@ -168,6 +168,11 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   hwyattn_tensor tks, tvs;
   const int64_t kshapes[4][4] = {{P, Hkv, S, 1}, {1, Hkv, 1, D}, {1, Hkv, 1, 1}, {1, 1, 1, 1}};
   const int64_t vshapes[4][4] = {{P, Hkv, S, 1}, {1, Hkv, 1, Dv}, {1, Hkv, 1, 1}, {1, 1, 1, 1}};
+  // The library takes a scale tensor of the per-token shape as per token
+  // (include/hwyattn.h): with one page of one slot, a per-head, per-tensor
+  // or (D = 1) per-channel tensor is one, whose values are data, not checked.
+  const int64_t* kdims = kshapes[k_layout];
+  const bool k_read_per_token = kdims[0] == P && kdims[1] == Hkv && kdims[2] == S && kdims[3] == 1;
   hwyattn_tensor_contiguous(&tks, ks.data.get(), HWYATTN_F32, 4, kshapes[k_layout]);
   hwyattn_tensor_contiguous(&tvs, vs.data.get(), HWYATTN_F32, 4, vshapes[v_layout]);
   if (quantized && scales) {
@@ -308,7 +313,7 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
     case 6: cache.k_scale = nullptr; break;  // FP8 without scales: v_scale = NULL too
     case 9: {  // a scale the caller fixed: 0, negative, NaN or infinite
       const float bad[4] = {0.0f, -1.0f, NAN, INFINITY};
-      if (!k_token) memcpy(ks.data.get(), &bad[in.ConsumeIntegralInRange(0, 3)], 4);
+      if (!k_read_per_token) memcpy(ks.data.get(), &bad[in.ConsumeIntegralInRange(0, 3)], 4);
       break;
     }
     case 7: tks.shape[in.ConsumeIntegralInRange(0, 3)] += 1; break;
@@ -327,7 +332,7 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   // Accepted: the oracle must be able to compute it, and agree. First the
   // rules the oracle does not check itself.
   const bool is_causal = opts.causal != HWYATTN_CAUSAL_NONE;
-  if (cache.k_scale != nullptr && !k_token) {
+  if (cache.k_scale != nullptr && !k_read_per_token) {
     float k0;
     memcpy(&k0, ks.data.get(), 4);
     if (!(k0 > 0.0f) || std::isinf(k0)) Die("accepted", "a fixed scale not finite and > 0");

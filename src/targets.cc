@@ -132,8 +132,8 @@ bool CapAllowsBf16Dot() { return Cap() == ~int64_t{0}; }
 }  // namespace
 
 bool Bf16DotAvailable() {
-  static const bool available =
-      (AllowedTargets() & HWY_AVX3) != 0 && CpuHasAvx512Bf16() && CapAllowsBf16Dot();
+  static const bool available = HWYATTN_BF16_DOT_COMPILED && (AllowedTargets() & HWY_AVX3) != 0 &&
+                                CpuHasAvx512Bf16() && CapAllowsBf16Dot();
   return available;
 }
 

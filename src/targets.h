@@ -15,6 +15,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hwy/detect_targets.h"
+
+// Whether this build compiles the AVX512_BF16 pieces (src/ops/*_bf16.cc):
+// x86-64 with GCC or clang, and the AVX3 target, whose kernels are the only
+// callers, compiled too. Builds that leave AVX3 out (the sanitizer builds,
+// HWYATTN_EXTRA_DISABLED_TARGETS) compile them as aborting stubs that
+// nothing calls: Bf16DotAvailable() is false there.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && (HWY_TARGETS & HWY_AVX3)
+#define HWYATTN_BF16_DOT_COMPILED 1
+#else
+#define HWYATTN_BF16_DOT_COMPILED 0
+#endif
+
 namespace hwyattn {
 
 // Floats per vector of the kernels of the vector-length-agnostic SVE targets

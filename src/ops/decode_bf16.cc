@@ -4,8 +4,9 @@
 // foreach_target unit: one copy for x86-64, each function under a target
 // attribute.
 #include "src/ops/decode_bf16.h"
+#include "src/targets.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if HWYATTN_BF16_DOT_COMPILED
 #include <immintrin.h>
 #include <math.h>
 
@@ -493,7 +494,7 @@ HWYATTN_BF16_TARGET void Bf16DecodeValues(Dtype dtype, bool l2, size_t rows, con
 
 }  // namespace hwyattn
 
-#else  // not x86-64: Bf16DotFor() is false, nothing calls these
+#else  // not compiled (src/targets.h): Bf16DotFor() is false, nothing calls these
 
 #include "hwy/base.h"
 

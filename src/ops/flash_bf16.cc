@@ -3,8 +3,9 @@
 // AVX512_BF16 register tiles (see flash_bf16.h). Not a foreach_target unit:
 // one copy for x86-64, each function under a target attribute.
 #include "src/ops/flash_bf16.h"
+#include "src/targets.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if HWYATTN_BF16_DOT_COMPILED
 #include <immintrin.h>
 
 #define HWYATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
@@ -130,7 +131,7 @@ HWYATTN_BF16_TARGET void Bf16PairRows(size_t rows, size_t lanes, const float* p,
 
 }  // namespace hwyattn
 
-#else  // not x86-64: Bf16DotAvailable() is false, nothing calls these
+#else  // not compiled (src/targets.h): Bf16DotAvailable() is false, nothing calls these
 
 #include "hwy/base.h"
 

@@ -3,8 +3,9 @@
 // AVX512_BF16 matmul tile (see matmul_bf16.h). Not a foreach_target unit:
 // one copy for x86-64, under a target attribute.
 #include "src/ops/matmul_bf16.h"
+#include "src/targets.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if HWYATTN_BF16_DOT_COMPILED
 #include <immintrin.h>
 
 #define HWYATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
@@ -68,7 +69,7 @@ HWYATTN_BF16_TARGET void Bf16MatmulTile(size_t vectors, size_t pairs, const uint
 
 }  // namespace hwyattn
 
-#else  // not x86-64: Bf16DotFor() is false, nothing calls this
+#else  // not compiled (src/targets.h): Bf16DotFor() is false, nothing calls this
 
 #include "hwy/base.h"
 

@@ -9,7 +9,8 @@
 #   arm64    every C/C++ suite on the target the library picks on an
 #            emulated Cortex-A72 (NEON) and on a 256-bit SVE CPU ("max" with
 #            sve-max-vq=2: SVE_256), the attention suites at 512 bits (vq=4:
-#            SVE2) and 128 (vq=1: SVE2_128) and on the fallback;
+#            SVE2) and 128 (vq=1: SVE2_128), on NEON with BF16 ("max"
+#            with sve=off: NEON_BF16, the BFDOT tiles) and on the fallback;
 #            target_test checks each CPU's choice against the table below
 #            (HWYATTN_TEST_EXPECT_TARGET).
 #   ppc64el  POWER, little-endian: the attention suites on the portable
@@ -65,6 +66,9 @@ runs_for() {
       echo "max,sve-max-vq=2;SVE_256;-R ^(softmax_test|matmul_test|tanh_test|target_test\.NEON)$;"
       echo "max,sve-max-vq=4;SVE2;-R ^($attention)$;$quick"
       echo "max,sve-max-vq=1;SVE2_128;-R ^($attention)$;$quick"
+      # Armv8.6 BF16 without SVE (as Apple M2 or AmpereOne): NEON with the
+      # BFDOT prefill tiles of precision = BF16.
+      echo "max,sve=off;NEON_BF16;-R ^((sdpa|bf16|kv_attention|target)_test\.native)$;$quick"
       ;;
     ppc64el)
       echo ";SCALAR;-R ^((sdpa|kv_attention|target)_test\.native|capi_test)$;$quick"

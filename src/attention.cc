@@ -211,7 +211,7 @@ void PlanDecode(Job* job) {
   plan.q_scale = p.scale * kLog2e;
   plan.prefetch_l2 = StreamPrefetchLevel() == StreamPrefetch::kL2;
   plan.bf16 = p.Bf16Products();
-  plan.bf16_dot = Bf16DotApplies(p) && Bf16DotFor(kernels.target);
+  plan.bf16_dot = Bf16DotApplies(p) && Bf16DotFor(kernels.target, Bf16DotKernel::kDecode);
   plan.scratch_floats = DecodeScratchFloats(p, plan.rows, kernels.lanes, plan.bf16_dot);
   static_assert(sizeof(std::atomic<int32_t>) == sizeof(float) &&
                     alignof(std::atomic<int32_t>) <= alignof(float),
@@ -259,7 +259,8 @@ bool PlanFlash(Job* job) {
   plan.q_scale = p.scale * kLog2e;
   // K and V packed as bf16 pairs (no larger than their fp32 packing); a
   // quantized cache's are dequantized and rounded into the fp32 panels instead.
-  plan.bf16_dot = p.Bf16Products() && Bf16DotFor(GetFlashKernels().target) &&
+  plan.bf16_dot = p.Bf16Products() &&
+                  Bf16DotFor(GetFlashKernels().target, Bf16DotKernel::kPrefill) &&
                   p.k_scale.layout == KvScales::kNone;
   // The plan's geometry is what the kernel and the scratch layout read.
   if (plan.bf16_dot) plan.geometry.key_tile = g.bf16_key_tile;
@@ -476,7 +477,7 @@ void RunMerge(const MergeProblem& p) { GetMergeKernels().merge(p); }
 
 const char* KernelTargetName() {
   const int64_t target = GetFlashKernels().target;
-  return Bf16DotFor(target) ? kBf16DotTargetName : TargetName(target);
+  return Bf16DotFor(target, Bf16DotKernel::kPrefill) ? kBf16DotTargetName : TargetName(target);
 }
 
 }  // namespace hwyattn

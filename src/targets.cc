@@ -10,6 +10,7 @@
 #include <cpuid.h>
 #endif
 #if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
 #include <sys/prctl.h>
 #endif
 
@@ -32,7 +33,7 @@ void AppendAcceptedNames(char* out, size_t size) {
     if (n > 0)
       used = used + static_cast<size_t>(n) < size ? used + static_cast<size_t>(n) : size - 1;
   };
-#if HWY_ARCH_X86_64
+#if HWY_ARCH_X86_64 || HWY_ARCH_ARM_A64
   append(kBf16DotTargetName);
 #endif
   for (int bit = 0; bit < 63; ++bit) {
@@ -64,7 +65,7 @@ int64_t CapFromEnvironment() {
       return ~(target - 1);  // this target and every worse (higher) bit
     }
   }
-#if HWY_ARCH_X86_64
+#if HWY_ARCH_X86_64 || HWY_ARCH_ARM_A64
   if (strcasecmp(name, kBf16DotTargetName) == 0) return ~int64_t{0};
 #endif
   char accepted[256] = "";
@@ -91,17 +92,29 @@ StreamPrefetch PrefetchLevelFromCpu() {
 #endif
 }
 
-// CPUID.(EAX=7, ECX=1):EAX bit 5: AVX512_BF16 (with the AVX-512 state the
-// OS enables, which hwy::SupportedTargets already checked for AVX3).
-bool CpuHasAvx512Bf16() {
+// Whether the CPU has the bf16 dot products. x86-64: CPUID.(EAX=7,
+// ECX=1):EAX bit 5, AVX512_BF16 (with the AVX-512 state the OS enables, which
+// hwy::SupportedTargets already checked for AVX3). arm64 (Linux): the BF16
+// hwcap (Armv8.6 BFDOT, BFMMLA, BFCVT).
+bool CpuHasBf16Dot() {
 #if defined(__x86_64__)
   unsigned eax, ebx, ecx, edx;
   if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
   return (eax >> 5) & 1u;
+#elif defined(__aarch64__) && defined(__linux__)
+  constexpr unsigned long kHwcap2Bf16 = 1ul << 14;  // HWCAP2_BF16, asm/hwcap.h
+  return (getauxval(AT_HWCAP2) & kHwcap2Bf16) != 0;
 #else
   return false;
 #endif
 }
+
+// The target whose kernels hold the bf16 dot-product tiles.
+#if HWY_ARCH_ARM_A64
+constexpr int64_t kBf16DotTarget = HWY_NEON;
+#else
+constexpr int64_t kBf16DotTarget = HWY_AVX3;
+#endif
 
 // All targets, less the vector-length-agnostic SVE targets (whose kernels
 // are built for kSveVlaFloatLanes floats) unless the hardware vector is that
@@ -125,19 +138,24 @@ int64_t Cap() {
 }
 
 // HWYATTN_TARGET names a target of this build (which is then the cap: no
-// bf16 dot products above it), or is unset, "AVX3_BF16" or not a name of
-// this build (no cap).
+// bf16 dot products above it), or is unset, kBf16DotTargetName or not a
+// name of this build (no cap).
 bool CapAllowsBf16Dot() { return Cap() == ~int64_t{0}; }
 
 }  // namespace
 
 bool Bf16DotAvailable() {
-  static const bool available = HWYATTN_BF16_DOT_COMPILED && (AllowedTargets() & HWY_AVX3) != 0 &&
-                                CpuHasAvx512Bf16() && CapAllowsBf16Dot();
+  static const bool available = HWYATTN_BF16_DOT_COMPILED &&
+                                (AllowedTargets() & kBf16DotTarget) != 0 && CpuHasBf16Dot() &&
+                                CapAllowsBf16Dot();
   return available;
 }
 
-bool Bf16DotFor(int64_t target) { return target == HWY_AVX3 && Bf16DotAvailable(); }
+bool Bf16DotFor(int64_t target, Bf16DotKernel kernel) {
+  // arm64 has the prefill's tiles only.
+  const bool has_kernel = HWY_ARCH_X86_64 || kernel == Bf16DotKernel::kPrefill;
+  return has_kernel && target == kBf16DotTarget && Bf16DotAvailable();
+}
 
 StreamPrefetch StreamPrefetchLevel() {
   static const StreamPrefetch level = PrefetchLevelFromCpu();

@@ -17,12 +17,16 @@
 
 #include "hwy/detect_targets.h"
 
-// Whether this build compiles the AVX512_BF16 pieces (src/ops/*_bf16.cc):
-// x86-64 with GCC or clang, and the AVX3 target, whose kernels are the only
-// callers, compiled too. Builds that leave AVX3 out (the sanitizer builds,
-// HWYATTN_EXTRA_DISABLED_TARGETS) compile them as aborting stubs that
-// nothing calls: Bf16DotAvailable() is false there.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && (HWY_TARGETS & HWY_AVX3)
+// Whether this build compiles the bf16 dot-product pieces: on x86-64 the
+// AVX512_BF16 loops (src/ops/flash_bf16.cc, decode_bf16.cc, matmul_bf16.cc)
+// with the AVX3 target, whose kernels are their only callers; on arm64 the
+// BFDOT prefill tiles (src/ops/flash_bf16_neon.cc) with the NEON target. GCC
+// or clang (target attributes). Builds that leave that target out (the
+// sanitizer builds, HWYATTN_EXTRA_DISABLED_TARGETS) compile aborting stubs
+// that nothing calls: Bf16DotAvailable() is false there.
+#if (defined(__GNUC__) || defined(__clang__)) &&          \
+    ((defined(__x86_64__) && (HWY_TARGETS & HWY_AVX3)) || \
+     (defined(__aarch64__) && (HWY_TARGETS & HWY_NEON)))
 #define HWYATTN_BF16_DOT_COMPILED 1
 #else
 #define HWYATTN_BF16_DOT_COMPILED 0
@@ -74,16 +78,25 @@ const Kernels* PickKernels(const Kernels* (*const (&table)[kN])()) {
 enum class StreamPrefetch { kL1, kL2 };
 StreamPrefetch StreamPrefetchLevel();
 
-// The AVX512_BF16 dot products (vdpbf16ps) of the bf16-products prefill
-// (src/ops/flash_bf16.h): a variant inside the AVX3 kernels, used when the
-// CPU has AVX512_BF16, AVX3 is allowed and HWYATTN_TARGET is unset, unknown
+// The bf16 dot products of the bf16-products kernels: AVX512_BF16's
+// vdpbf16ps inside the AVX3 kernels (prefill, decode and matmul tiles) and
+// Armv8.6 BF16's BFDOT inside the NEON kernels (the prefill tiles; decode and
+// matmul keep the portable bf16 rule there). Used when the CPU has the
+// instructions, that target is allowed and HWYATTN_TARGET is unset, unknown
 // or kBf16DotTargetName (any Highway target name caps below it). Highway
-// 1.0.3 has no target for it, so it has its own name, which
-// hwyattn_simd_target reports when it is on. Read once.
+// 1.0.3 has no target for them, so they have their own name, which
+// hwyattn_simd_target reports when they are on. Read once.
+#if HWY_ARCH_ARM_A64
+constexpr const char* kBf16DotTargetName = "NEON_BF16";
+#else
 constexpr const char* kBf16DotTargetName = "AVX3_BF16";
+#endif
 bool Bf16DotAvailable();
-// Whether kernels of `target` (a Highway target bit) run the bf16 dot products.
-bool Bf16DotFor(int64_t target);
+// The kernels that have bf16 dot-product tiles.
+enum class Bf16DotKernel { kPrefill, kDecode, kMatmul };
+// Whether the `kernel` of `target` (a Highway target bit) runs the bf16 dot
+// products: the one rule every planner asks.
+bool Bf16DotFor(int64_t target, Bf16DotKernel kernel);
 
 // Highway's name of a target bit, e.g. "AVX3".
 const char* TargetName(int64_t target);

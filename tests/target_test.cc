@@ -13,6 +13,9 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 #include "hwy/targets.h"
 #include "hwyattn.h"
 
@@ -24,11 +27,12 @@ std::string Upper(std::string s) {
 }
 
 // Every name hwyattn_simd_target() may give (Highway's target names, and
-// AVX3_BF16: AVX3 with the AVX512_BF16 dot products of precision = BF16).
-const char* const kKnownTargets[] = {"AVX3_BF16", "AVX3_ZEN4",   "AVX3_DL", "AVX3",     "AVX2",
-                                     "SSE4",      "SSSE3",       "EMU128",  "SCALAR",   "NEON",
-                                     "SVE",       "SVE2",        "SVE_256", "SVE2_128", "RVV",
-                                     "WASM",      "WASM_EMU256", "PPC8"};
+// AVX3_BF16 and NEON_BF16: AVX3 with the AVX512_BF16 dot products and NEON
+// with the BFDOT ones of precision = BF16).
+const char* const kKnownTargets[] = {"AVX3_BF16", "AVX3_ZEN4", "AVX3_DL",     "AVX3",    "AVX2",
+                                     "SSE4",      "SSSE3",     "EMU128",      "SCALAR",  "NEON",
+                                     "NEON_BF16", "SVE",       "SVE2",        "SVE_256", "SVE2_128",
+                                     "RVV",       "WASM",      "WASM_EMU256", "PPC8"};
 
 bool IsKnown(const std::string& name) {
   for (const char* known : kKnownTargets) {
@@ -47,15 +51,45 @@ int64_t SimdTargetBit(const std::string& name) {
   return 0;
 }
 
-// Whether the CPU has AVX512_BF16 (CPUID.(7, 1):EAX bit 5), asked directly.
-bool CpuHasAvx512Bf16() {
+// Whether the CPU has the bf16 dot products, asked directly: AVX512_BF16
+// (CPUID.(7, 1):EAX bit 5) on x86-64, the BF16 hwcap on arm64.
+bool CpuHasBf16Dot() {
 #if HWY_ARCH_X86_64
   unsigned eax, ebx, ecx, edx;
   if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
   return (eax >> 5) & 1u;
+#elif defined(__aarch64__) && defined(__linux__)
+  return (getauxval(AT_HWCAP2) & (1ul << 14)) != 0;  // HWCAP2_BF16
 #else
   return false;
 #endif
+}
+
+// The target whose kernels run the bf16 dot products, and the name the
+// library gives it then.
+#if HWY_ARCH_ARM_A64
+constexpr int64_t kBf16DotBit = HWY_NEON;
+const char* const kBf16DotName = "NEON_BF16";
+#else
+constexpr int64_t kBf16DotBit = HWY_AVX3;
+const char* const kBf16DotName = "AVX3_BF16";
+#endif
+
+// The best target this build compiled that the CPU supports, as Highway sees
+// it (the SVE targets' vector-length rule aside: the legs that would meet it
+// set HWYATTN_TEST_EXPECT_TARGET).
+int64_t BestTarget() {
+  for (int b = 0; b < 63; ++b) {  // up to HWY_SCALAR (bit 62)
+    const int64_t t = int64_t{1} << b;
+    if ((HWY_TARGETS & hwy::SupportedTargets() & t) != 0) return t;
+  }
+  return HWY_SCALAR;
+}
+
+// Whether the library runs the bf16 dot products where this target is
+// the best allowed: the CPU has them and the target is compiled.
+bool Bf16DotOn(int64_t best) {
+  return best == kBf16DotBit && (HWY_TARGETS & kBf16DotBit) != 0 && CpuHasBf16Dot();
 }
 
 TEST(TargetTest, HonoursHwyattnTarget) {
@@ -78,17 +112,17 @@ TEST(TargetTest, HonoursHwyattnTarget) {
     if (expect != nullptr && *expect != '\0') {
       EXPECT_EQ(got, Upper(expect)) << "the library's choice on this CPU";
     }
-    if (CpuHasAvx512Bf16() && (hwy::SupportedTargets() & HWY_AVX3) != 0) {
-      EXPECT_EQ(got, "AVX3_BF16") << "the CPU has AVX512_BF16";
+    if (Bf16DotOn(BestTarget())) {
+      EXPECT_EQ(got, kBf16DotName) << "the CPU has the bf16 dot products";
     }
     return;
   }
   const std::string requested = Upper(requested_env);
-  if (requested == "AVX3_BF16") {
-    if (!CpuHasAvx512Bf16() || (hwy::SupportedTargets() & HWY_AVX3) == 0) {
-      GTEST_SKIP() << "this CPU has no AVX512_BF16; the library chose " << got;
+  if (requested == kBf16DotName) {
+    if (!Bf16DotOn(BestTarget())) {
+      GTEST_SKIP() << "no bf16 dot products on this CPU's best target; the library chose " << got;
     }
-    EXPECT_EQ(got, "AVX3_BF16");
+    EXPECT_EQ(got, kBf16DotName);
     return;
   }
   // CMakeLists.txt registers only the targets /proc/cpuinfo showed at
@@ -101,15 +135,8 @@ TEST(TargetTest, HonoursHwyattnTarget) {
     // Not a target of this build (e.g. NEON on x86): ignored, so the choice
     // is the best target the CPU supports, as Highway sees it; the library
     // said so on stderr at its first call, which this test's first line made.
-    std::string best = "SCALAR";
-    for (int b = 0; b < 63; ++b) {  // up to HWY_SCALAR (bit 62)
-      const int64_t t = int64_t{1} << b;
-      if ((HWY_TARGETS & hwy::SupportedTargets() & t) != 0) {
-        best = hwy::TargetName(t);
-        break;
-      }
-    }
-    if (best == "AVX3" && CpuHasAvx512Bf16()) best = "AVX3_BF16";
+    const int64_t best_bit = BestTarget();
+    const std::string best = Bf16DotOn(best_bit) ? kBf16DotName : hwy::TargetName(best_bit);
     EXPECT_EQ(got, best) << "HWYATTN_TARGET=" << requested_env << " is no target of this build";
     EXPECT_NE(first_call_stderr.find(std::string("HWYATTN_TARGET=") + requested_env),
               std::string::npos)

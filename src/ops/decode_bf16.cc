@@ -6,7 +6,7 @@
 #include "src/ops/decode_bf16.h"
 #include "src/targets.h"
 
-#if HWYATTN_BF16_DOT_COMPILED
+#if HWYATTN_BF16_DOT_COMPILED && defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
 
@@ -494,7 +494,7 @@ HWYATTN_BF16_TARGET void Bf16DecodeValues(Dtype dtype, bool l2, size_t rows, con
 
 }  // namespace hwyattn
 
-#else  // not compiled (src/targets.h): Bf16DotFor() is false, nothing calls these
+#else  // not compiled (src/targets.h) or not x86-64: Bf16DotFor() is false, nothing calls these
 
 #include "hwy/base.h"
 

@@ -81,9 +81,16 @@ constexpr size_t kKeyTile = 8 * kMR;
 // keys: -1.6%, 256: -2.4% on 1 thread).
 constexpr size_t kBf16KeyTile = 16 * kMR;
 
-// Whether this target's kernels may run the AVX512_BF16 tiles (flash_bf16.h;
-// the planner sets plan.bf16_dot only for them).
-constexpr bool kBf16DotTarget = HWY_TARGET == HWY_AVX3;
+// Whether this target's kernels may run the bf16 dot-product tiles
+// (flash_bf16.h: AVX3's AVX512_BF16 ones, NEON's BFDOT ones; the planner sets
+// plan.bf16_dot only for them, Bf16DotFor).
+#undef HWYATTN_BF16_DOT_TILES  // per target: this file is compiled once for each
+#if HWY_TARGET == HWY_AVX3 || (HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON)
+#define HWYATTN_BF16_DOT_TILES 1
+#else
+#define HWYATTN_BF16_DOT_TILES 0
+#endif
+constexpr bool kBf16DotTarget = HWYATTN_BF16_DOT_TILES;
 
 // ---------------------------------------------------------------- prefetch
 
@@ -550,13 +557,14 @@ struct RoundedProbabilities {
   }
 };
 
-// The AVX512_BF16 tiles: only as the pairs of keys (2i, 2i+1) the value tile
-// reads (p_pairs[i][lane] in Bf16Pair's layout, a last odd key paired with
-// 0), two rows per vcvtne2ps2bf16 (nearest even, as RoundToBf16) and a word
-// interleave. The AVX3 kernels are compiled without AVX512_BF16, so the
-// instruction is inline assembly; it runs only under bf16_dot, which the
-// planner sets only on CPUs that have it. Like the vdpbf16ps that reads the
-// pairs, it takes a subnormal probability (below 2^-126) as zero.
+// The bf16 dot-product tiles: only as the pairs of keys (2i, 2i+1) the value
+// tile reads (p_pairs[i][lane] in Bf16Pair's layout, a last odd key paired
+// with 0). AVX3: two rows per vcvtne2ps2bf16 (nearest even, as RoundToBf16)
+// and a word interleave; the AVX3 kernels are compiled without AVX512_BF16,
+// so the instruction is inline assembly; it runs only under bf16_dot, which
+// the planner sets only on CPUs that have it. Like the vdpbf16ps that reads
+// the pairs, it takes a subnormal probability (below 2^-126) as zero. Other
+// targets (NEON): RoundToBf16 and Bf16Pairs.
 struct PairedProbabilities {
   uint32_t* HWY_RESTRICT pairs;
   size_t ld_pairs;
@@ -580,9 +588,13 @@ struct PairedProbabilities {
     });
     (void)df;
 #else
-    (void)df, (void)r, (void)c, (void)count, ((void)p, ...);
-    HWY_ABORT("hwyattn: bf16 dot products reached a kernel of target %s",
-              hwy::TargetName(HWY_TARGET));
+    Unroll<sizeof...(VF) / 2>([&](auto pair) HWYATTN_INLINE_LAMBDA {
+      constexpr size_t i = 2 * decltype(pair)::value;
+      if (i >= count) return;
+      const auto lo = RoundToBf16(df, Nth<i>(p...));
+      const auto hi = i + 1 < count ? RoundToBf16(df, Nth<i + 1>(p...)) : hn::Zero(df);
+      hn::Store(Bf16Pairs(lo, hi), hn::RebindToUnsigned<DF>(), pairs + (r + i) / 2 * ld_pairs + c);
+    });
 #endif
   }
 };
@@ -676,12 +688,12 @@ struct Bf16ValueOperands {
   size_t value_dim;
 };
 
-// O^T = O^T * alpha + V^T . P^T on the AVX512_BF16 tiles: `dims` value dims,
-// the first `vectors` query vectors, `keys` keys from an even key (pairs
-// rows of v_pairs, Dv apart, and of p_pairs, Bq apart).
+// O^T = O^T * alpha + V^T . P^T on the bf16 dot-product tiles: `dims` value
+// dims, the first `vectors` query vectors, `keys` keys from an even key
+// (pairs rows of v_pairs, Dv apart, and of p_pairs, Bq apart).
 void WeightedValuesBf16(size_t dims, size_t vectors, size_t keys, const uint32_t* p_pairs,
                         const uint32_t* v_pairs, size_t value_dim, const float* alpha, float* o_t) {
-#if HWY_TARGET == HWY_AVX3
+#if HWYATTN_BF16_DOT_TILES
   for (size_t d0 = 0; d0 < dims; d0 += kMR) {
     Bf16ValueTile(std::min(kMR, dims - d0), vectors, (keys + 1) / 2, v_pairs + d0, value_dim,
                   p_pairs, kQueryTile, alpha, o_t + d0 * kQueryTile, kQueryTile);
@@ -703,6 +715,15 @@ void WeightedValuesSkippingZerosPairs(size_t dims, size_t vectors, size_t keys,
                                       const uint32_t* HWY_RESTRICT v_pairs, int64_t value_dim,
                                       int64_t j0, const float* HWY_RESTRICT alpha,
                                       float* HWY_RESTRICT o_t) {
+#if HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON
+  // BFDOT adds a pair's two products together before adding them to the sum
+  // (rounding to odd), which no sequence of FMAs reproduces: the tile's own
+  // instruction, the value halves whose probability is 0 taken as 0.
+  HWY_DASSERT(j0 % 2 == 0);
+  Bf16ValueSkippingZeros(dims, vectors, (keys + 1) / 2, v_pairs + j0 / 2 * value_dim,
+                         static_cast<size_t>(value_dim), p_pairs, kQueryTile, alpha, o_t,
+                         kQueryTile);
+#else
   const DF df;
   const hn::RebindToUnsigned<DF> du;
   for (size_t d = 0; d < dims; ++d) {
@@ -724,6 +745,7 @@ void WeightedValuesSkippingZerosPairs(size_t dims, size_t vectors, size_t keys,
       hn::Store(acc, df, o);
     }
   }
+#endif
 }
 
 // The keys each query vector of a work item may see by position, [lo[c],
@@ -840,10 +862,10 @@ void ScorePanel(size_t vectors, size_t dim, AOperand a, const float* q_t, float*
   const hn::RebindToSigned<DF> di;
   // The kMR x kVectors scores, a pack (row-major) in registers.
   WithRegisters<kMR * kVectors>(hn::Zero(df), [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
-#if HWY_TARGET == HWY_AVX3
+#if HWYATTN_BF16_DOT_TILES
     if (bf16 != nullptr) {
-      // The AVX512_BF16 tile stores the scaled scores; the epilogue below
-      // takes them from L1.
+      // The bf16 dot-product tile stores the scaled scores; the epilogue
+      // below takes them from L1.
       static_assert(kMR == kBf16TileRows && kLanes == kBf16Lanes, "bf16 tile geometry");
       Bf16ScoreTile(kVectors, bf16->pairs, bf16->k_pairs, bf16->q_pairs, kQueryTile, bf16->scale,
                     s_rows, kQueryTile);

@@ -5,7 +5,7 @@
 #include "src/ops/flash_bf16.h"
 #include "src/targets.h"
 
-#if HWYATTN_BF16_DOT_COMPILED
+#if HWYATTN_BF16_DOT_COMPILED && defined(__x86_64__)
 #include <immintrin.h>
 
 #define HWYATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
@@ -131,7 +131,9 @@ HWYATTN_BF16_TARGET void Bf16PairRows(size_t rows, size_t lanes, const float* p,
 
 }  // namespace hwyattn
 
-#else  // not compiled (src/targets.h): Bf16DotAvailable() is false, nothing calls these
+#elif !HWYATTN_BF16_DOT_COMPILED
+// Not compiled (src/targets.h): Bf16DotAvailable() is false, nothing calls
+// these. (arm64 builds flash_bf16_neon.cc's.)
 
 #include "hwy/base.h"
 
@@ -149,4 +151,4 @@ void Bf16PairRows(size_t, size_t, const float*, size_t, uint32_t*, size_t) {
 }
 }  // namespace hwyattn
 
-#endif
+#endif  // HWYATTN_BF16_DOT_COMPILED

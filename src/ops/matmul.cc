@@ -409,9 +409,10 @@ void MultiplyRows(const RowsView& x, int64_t m0, const LinearOutput* outputs, si
     all_pairs = all_pairs && outputs[o].w->pairs != nullptr;
   }
   const bool bf16 = precision == MatmulPrecision::kBf16;
-  const APack pack = !bf16                                 ? APack::kFloats
-                     : all_pairs && Bf16DotFor(HWY_TARGET) ? APack::kPairs
-                                                           : APack::kRounded;
+  const APack pack = !bf16 ? APack::kFloats
+                     : all_pairs && Bf16DotFor(HWY_TARGET, Bf16DotKernel::kMatmul)
+                         ? APack::kPairs
+                         : APack::kRounded;
   const size_t N = hn::Lanes(DF());
   const int64_t k = x.cols, k_pairs = (k + 1) / 2;
   const size_t panel_floats = PanelFloats(k, kMR);

@@ -5,7 +5,7 @@
 #include "src/ops/matmul_bf16.h"
 #include "src/targets.h"
 
-#if HWYATTN_BF16_DOT_COMPILED
+#if HWYATTN_BF16_DOT_COMPILED && defined(__x86_64__)
 #include <immintrin.h>
 
 #define HWYATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
@@ -69,7 +69,7 @@ HWYATTN_BF16_TARGET void Bf16MatmulTile(size_t vectors, size_t pairs, const uint
 
 }  // namespace hwyattn
 
-#else  // not compiled (src/targets.h): Bf16DotFor() is false, nothing calls this
+#else  // not compiled (src/targets.h) or not x86-64: Bf16DotFor() is false, nothing calls this
 
 #include "hwy/base.h"
 

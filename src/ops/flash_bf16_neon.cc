@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Armv8.6 BF16 register tiles (see flash_bf16.h): BFDOT (vbfdotq_laneq_f32)
+// does 4 lanes x 2 bf16 multiply-adds into fp32 sums per instruction, with
+// the broadcast operand taken by lane from a register of pairs, so a K or V
+// panel step of the 6-row tile is two loads (4 + 2 pairs) instead of 6
+// broadcasts: 18 accumulators, 3 query vectors and 2 row registers of the
+// 32. Not a foreach_target unit: one copy for arm64, each function under a
+// target attribute, called only where Bf16DotFor says the CPU has BF16.
+#include "src/ops/flash_bf16.h"
+#include "src/targets.h"
+
+#if HWYATTN_BF16_DOT_COMPILED && defined(__aarch64__)
+#include <arm_neon.h>
+
+#define HWYATTN_BF16_TARGET __attribute__((target("arch=armv8.2-a+bf16")))
+
+namespace hwyattn {
+namespace {
+
+static_assert(kBf16Lanes == 4 && kBf16TileRows == 6, "4 + 2 rows' pairs per step");
+
+HWYATTN_BF16_TARGET inline bfloat16x8_t LoadPairs(const uint32_t* p) {
+  return vreinterpretq_bf16_u32(vld1q_u32(p));
+}
+
+// acc[r][c] += a[c] . b[r] for rows r < kRows of one step: b[r] is row r's
+// pair, rows_at[0..kRows) (read as a vector of 4 pairs and one of 2 when
+// kRows == 6, else one broadcast per row, so that no load reads past the
+// last row).
+template <size_t kRows, size_t kVectors>
+HWYATTN_BF16_TARGET inline void DotStep(float32x4_t (&acc)[kRows][kVectors],
+                                        const bfloat16x8_t (&a)[kVectors],
+                                        const uint32_t* rows_at) {
+  if constexpr (kRows == kBf16TileRows) {
+    const bfloat16x8_t b0 = LoadPairs(rows_at);
+    const bfloat16x4_t b1 = vreinterpret_bf16_u32(vld1_u32(rows_at + 4));
+#pragma GCC unroll 16
+    for (size_t c = 0; c < kVectors; ++c) {
+      acc[0][c] = vbfdotq_laneq_f32(acc[0][c], a[c], b0, 0);
+      acc[1][c] = vbfdotq_laneq_f32(acc[1][c], a[c], b0, 1);
+      acc[2][c] = vbfdotq_laneq_f32(acc[2][c], a[c], b0, 2);
+      acc[3][c] = vbfdotq_laneq_f32(acc[3][c], a[c], b0, 3);
+      acc[4][c] = vbfdotq_lane_f32(acc[4][c], a[c], b1, 0);
+      acc[5][c] = vbfdotq_lane_f32(acc[5][c], a[c], b1, 1);
+    }
+  } else {
+#pragma GCC unroll 16
+    for (size_t r = 0; r < kRows; ++r) {
+      const bfloat16x8_t br = vreinterpretq_bf16_u32(vdupq_n_u32(rows_at[r]));
+#pragma GCC unroll 16
+      for (size_t c = 0; c < kVectors; ++c) acc[r][c] = vbfdotq_f32(acc[r][c], a[c], br);
+    }
+  }
+}
+
+template <size_t kVectors>
+HWYATTN_BF16_TARGET inline void ScoreTile(size_t pairs, const uint32_t* k_pairs,
+                                          const uint32_t* q_pairs, size_t ldq, float scale,
+                                          float* s, size_t lds) {
+  float32x4_t acc[kBf16TileRows][kVectors];
+#pragma GCC unroll 16
+  for (size_t r = 0; r < kBf16TileRows; ++r)
+#pragma GCC unroll 16
+    for (size_t c = 0; c < kVectors; ++c) acc[r][c] = vdupq_n_f32(0.0f);
+  for (size_t i = 0; i < pairs; ++i) {
+    bfloat16x8_t q[kVectors];
+#pragma GCC unroll 16
+    for (size_t c = 0; c < kVectors; ++c) q[c] = LoadPairs(q_pairs + i * ldq + c * kBf16Lanes);
+    DotStep<kBf16TileRows, kVectors>(acc, q, k_pairs + i * kBf16TileRows);
+  }
+#pragma GCC unroll 16
+  for (size_t r = 0; r < kBf16TileRows; ++r)
+#pragma GCC unroll 16
+    for (size_t c = 0; c < kVectors; ++c)
+      vst1q_f32(s + r * lds + c * kBf16Lanes, vmulq_n_f32(acc[r][c], scale));
+}
+
+template <size_t kRows, size_t kVectors>
+HWYATTN_BF16_TARGET inline void ValueTile(size_t pairs, const uint32_t* v_pairs, size_t ldv,
+                                          const uint32_t* p_pairs, size_t ldp, const float* alpha,
+                                          float* o, size_t ldo) {
+  float32x4_t acc[kRows][kVectors];
+#pragma GCC unroll 16
+  for (size_t c = 0; c < kVectors; ++c) {
+    const float32x4_t a = vld1q_f32(alpha + c * kBf16Lanes);
+#pragma GCC unroll 16
+    for (size_t r = 0; r < kRows; ++r)
+      acc[r][c] = vmulq_f32(vld1q_f32(o + r * ldo + c * kBf16Lanes), a);
+  }
+  for (size_t i = 0; i < pairs; ++i) {
+    bfloat16x8_t p[kVectors];
+#pragma GCC unroll 16
+    for (size_t c = 0; c < kVectors; ++c) p[c] = LoadPairs(p_pairs + i * ldp + c * kBf16Lanes);
+    DotStep<kRows, kVectors>(acc, p, v_pairs + i * ldv);
+  }
+#pragma GCC unroll 16
+  for (size_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 16
+    for (size_t c = 0; c < kVectors; ++c) vst1q_f32(o + r * ldo + c * kBf16Lanes, acc[r][c]);
+}
+
+template <size_t kRows>
+HWYATTN_BF16_TARGET void ValueTileRows(size_t rows, size_t vectors, size_t pairs,
+                                       const uint32_t* v_pairs, size_t ldv, const uint32_t* p_pairs,
+                                       size_t ldp, const float* alpha, float* o, size_t ldo) {
+  if constexpr (kRows > 1) {
+    if (rows < kRows) {
+      ValueTileRows<kRows - 1>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
+      return;
+    }
+  }
+  switch (vectors) {
+    case 1: ValueTile<kRows, 1>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
+    case 2: ValueTile<kRows, 2>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
+    default: ValueTile<kRows, 3>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
+  }
+}
+
+}  // namespace
+
+HWYATTN_BF16_TARGET void Bf16ScoreTile(size_t vectors, size_t pairs, const uint32_t* k_pairs,
+                                       const uint32_t* q_pairs, size_t ldq, float scale, float* s,
+                                       size_t lds) {
+  switch (vectors) {
+    case 1: ScoreTile<1>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
+    case 2: ScoreTile<2>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
+    default: ScoreTile<3>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
+  }
+}
+
+HWYATTN_BF16_TARGET void Bf16ValueTile(size_t rows, size_t vectors, size_t pairs,
+                                       const uint32_t* v_pairs, size_t ldv, const uint32_t* p_pairs,
+                                       size_t ldp, const float* alpha, float* o, size_t ldo) {
+  ValueTileRows<kBf16TileRows>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
+}
+
+HWYATTN_BF16_TARGET void Bf16ValueSkippingZeros(size_t dims, size_t vectors, size_t pairs,
+                                                const uint32_t* v_pairs, size_t ldv,
+                                                const uint32_t* p_pairs, size_t ldp,
+                                                const float* alpha, float* o, size_t ldo) {
+  for (size_t d = 0; d < dims; ++d) {
+    for (size_t c = 0; c < vectors * kBf16Lanes; c += kBf16Lanes) {
+      float32x4_t acc = vmulq_f32(vld1q_f32(o + d * ldo + c), vld1q_f32(alpha + c));
+      for (size_t i = 0; i < pairs; ++i) {
+        const uint16x8_t prob = vreinterpretq_u16_u32(vld1q_u32(p_pairs + i * ldp + c));
+        const uint16x8_t value = vreinterpretq_u16_u32(vdupq_n_u32(v_pairs[i * ldv + d]));
+        // Value halves kept where the probability half is not +0.
+        const uint16x8_t kept = vbicq_u16(value, vceqzq_u16(prob));
+        acc = vbfdotq_f32(acc, vreinterpretq_bf16_u16(prob), vreinterpretq_bf16_u16(kept));
+      }
+      vst1q_f32(o + d * ldo + c, acc);
+    }
+  }
+}
+
+void Bf16PairRows(size_t rows, size_t lanes, const float* p, size_t ldp, uint32_t* p_pairs,
+                  size_t ld_pairs) {
+  const uint32x4_t high = vdupq_n_u32(0xFFFF0000u);
+  for (size_t i = 0; 2 * i < rows; ++i) {
+    const float* lo = p + 2 * i * ldp;
+    const float* hi = 2 * i + 1 < rows ? lo + ldp : nullptr;
+    for (size_t c = 0; c < lanes; c += kBf16Lanes) {
+      const uint32x4_t l = vshrq_n_u32(vreinterpretq_u32_f32(vld1q_f32(lo + c)), 16);
+      const uint32x4_t h = hi != nullptr ? vandq_u32(vreinterpretq_u32_f32(vld1q_f32(hi + c)), high)
+                                         : vdupq_n_u32(0);
+      vst1q_u32(p_pairs + i * ld_pairs + c, vorrq_u32(h, l));
+    }
+  }
+}
+
+}  // namespace hwyattn
+
+#endif  // HWYATTN_BF16_DOT_COMPILED && __aarch64__

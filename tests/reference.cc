@@ -354,13 +354,20 @@ bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k, const hwyat
           if (!ok) continue;
           const int64_t kb = ks[0] == 1 ? 0 : b;
           const double* krow = &kd[static_cast<size_t>(((kb * kv_heads + hk) * k_len + j) * dim)];
-          double dot = 0.0;
-          for (int64_t d = 0; d < dim; ++d) dot += qrow[d] * krow[d];
+          double dot = 0.0, size = 0.0;
+          for (int64_t d = 0; d < dim; ++d) {
+            dot += qrow[d] * krow[d];
+            size += std::fabs(qrow[d] * krow[d]);
+          }
           // scale, then softcap, then ALiBi and the additive mask.
           double s = scale * dot;
           if (softcap > 0.0) s = softcap * std::tanh(s / softcap);
           s += slope * static_cast<double>(j - pos_q);
           s += additive;
+          result->score_magnitude =
+              std::max(result->score_magnitude,
+                       std::fabs(scale) * size + std::fabs(slope * static_cast<double>(j - pos_q)) +
+                           std::fabs(additive));
           scores[static_cast<size_t>(j)] = s;
           row_max = std::max(row_max, s);
           any_allowed = true;
@@ -406,6 +413,10 @@ bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k, const hwyat
 // ---------------------------------------------------------------------------
 // hwyattn_kv_attention
 // ---------------------------------------------------------------------------
+
+double ScoreTolerance(double score_magnitude, int64_t dim) {
+  return 2.0 * static_cast<double>(dim + 4) * std::ldexp(score_magnitude, -24);
+}
 
 double ReadCacheValue(const hwyattn_kv_cache& cache, bool values, int64_t page, int64_t head,
                       int64_t offset, int64_t d) {
@@ -487,16 +498,23 @@ bool ReferenceKvAttention(const hwyattn_tensor& q, const hwyattn_kv_cache& cache
           if (causal && t > pos) continue;
           if (o.window_left > 0 && t <= pos - o.window_left) continue;
           if (o.window_right > 0 && t >= pos + o.window_right) continue;
-          double dot = 0.0;
+          double dot = 0.0, size = 0.0;
           for (int64_t d = 0; d < D; ++d) {
             const int64_t qi[4] = {0, q0 + i, h, d};
-            dot += ReadElement(q, qi) * ReadCacheValue(cache, false, page_of(t), kvh, t % S, d);
+            const double prod =
+                ReadElement(q, qi) * ReadCacheValue(cache, false, page_of(t), kvh, t % S, d);
+            dot += prod;
+            size += std::fabs(prod);
           }
           double x = scale * dot;
           if (o.softcap > 0) x = o.softcap * std::tanh(x / o.softcap);
+          double bias = 0.0;
           if (o.alibi_slopes != nullptr) {
-            x += static_cast<double>(o.alibi_slopes[h]) * static_cast<double>(t - pos);
+            bias = static_cast<double>(o.alibi_slopes[h]) * static_cast<double>(t - pos);
+            x += bias;
           }
+          result->score_magnitude =
+              std::max(result->score_magnitude, std::fabs(scale) * size + std::fabs(bias));
           score.push_back(x);
           keys.push_back(t);
         }

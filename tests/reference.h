@@ -65,6 +65,12 @@ struct RefResult {
   // [B, Hq, Lq, Lk]: key j is allowed for the row (row-major like weights).
   // A blocked key's weight must be exactly 0, not merely small.
   std::vector<bool> key_allowed;
+  // The largest score magnitude of the call: over the allowed scores,
+  // |scale| * sum_d |q_d k_d| + |ALiBi bias| + |additive mask|, the size of
+  // the terms a score is summed from. A float32 score carries roundings of
+  // that size (2^-24 of it each): what a tolerance scales with when scores
+  // are large (ScoreTolerance).
+  double score_magnitude = 0.0;
 
   int64_t RowIndex(int64_t b, int64_t h, int64_t i) const { return (b * q_heads + h) * q_len + i; }
 };
@@ -124,9 +130,19 @@ bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k, const hwyat
 // hwyattn_kv_attention's results, dense and row-major in double.
 struct KvRefResult {
   int64_t tokens = 0, q_heads = 0, v_dim = 0;
-  std::vector<double> out;  // [T, Hq, Dv]
-  std::vector<double> lse;  // [T, Hq]; a row without keys: the sink or -INFINITY
+  std::vector<double> out;       // [T, Hq, Dv]
+  std::vector<double> lse;       // [T, Hq]; a row without keys: the sink or -INFINITY
+  double score_magnitude = 0.0;  // as RefResult's
 };
+
+// What float32 arithmetic may add to an attention output's error beyond a
+// small-score tolerance, relative to max|v|: each score of a `dim`-term dot
+// product carries at most dim + 4 roundings of `score_magnitude` (one per
+// product-add in a lane, the lanes' reduction, the scale and the
+// exponent's argument), and the softmax-weighted mean moves by at most
+// twice max|v| times its largest exponent error. Weights (in [0, 1]) move by
+// as much in absolute terms, lse by half as much.
+double ScoreTolerance(double score_magnitude, int64_t dim);
 
 // The value of element d of kv head `head` at (page, offset) of the cache's
 // k (values = false) or v, dequantized for I8 caches (int8 * scale, in

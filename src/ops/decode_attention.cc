@@ -661,69 +661,70 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
       }
     }
   };
-  // With masking, a row may have a zero probability at a key whose V holds a
-  // NaN or an infinity, and 0 * NaN must not reach that row: such chunks skip
-  // zero probabilities, with the same operations in the same order, so rows
-  // that never see the value are bit-identical to a run without it.
-  bool finite = true;
-  if (p.MayBlockPerRow()) {
-    for_batches([&](size_t n, bool) {
-      for (size_t k = 0; k < n; ++k) {
-        finite = finite &&
-                 ValuesFinite(runs[k].rows, runs[k].count, ldv, static_cast<size_t>(value_dim));
-      }
-    });
-  }
-  if (kBf16DotTarget && plan.bf16_dot) {
-    // The same runs on the AVX512_BF16 loops; !finite: zero probabilities
-    // skipped there.
-    for_batches([&](size_t n, bool accumulate) {
-      Bf16ValueRun bruns[kDecodeMaxRuns];
-      for (size_t k = 0; k < n; ++k) {
-        bruns[k] = {runs[k].rows, runs[k].ahead, runs[k].first, runs[k].count};
-      }
-      Bf16DecodeValues(p.v.dtype, kL2, static_cast<size_t>(rows), s, ld, bruns, n,
-                       static_cast<size_t>(value_dim), ldv, accumulate, !finite, out, pair_scratch);
-    });
-    return;
-  }
-  if (!finite) {
-    for_batches([&](size_t n, bool) {
-      for (size_t k = 0; k < n; ++k) {
-        WeightedValuesSkippingZeros(static_cast<size_t>(rows), runs[k].count, s + runs[k].first, ld,
-                                    runs[k].rows, ldv, static_cast<size_t>(value_dim),
-                                    runs[k].first > 0, out);
-      }
-    });
-    return;
-  }
-  for_batches([&](size_t n, bool accumulate) {
-    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
-      const size_t nr = static_cast<size_t>(std::min<int64_t>(4, rows - r0));
-      const float* pr = s + r0 * ld;
-      float* o = out + r0 * value_dim;
-      size_t dv = 0;
-      for (; dv + 4 * kLanes <= dv_vec; dv += 4 * kLanes) {
-        WeightedValuesRows<kL2, 4>(nr, pr, ld, runs, n, dv, ldv, accumulate, o + dv,
-                                   static_cast<size_t>(value_dim));
-      }
-      for (; dv < dv_vec; dv += kLanes) {
-        WeightedValuesRows<kL2, 1>(nr, pr, ld, runs, n, dv, ldv, accumulate, o + dv,
-                                   static_cast<size_t>(value_dim));
-      }
-      for (; dv < static_cast<size_t>(value_dim); ++dv) {
-        for (size_t r = 0; r < nr; ++r) {
-          float sum = accumulate ? o[r * value_dim + dv] : 0.0f;
-          for (size_t k = 0; k < n; ++k) {
-            const float* pk = pr + r * ld + runs[k].first;
-            for (size_t j = 0; j < runs[k].count; ++j)
-              sum += pk[j] * ToFloat(runs[k].rows[static_cast<int64_t>(j) * ldv + dv]);
-          }
-          o[r * value_dim + dv] = sum;
+  // Every row's sums over the chunk; with skip_zeros, zero probabilities
+  // skipped, with the same operations in the same order otherwise.
+  const auto values = [&](bool skip_zeros) {
+    if (kBf16DotTarget && plan.bf16_dot) {  // the same runs on the AVX512_BF16 loops
+      for_batches([&](size_t n, bool accumulate) {
+        Bf16ValueRun bruns[kDecodeMaxRuns];
+        for (size_t k = 0; k < n; ++k) {
+          bruns[k] = {runs[k].rows, runs[k].ahead, runs[k].first, runs[k].count};
         }
-      }
+        Bf16DecodeValues(p.v.dtype, kL2, static_cast<size_t>(rows), s, ld, bruns, n,
+                         static_cast<size_t>(value_dim), ldv, accumulate, skip_zeros, out,
+                         pair_scratch);
+      });
+    } else if (skip_zeros) {
+      for_batches([&](size_t n, bool) {
+        for (size_t k = 0; k < n; ++k) {
+          WeightedValuesSkippingZeros(static_cast<size_t>(rows), runs[k].count, s + runs[k].first,
+                                      ld, runs[k].rows, ldv, static_cast<size_t>(value_dim),
+                                      runs[k].first > 0, out);
+        }
+      });
+    } else {
+      for_batches([&](size_t n, bool accumulate) {
+        for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+          const size_t nr = static_cast<size_t>(std::min<int64_t>(4, rows - r0));
+          const float* pr = s + r0 * ld;
+          float* o = out + r0 * value_dim;
+          size_t dv = 0;
+          for (; dv + 4 * kLanes <= dv_vec; dv += 4 * kLanes) {
+            WeightedValuesRows<kL2, 4>(nr, pr, ld, runs, n, dv, ldv, accumulate, o + dv,
+                                       static_cast<size_t>(value_dim));
+          }
+          for (; dv < dv_vec; dv += kLanes) {
+            WeightedValuesRows<kL2, 1>(nr, pr, ld, runs, n, dv, ldv, accumulate, o + dv,
+                                       static_cast<size_t>(value_dim));
+          }
+          for (; dv < static_cast<size_t>(value_dim); ++dv) {
+            for (size_t r = 0; r < nr; ++r) {
+              float sum = accumulate ? o[r * value_dim + dv] : 0.0f;
+              for (size_t k = 0; k < n; ++k) {
+                const float* pk = pr + r * ld + runs[k].first;
+                for (size_t j = 0; j < runs[k].count; ++j)
+                  sum += pk[j] * ToFloat(runs[k].rows[static_cast<int64_t>(j) * ldv + dv]);
+              }
+              o[r * value_dim + dv] = sum;
+            }
+          }
+        }
+      });
     }
-  });
+  };
+  values(false);
+  // With masking, a row may have a zero probability at a key whose V holds a
+  // NaN or an infinity, and 0 * NaN must not reach that row: it makes that
+  // row's sums NaN, so a chunk whose sums are not all finite is done again
+  // skipping zero probabilities, and rows that never see the value are
+  // bit-identical to a run without it. Checking the rows x Dv sums rather
+  // than the keys x Dv values before the products saves a pass over the
+  // chunk's V (F16 decode steps under a mask, the ggml perf cases: 40% of
+  // the time).
+  if (p.MayBlockPerRow() &&
+      !ValuesFinite(out, static_cast<size_t>(rows), value_dim, static_cast<size_t>(value_dim))) {
+    values(true);
+  }
 }
 
 // Chunks [chunk0, chunk0 + count) of (b, kvh), each with its own softmax and

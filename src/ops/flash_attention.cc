@@ -254,6 +254,23 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16Pairs(hn::Vec<DF> lo, hn::Vec<D
                 hn::And(hn::BitCast(du, hi), hn::Set(du, 0xFFFF0000u)));
 }
 
+// pairs[i][lane] = Bf16Pairs(p[2i][lane], p[2i+1][lane]) for the first
+// `lanes` lanes (a multiple of kLanes) of `rows` rows of bf16 values `ldp`
+// apart; a row 2i+1 >= rows is taken as zeros: the queries of a tile as the
+// pairs along the head dim that the bf16 dot-product tiles read.
+void PairRows(size_t rows, size_t lanes, const float* HWY_RESTRICT p, size_t ldp,
+              uint32_t* HWY_RESTRICT pairs, size_t ld_pairs) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  for (size_t i = 0; 2 * i < rows; ++i) {
+    const float* lo = p + 2 * i * ldp;
+    for (size_t c = 0; c < lanes; c += kLanes) {
+      const hn::Vec<DF> hi = 2 * i + 1 < rows ? hn::LoadU(df, lo + ldp + c) : hn::Zero(df);
+      hn::StoreU(Bf16Pairs(hn::LoadU(df, lo + c), hi), du, pairs + i * ld_pairs + c);
+    }
+  }
+}
+
 // bf16_dot packing (flash_bf16.h). K of (b, kvh) as [panel][ceil(D/2)][MR]
 // pairs along the head dim; keys past the key end and the odd dim's partner
 // are 0.
@@ -1046,7 +1063,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   uint32_t* HWY_RESTRICT p_pairs = reinterpret_cast<uint32_t*>(scratch + layout.p_pairs);
   const size_t dim_pairs = static_cast<size_t>(dim + 1) / 2;
   if (bf16_dot)
-    Bf16PairRows(static_cast<size_t>(dim), kQueryTile, q_t, kQueryTile, q_pairs, kQueryTile);
+    PairRows(static_cast<size_t>(dim), kQueryTile, q_t, kQueryTile, q_pairs, kQueryTile);
   for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
     if (c < rows) {
       const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;

@@ -112,23 +112,6 @@ HWYATTN_BF16_TARGET void Bf16ValueTile(size_t rows, size_t vectors, size_t pairs
   ValueTileRows<kBf16TileRows>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
 }
 
-HWYATTN_BF16_TARGET void Bf16PairRows(size_t rows, size_t lanes, const float* p, size_t ldp,
-                                      uint32_t* p_pairs, size_t ld_pairs) {
-  for (size_t i = 0; 2 * i < rows; ++i) {
-    const float* lo = p + 2 * i * ldp;
-    const float* hi = 2 * i + 1 < rows ? lo + ldp : nullptr;
-    for (size_t c = 0; c < lanes; c += kBf16Lanes) {
-      // maskz: GCC 12 warns on the undefined source of the plain form.
-      const __m512i l =
-          _mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(_mm512_loadu_ps(lo + c)), 16);
-      const __m512i h =
-          hi != nullptr ? _mm512_castps_si512(_mm512_loadu_ps(hi + c)) : _mm512_setzero_si512();
-      const __m512i pair = _mm512_or_si512(_mm512_and_si512(h, _mm512_set1_epi32(-65536)), l);
-      _mm512_storeu_si512(p_pairs + i * ld_pairs + c, pair);
-    }
-  }
-}
-
 }  // namespace hwyattn
 
 #elif !HWYATTN_BF16_DOT_COMPILED
@@ -144,9 +127,6 @@ void Bf16ScoreTile(size_t, size_t, const uint32_t*, const uint32_t*, size_t, flo
 }
 void Bf16ValueTile(size_t, size_t, size_t, const uint32_t*, size_t, const uint32_t*, size_t,
                    const float*, float*, size_t) {
-  HWY_ABORT("hwyattn: AVX512_BF16 tile called on a CPU without it");
-}
-void Bf16PairRows(size_t, size_t, const float*, size_t, uint32_t*, size_t) {
   HWY_ABORT("hwyattn: AVX512_BF16 tile called on a CPU without it");
 }
 }  // namespace hwyattn

@@ -66,12 +66,6 @@ void Bf16ValueSkippingZeros(size_t dims, size_t vectors, size_t pairs, const uin
                             float* o, size_t ldo);
 #endif
 
-// p_pairs[i][lane] = the pair (p[2i][lane], p[2i+1][lane]) for i < pairs and
-// the first `lanes` (a multiple of L) lanes; p rows ldp floats apart, holding
-// bf16 values (RoundToBf16); a row 2i+1 >= rows is taken as zeros.
-void Bf16PairRows(size_t rows, size_t lanes, const float* p, size_t ldp, uint32_t* p_pairs,
-                  size_t ld_pairs);
-
 }  // namespace hwyattn
 
 #endif  // HWYATTN_SRC_OPS_FLASH_BF16_H_

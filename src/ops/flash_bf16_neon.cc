@@ -154,21 +154,6 @@ HWYATTN_BF16_TARGET void Bf16ValueSkippingZeros(size_t dims, size_t vectors, siz
   }
 }
 
-void Bf16PairRows(size_t rows, size_t lanes, const float* p, size_t ldp, uint32_t* p_pairs,
-                  size_t ld_pairs) {
-  const uint32x4_t high = vdupq_n_u32(0xFFFF0000u);
-  for (size_t i = 0; 2 * i < rows; ++i) {
-    const float* lo = p + 2 * i * ldp;
-    const float* hi = 2 * i + 1 < rows ? lo + ldp : nullptr;
-    for (size_t c = 0; c < lanes; c += kBf16Lanes) {
-      const uint32x4_t l = vshrq_n_u32(vreinterpretq_u32_f32(vld1q_f32(lo + c)), 16);
-      const uint32x4_t h = hi != nullptr ? vandq_u32(vreinterpretq_u32_f32(vld1q_f32(hi + c)), high)
-                                         : vdupq_n_u32(0);
-      vst1q_u32(p_pairs + i * ld_pairs + c, vorrq_u32(h, l));
-    }
-  }
-}
-
 }  // namespace hwyattn
 
 #endif  // HWYATTN_BF16_DOT_COMPILED && __aarch64__

@@ -124,23 +124,26 @@ HWYATTN_API const char* hwyattn_last_error(void);
  *  - x86-64: "AVX3_BF16" (AVX-512 with the AVX512_BF16 dot products, used
  *    under HWYATTN_PRECISION_BF16), "AVX3", "AVX2", "SSE4";
  *  - arm64: "SVE_256" (256-bit SVE), "SVE2_128" (128-bit SVE2), "SVE2" or
- *    "SVE" (512-bit vectors only: other lengths run NEON), "NEON_BF16" (NEON
- *    with the Armv8.6 BF16 dot products, BFDOT, used by the prefill kernel
- *    under HWYATTN_PRECISION_BF16), "NEON";
+ *    "SVE" (512-bit vectors only: other lengths run NEON), "NEON"; each with
+ *    "_BF16" ("SVE_256_BF16", ..., "NEON_BF16") where the CPU has Armv8.6's
+ *    BF16 dot products (BFDOT; for the SVE targets SVE's BFDOT), which the
+ *    prefill kernel uses under HWYATTN_PRECISION_BF16;
  *  - every architecture (ppc64el and s390x have nothing else with Highway
  *    1.0.3): the portable fallback, "EMU128", or "SCALAR" when the library
  *    was built with a compiler on which Highway disables EMU128 (GCC < 12.3,
  *    e.g. Debian 12's).
  *  The environment variable HWYATTN_TARGET (read once, at the first call) caps
  *  it for this library only: HWYATTN_TARGET=AVX2 on an AVX-512 machine runs
- *  the AVX2 kernels (and HWYATTN_TARGET=AVX3 or NEON the fp32 FMAs of bf16
- *  products rather than the dot products; "AVX3_BF16" or "NEON_BF16" is no
- *  cap); HWYATTN_TARGET=EMU128 or SCALAR (either name, on any architecture)
- *  runs the fallback. A name that is not a target of this
- *  build (a typo, or another architecture's target, such as NEON on x86) is
- *  ignored, no cap, rather than failing every later call; the library then
- *  prints one line to stderr naming the accepted values, as libgomp does for
- *  an invalid OMP_* variable. Static storage; never NULL. */
+ *  the AVX2 kernels. A Highway name caps below the bf16 dot products
+ *  (HWYATTN_TARGET=AVX3, NEON or SVE_256 runs bf16 products as fp32 FMAs of
+ *  rounded operands); a "_BF16" name caps at its target with them
+ *  (HWYATTN_TARGET=NEON_BF16 on an SVE machine: NEON's BFDOT tiles).
+ *  HWYATTN_TARGET=EMU128 or SCALAR (either name, on any architecture) runs
+ *  the fallback. A name that is not a target of this build (a typo, or
+ *  another architecture's target, such as NEON on x86) is ignored, no cap,
+ *  rather than failing every later call; the library then prints one line
+ *  to stderr naming the accepted values, as libgomp does for an invalid
+ *  OMP_* variable. Static storage; never NULL. */
 HWYATTN_API const char* hwyattn_simd_target(void);
 
 /** Sets the number of threads later calls may use: 1 = run on the calling

@@ -7,12 +7,14 @@
 # the x86 builds (so .ci/run does); it also runs alone.
 #
 #   arm64    every C/C++ suite on the target the library picks on an
-#            emulated Cortex-A72 (NEON) and on a 256-bit SVE CPU ("max" with
-#            sve-max-vq=2: SVE_256), the attention suites at 512 bits (vq=4:
-#            SVE2) and 128 (vq=1: SVE2_128), on NEON with BF16 ("max"
-#            with sve=off: NEON_BF16, the BFDOT tiles) and on the fallback;
-#            target_test checks each CPU's choice against the table below
-#            (HWYATTN_TEST_EXPECT_TARGET).
+#            emulated Cortex-A72 (NEON) and on a 256-bit SVE CPU with BF16
+#            ("max" with sve-max-vq=2: SVE_256_BF16, SVE's BFDOT tiles), the
+#            attention suites at 512 bits (vq=4: SVE2_BF16), at 128 bits
+#            capped at SVE2_128 (vq=1: the SVE kernels' own bf16 rounding
+#            rule, no dot products), on NEON with BF16 ("max" with sve=off:
+#            NEON_BF16, NEON's BFDOT tiles) and on the fallback; target_test
+#            checks each CPU's choice against the table below
+#            (HWYATTN_TEST_EXPECT_TARGET, or the HWYATTN_TARGET cap).
 #   ppc64el  POWER, little-endian: the attention suites on the portable
 #            fallback (Highway 1.0.3 compiles nothing else there; its PPC8
 #            target has no implementation yet).
@@ -44,7 +46,8 @@ source scripts/deps.sh
 stamp() { echo "cross_test.sh: $* ($(date +%T), ${SECONDS}s)"; }
 
 # What each architecture's tests run: "<QEMU_CPU>;<target the library must
-# pick there>;<ctest selection>;<GTEST_FILTER>" per line. The selections:
+# pick there>;<ctest selection>;<GTEST_FILTER>;<HWYATTN_TARGET, if any>" per
+# line. The selections:
 # every leg the library picks itself ("native", -L native), the tests
 # registered once, and the capped legs named. Emulation is 20-100x slower
 # than the build machine, so only the legs that hold each architecture's
@@ -62,10 +65,10 @@ runs_for() {
       echo "cortex-a72;NEON;-L ^native$;"
       echo "cortex-a72;NEON;-R $once;"
       echo "cortex-a72;NEON;-R ^(target_test\.(NEON|foreign_name|EMU128)|sdpa_test\.EMU128)$;$quick"
-      echo "max,sve-max-vq=2;SVE_256;-L ^native$;"
-      echo "max,sve-max-vq=2;SVE_256;-R ^(softmax_test|matmul_test|tanh_test|target_test\.NEON)$;"
-      echo "max,sve-max-vq=4;SVE2;-R ^($attention)$;$quick"
-      echo "max,sve-max-vq=1;SVE2_128;-R ^($attention)$;$quick"
+      echo "max,sve-max-vq=2;SVE_256_BF16;-L ^native$;"
+      echo "max,sve-max-vq=2;SVE_256_BF16;-R ^(softmax_test|matmul_test|tanh_test|target_test\.NEON)$;"
+      echo "max,sve-max-vq=4;SVE2_BF16;-R ^($attention)$;$quick"
+      echo "max,sve-max-vq=1;SVE2_128;-R ^($attention)$;$quick;SVE2_128"
       # Armv8.6 BF16 without SVE (as Apple M2 or AmpereOne): NEON with the
       # BFDOT prefill tiles of precision = BF16.
       echo "max,sve=off;NEON_BF16;-R ^((sdpa|bf16|kv_attention|target)_test\.native)$;$quick"
@@ -118,10 +121,11 @@ print(" ".join(sorted(names)))' "$build")
   cmake --build "$build" -j"$JOBS" --target $executables
   command -v "qemu-$qemu-static" >/dev/null
 
-  while IFS=';' read -r cpu expect selection filter; do
-    stamp "$arch: ${cpu:-default CPU}, expecting $expect: ctest $selection${filter:+ (GTEST_FILTER=$filter)}"
+  while IFS=';' read -r cpu expect selection filter cap; do
+    stamp "$arch: ${cpu:-default CPU}${cap:+ capped at $cap}, expecting $expect: ctest $selection${filter:+ (GTEST_FILTER=$filter)}"
     # shellcheck disable=SC2086  # the selection is two words
-    env ${cpu:+QEMU_CPU=$cpu} ${filter:+GTEST_FILTER=$filter} HWYATTN_TEST_EXPECT_TARGET="$expect" \
+    env ${cpu:+QEMU_CPU=$cpu} ${filter:+GTEST_FILTER=$filter} ${cap:+HWYATTN_TARGET=$cap} \
+      HWYATTN_TEST_EXPECT_TARGET="$expect" \
       ctest --test-dir "$build" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" \
         $selection
   done < <(runs_for "$arch")

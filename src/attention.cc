@@ -477,7 +477,8 @@ void RunMerge(const MergeProblem& p) { GetMergeKernels().merge(p); }
 
 const char* KernelTargetName() {
   const int64_t target = GetFlashKernels().target;
-  return Bf16DotFor(target, Bf16DotKernel::kPrefill) ? kBf16DotTargetName : TargetName(target);
+  return Bf16DotFor(target, Bf16DotKernel::kPrefill) ? Bf16DotTargetName(target)
+                                                     : TargetName(target);
 }
 
 }  // namespace hwyattn

@@ -25,6 +25,35 @@ namespace {
 // HWYATTN_TARGET_DEFINITIONS), so HWY_TARGETS here is theirs.
 constexpr int64_t kCompiledTargets = HWY_TARGETS;
 
+// The targets whose kernels hold bf16 dot-product tiles, the name
+// hwyattn_simd_target gives each with them on, and (arm64) the HWCAP2 bit
+// that says the CPU has its instructions.
+struct Bf16DotTarget {
+  int64_t target;
+  const char* name;
+  unsigned long hwcap2;
+};
+#if HWY_ARCH_X86_64
+constexpr Bf16DotTarget kBf16DotTargets[] = {{HWY_AVX3, "AVX3_BF16", 0}};
+#elif HWY_ARCH_ARM_A64
+constexpr unsigned long kHwcap2SveBf16 = 1ul << 12;  // HWCAP2_SVEBF16, asm/hwcap.h
+constexpr unsigned long kHwcap2Bf16 = 1ul << 14;     // HWCAP2_BF16
+constexpr Bf16DotTarget kBf16DotTargets[] = {{HWY_SVE2, "SVE2_BF16", kHwcap2SveBf16},
+                                             {HWY_SVE, "SVE_BF16", kHwcap2SveBf16},
+                                             {HWY_SVE_256, "SVE_256_BF16", kHwcap2SveBf16},
+                                             {HWY_SVE2_128, "SVE2_128_BF16", kHwcap2SveBf16},
+                                             {HWY_NEON, "NEON_BF16", kHwcap2Bf16}};
+#else
+constexpr Bf16DotTarget kBf16DotTargets[] = {{0, nullptr, 0}};  // none
+#endif
+
+const Bf16DotTarget* FindBf16DotTarget(int64_t target) {
+  for (const Bf16DotTarget& t : kBf16DotTargets) {
+    if (t.target == target && t.name != nullptr) return &t;
+  }
+  return nullptr;
+}
+
 // The names HWYATTN_TARGET accepts on this build, for the warning below.
 void AppendAcceptedNames(char* out, size_t size) {
   size_t used = strlen(out);
@@ -33,9 +62,9 @@ void AppendAcceptedNames(char* out, size_t size) {
     if (n > 0)
       used = used + static_cast<size_t>(n) < size ? used + static_cast<size_t>(n) : size - 1;
   };
-#if HWY_ARCH_X86_64 || HWY_ARCH_ARM_A64
-  append(kBf16DotTargetName);
-#endif
+  for (const Bf16DotTarget& t : kBf16DotTargets) {
+    if (t.name != nullptr && (kCompiledTargets & t.target) != 0) append(t.name);
+  }
   for (int bit = 0; bit < 63; ++bit) {
     const int64_t target = int64_t{1} << bit;
     if ((kCompiledTargets & target) != 0 && target != HWY_EMU128 && target != HWY_SCALAR) {
@@ -46,33 +75,44 @@ void AppendAcceptedNames(char* out, size_t size) {
   append("SCALAR");
 }
 
-// Parses HWYATTN_TARGET ("AVX2", "sse4", "NEON", ...) into a mask of the
-// targets no better than it. Accepted: the names of the targets this build
-// compiled for this architecture, and EMU128 or SCALAR (either: the portable
+// HWYATTN_TARGET, parsed: the targets no better than the one it names, and
+// whether the bf16 dot products stay on.
+struct TargetCap {
+  int64_t targets;
+  bool bf16_dot;
+};
+constexpr TargetCap kNoCap = {~int64_t{0}, true};
+
+// Parses HWYATTN_TARGET ("AVX2", "sse4", "NEON", "SVE_256_BF16", ...) into a
+// TargetCap: a Highway name caps at that target without the bf16 dot
+// products, a bf16 name (kBf16DotTargets) at its target with them. Accepted: the names of the
+// targets this build compiled for this architecture, and EMU128 or SCALAR (either: the portable
 // fallback, whichever this compiler built). Unset means no cap. Anything else
 // (a typo, another architecture's target such as NEON on x86) imposes no cap
 // either, rather than failing every call, and is reported once on stderr, as
 // libgomp reports an invalid OMP_* variable (documented in hwyattn.h).
-int64_t CapFromEnvironment() {
+TargetCap CapFromEnvironment() {
   const char* name = getenv("HWYATTN_TARGET");
-  if (name == nullptr || name[0] == '\0') return ~int64_t{0};
+  if (name == nullptr || name[0] == '\0') return kNoCap;
   if (strcasecmp(name, "EMU128") == 0 || strcasecmp(name, "SCALAR") == 0) {
-    return ~(HWY_EMU128 - 1);  // the fallback, EMU128 or SCALAR (the worst bits)
+    return {~(HWY_EMU128 - 1), false};  // the fallback, EMU128 or SCALAR (the worst bits)
   }
   for (int bit = 0; bit < 63; ++bit) {
     const int64_t target = int64_t{1} << bit;
     if ((kCompiledTargets & target) != 0 && strcasecmp(name, hwy::TargetName(target)) == 0) {
-      return ~(target - 1);  // this target and every worse (higher) bit
+      return {~(target - 1), false};  // this target and every worse (higher) bit
     }
   }
-#if HWY_ARCH_X86_64 || HWY_ARCH_ARM_A64
-  if (strcasecmp(name, kBf16DotTargetName) == 0) return ~int64_t{0};
-#endif
+  for (const Bf16DotTarget& t : kBf16DotTargets) {
+    if (t.name != nullptr && (kCompiledTargets & t.target) != 0 && strcasecmp(name, t.name) == 0) {
+      return {~(t.target - 1), true};
+    }
+  }
   char accepted[256] = "";
   AppendAcceptedNames(accepted, sizeof(accepted));
   fprintf(stderr, "hwyattn: HWYATTN_TARGET=%s names no target of this build (%s); ignored\n", name,
           accepted);
-  return ~int64_t{0};
+  return kNoCap;
 }
 
 StreamPrefetch PrefetchLevelFromCpu() {
@@ -92,29 +132,22 @@ StreamPrefetch PrefetchLevelFromCpu() {
 #endif
 }
 
-// Whether the CPU has the bf16 dot products. x86-64: CPUID.(EAX=7,
+// Whether the CPU has the bf16 dot products of `t`. x86-64: CPUID.(EAX=7,
 // ECX=1):EAX bit 5, AVX512_BF16 (with the AVX-512 state the OS enables, which
-// hwy::SupportedTargets already checked for AVX3). arm64 (Linux): the BF16
-// hwcap (Armv8.6 BFDOT, BFMMLA, BFCVT).
-bool CpuHasBf16Dot() {
+// hwy::SupportedTargets already checked for AVX3). arm64 (Linux): the hwcap
+// of BFDOT for t's registers (NEON: BF16; SVE: SVEBF16).
+bool CpuHasBf16Dot(const Bf16DotTarget& t) {
+  (void)t;
 #if defined(__x86_64__)
   unsigned eax, ebx, ecx, edx;
   if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
   return (eax >> 5) & 1u;
 #elif defined(__aarch64__) && defined(__linux__)
-  constexpr unsigned long kHwcap2Bf16 = 1ul << 14;  // HWCAP2_BF16, asm/hwcap.h
-  return (getauxval(AT_HWCAP2) & kHwcap2Bf16) != 0;
+  return (getauxval(AT_HWCAP2) & t.hwcap2) != 0;
 #else
   return false;
 #endif
 }
-
-// The target whose kernels hold the bf16 dot-product tiles.
-#if HWY_ARCH_ARM_A64
-constexpr int64_t kBf16DotTarget = HWY_NEON;
-#else
-constexpr int64_t kBf16DotTarget = HWY_AVX3;
-#endif
 
 // All targets, less the vector-length-agnostic SVE targets (whose kernels
 // are built for kSveVlaFloatLanes floats) unless the hardware vector is that
@@ -132,29 +165,37 @@ int64_t VlaSveTargets() {
 }
 
 // HWYATTN_TARGET's cap, read (and reported, if need be) once.
-int64_t Cap() {
-  static const int64_t cap = CapFromEnvironment();
+const TargetCap& Cap() {
+  static const TargetCap cap = CapFromEnvironment();
   return cap;
 }
 
-// HWYATTN_TARGET names a target of this build (which is then the cap: no
-// bf16 dot products above it), or is unset, kBf16DotTargetName or not a
-// name of this build (no cap).
-bool CapAllowsBf16Dot() { return Cap() == ~int64_t{0}; }
+// The allowed targets whose bf16 dot products run: compiled, the CPU has
+// them, and the cap keeps them.
+int64_t Bf16DotTargetsOn() {
+  int64_t on = 0;
+  if (!HWYATTN_BF16_DOT_COMPILED || !Cap().bf16_dot) return on;
+  for (const Bf16DotTarget& t : kBf16DotTargets) {
+    if (t.name != nullptr && (AllowedTargets() & kCompiledTargets & t.target) != 0 &&
+        CpuHasBf16Dot(t)) {
+      on |= t.target;
+    }
+  }
+  return on;
+}
 
 }  // namespace
 
-bool Bf16DotAvailable() {
-  static const bool available = HWYATTN_BF16_DOT_COMPILED &&
-                                (AllowedTargets() & kBf16DotTarget) != 0 && CpuHasBf16Dot() &&
-                                CapAllowsBf16Dot();
-  return available;
-}
-
 bool Bf16DotFor(int64_t target, Bf16DotKernel kernel) {
+  static const int64_t on = Bf16DotTargetsOn();
   // arm64 has the prefill's tiles only.
   const bool has_kernel = HWY_ARCH_X86_64 || kernel == Bf16DotKernel::kPrefill;
-  return has_kernel && target == kBf16DotTarget && Bf16DotAvailable();
+  return has_kernel && (on & target) != 0;
+}
+
+const char* Bf16DotTargetName(int64_t target) {
+  const Bf16DotTarget* t = FindBf16DotTarget(target);
+  return t != nullptr ? t->name : nullptr;
 }
 
 StreamPrefetch StreamPrefetchLevel() {
@@ -163,7 +204,7 @@ StreamPrefetch StreamPrefetchLevel() {
 }
 
 int64_t AllowedTargets() {
-  static const int64_t allowed = hwy::SupportedTargets() & Cap() & VlaSveTargets();
+  static const int64_t allowed = hwy::SupportedTargets() & Cap().targets & VlaSveTargets();
   return allowed;
 }
 

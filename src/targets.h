@@ -20,16 +20,23 @@
 // Whether this build compiles the bf16 dot-product pieces: on x86-64 the
 // AVX512_BF16 loops (src/ops/flash_bf16.cc, decode_bf16.cc, matmul_bf16.cc)
 // with the AVX3 target, whose kernels are their only callers; on arm64 the
-// BFDOT prefill tiles (src/ops/flash_bf16_neon.cc) with the NEON target. GCC
-// or clang (target attributes). Builds that leave that target out (the
-// sanitizer builds, HWYATTN_EXTRA_DISABLED_TARGETS) compile aborting stubs
-// that nothing calls: Bf16DotAvailable() is false there.
+// BFDOT prefill tiles of the NEON target (src/ops/flash_bf16_neon.cc) and,
+// where the SVE targets are compiled, of those (flash_bf16_sve.cc). GCC or
+// clang (target attributes). Builds that leave the AVX3 target out (the
+// sanitizer builds, HWYATTN_EXTRA_DISABLED_TARGETS) compile decode's and
+// matmul's as aborting stubs that nothing calls: Bf16DotFor() is false there.
 #if (defined(__GNUC__) || defined(__clang__)) &&          \
     ((defined(__x86_64__) && (HWY_TARGETS & HWY_AVX3)) || \
      (defined(__aarch64__) && (HWY_TARGETS & HWY_NEON)))
 #define HWYATTN_BF16_DOT_COMPILED 1
 #else
 #define HWYATTN_BF16_DOT_COMPILED 0
+#endif
+#if HWYATTN_BF16_DOT_COMPILED && defined(__aarch64__) && \
+    (HWY_TARGETS & (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128))
+#define HWYATTN_SVE_BF16_DOT_COMPILED 1
+#else
+#define HWYATTN_SVE_BF16_DOT_COMPILED 0
 #endif
 
 namespace hwyattn {
@@ -79,24 +86,22 @@ enum class StreamPrefetch { kL1, kL2 };
 StreamPrefetch StreamPrefetchLevel();
 
 // The bf16 dot products of the bf16-products kernels: AVX512_BF16's
-// vdpbf16ps inside the AVX3 kernels (prefill, decode and matmul tiles) and
-// Armv8.6 BF16's BFDOT inside the NEON kernels (the prefill tiles; decode and
-// matmul keep the portable bf16 rule there). Used when the CPU has the
-// instructions, that target is allowed and HWYATTN_TARGET is unset, unknown
-// or kBf16DotTargetName (any Highway target name caps below it). Highway
-// 1.0.3 has no target for them, so they have their own name, which
-// hwyattn_simd_target reports when they are on. Read once.
-#if HWY_ARCH_ARM_A64
-constexpr const char* kBf16DotTargetName = "NEON_BF16";
-#else
-constexpr const char* kBf16DotTargetName = "AVX3_BF16";
-#endif
-bool Bf16DotAvailable();
-// The kernels that have bf16 dot-product tiles.
+// vdpbf16ps inside the AVX3 kernels (prefill, decode and matmul tiles), and
+// Armv8.6 BF16's BFDOT inside the NEON and SVE kernels (the prefill tiles;
+// decode and matmul keep the portable bf16 rule there). Used when the CPU has
+// the instructions (on arm64: the BF16 hwcap for NEON, SVEBF16 for SVE),
+// that target is allowed and HWYATTN_TARGET is unset, unknown or a bf16
+// name (Bf16DotTargetName; Highway's plain names cap below the dot
+// products). Read once.
 enum class Bf16DotKernel { kPrefill, kDecode, kMatmul };
 // Whether the `kernel` of `target` (a Highway target bit) runs the bf16 dot
 // products: the one rule every planner asks.
 bool Bf16DotFor(int64_t target, Bf16DotKernel kernel);
+// Highway 1.0.3 has no targets for the dot products, so they have their own
+// names, which hwyattn_simd_target reports when they are on: Highway's name
+// and "_BF16" ("AVX3_BF16", "NEON_BF16", "SVE_256_BF16", ...). Null for a
+// target without bf16 dot-product tiles.
+const char* Bf16DotTargetName(int64_t target);
 
 // Highway's name of a target bit, e.g. "AVX3".
 const char* TargetName(int64_t target);

@@ -27,12 +27,13 @@ std::string Upper(std::string s) {
 }
 
 // Every name hwyattn_simd_target() may give (Highway's target names, and
-// AVX3_BF16 and NEON_BF16: AVX3 with the AVX512_BF16 dot products and NEON
-// with the BFDOT ones of precision = BF16).
-const char* const kKnownTargets[] = {"AVX3_BF16", "AVX3_ZEN4", "AVX3_DL",     "AVX3",    "AVX2",
-                                     "SSE4",      "SSSE3",     "EMU128",      "SCALAR",  "NEON",
-                                     "NEON_BF16", "SVE",       "SVE2",        "SVE_256", "SVE2_128",
-                                     "RVV",       "WASM",      "WASM_EMU256", "PPC8"};
+// those with "_BF16": AVX3 with the AVX512_BF16 dot products, NEON and the
+// SVE targets with the BFDOT ones of precision = BF16).
+const char* const kKnownTargets[] = {
+    "AVX3_BF16",     "AVX3_ZEN4", "AVX3_DL",   "AVX3",        "AVX2",         "SSE4",
+    "SSSE3",         "EMU128",    "SCALAR",    "NEON",        "NEON_BF16",    "SVE",
+    "SVE_BF16",      "SVE2",      "SVE2_BF16", "SVE_256",     "SVE_256_BF16", "SVE2_128",
+    "SVE2_128_BF16", "RVV",       "WASM",      "WASM_EMU256", "PPC8"};
 
 bool IsKnown(const std::string& name) {
   for (const char* known : kKnownTargets) {
@@ -51,29 +52,36 @@ int64_t SimdTargetBit(const std::string& name) {
   return 0;
 }
 
-// Whether the CPU has the bf16 dot products, asked directly: AVX512_BF16
-// (CPUID.(7, 1):EAX bit 5) on x86-64, the BF16 hwcap on arm64.
-bool CpuHasBf16Dot() {
+// The targets with bf16 dot-product tiles: AVX3 (x86-64), NEON and the SVE
+// targets (arm64).
+#if HWY_ARCH_X86_64
+constexpr int64_t kBf16DotBits = HWY_AVX3;
+#elif HWY_ARCH_ARM_A64
+constexpr int64_t kBf16DotBits = HWY_NEON | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128;
+#else
+constexpr int64_t kBf16DotBits = 0;
+#endif
+
+// Whether the CPU has the bf16 dot products of `target`, asked directly:
+// AVX512_BF16 (CPUID.(7, 1):EAX bit 5) on x86-64; on arm64 the BF16 hwcap
+// for NEON, SVEBF16 for the SVE targets.
+bool CpuHasBf16Dot(int64_t target) {
+  (void)target;
 #if HWY_ARCH_X86_64
   unsigned eax, ebx, ecx, edx;
   if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
   return (eax >> 5) & 1u;
 #elif defined(__aarch64__) && defined(__linux__)
-  return (getauxval(AT_HWCAP2) & (1ul << 14)) != 0;  // HWCAP2_BF16
+  const unsigned long hwcap2 = target == HWY_NEON ? 1ul << 14   // HWCAP2_BF16
+                                                  : 1ul << 12;  // HWCAP2_SVEBF16
+  return (getauxval(AT_HWCAP2) & hwcap2) != 0;
 #else
   return false;
 #endif
 }
 
-// The target whose kernels run the bf16 dot products, and the name the
-// library gives it then.
-#if HWY_ARCH_ARM_A64
-constexpr int64_t kBf16DotBit = HWY_NEON;
-const char* const kBf16DotName = "NEON_BF16";
-#else
-constexpr int64_t kBf16DotBit = HWY_AVX3;
-const char* const kBf16DotName = "AVX3_BF16";
-#endif
+// The name the library gives `target` with its bf16 dot products on.
+std::string Bf16DotName(int64_t target) { return std::string(hwy::TargetName(target)) + "_BF16"; }
 
 // The best target this build compiled that the CPU supports, as Highway sees
 // it (the SVE targets' vector-length rule aside: the legs that would meet it
@@ -87,9 +95,14 @@ int64_t BestTarget() {
 }
 
 // Whether the library runs the bf16 dot products where this target is
-// the best allowed: the CPU has them and the target is compiled.
+// the best allowed: it has such tiles, is compiled, and the CPU has them.
 bool Bf16DotOn(int64_t best) {
-  return best == kBf16DotBit && (HWY_TARGETS & kBf16DotBit) != 0 && CpuHasBf16Dot();
+  return (best & kBf16DotBits & HWY_TARGETS) != 0 && CpuHasBf16Dot(best);
+}
+
+// The name the library gives `target` when it is the best allowed one.
+std::string NameOf(int64_t target) {
+  return Bf16DotOn(target) ? Bf16DotName(target) : hwy::TargetName(target);
 }
 
 TEST(TargetTest, HonoursHwyattnTarget) {
@@ -111,19 +124,24 @@ TEST(TargetTest, HonoursHwyattnTarget) {
     const char* expect = std::getenv("HWYATTN_TEST_EXPECT_TARGET");
     if (expect != nullptr && *expect != '\0') {
       EXPECT_EQ(got, Upper(expect)) << "the library's choice on this CPU";
-    }
-    if (Bf16DotOn(BestTarget())) {
-      EXPECT_EQ(got, kBf16DotName) << "the CPU has the bf16 dot products";
+    } else if (Bf16DotOn(BestTarget())) {
+      EXPECT_EQ(got, NameOf(BestTarget())) << "the CPU has the bf16 dot products";
     }
     return;
   }
   const std::string requested = Upper(requested_env);
-  if (requested == kBf16DotName) {
-    if (!Bf16DotOn(BestTarget())) {
-      GTEST_SKIP() << "no bf16 dot products on this CPU's best target; the library chose " << got;
+  // "<target>_BF16": that target with its dot products, if the CPU has them.
+  const std::string suffix = "_BF16";
+  if (requested.size() > suffix.size() &&
+      requested.compare(requested.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    const int64_t bit = SimdTargetBit(requested.substr(0, requested.size() - suffix.size()));
+    if (bit != 0 && (bit & kBf16DotBits) != 0) {
+      if ((hwy::SupportedTargets() & bit) == 0) {
+        GTEST_SKIP() << "this CPU does not support " << requested << "; the library chose " << got;
+      }
+      EXPECT_EQ(got, NameOf(bit)) << "HWYATTN_TARGET=" << requested_env;
+      return;
     }
-    EXPECT_EQ(got, kBf16DotName);
-    return;
   }
   // CMakeLists.txt registers only the targets /proc/cpuinfo showed at
   // configure time. If the tests run on another machine than the one that
@@ -136,7 +154,7 @@ TEST(TargetTest, HonoursHwyattnTarget) {
     // is the best target the CPU supports, as Highway sees it; the library
     // said so on stderr at its first call, which this test's first line made.
     const int64_t best_bit = BestTarget();
-    const std::string best = Bf16DotOn(best_bit) ? kBf16DotName : hwy::TargetName(best_bit);
+    const std::string best = NameOf(best_bit);
     EXPECT_EQ(got, best) << "HWYATTN_TARGET=" << requested_env << " is no target of this build";
     EXPECT_NE(first_call_stderr.find(std::string("HWYATTN_TARGET=") + requested_env),
               std::string::npos)

@@ -81,12 +81,20 @@ constexpr size_t kKeyTile = 8 * kMR;
 // keys: -1.6%, 256: -2.4% on 1 thread).
 constexpr size_t kBf16KeyTile = 16 * kMR;
 
-// Whether this target's kernels may run the bf16 dot-product tiles
-// (flash_bf16.h: AVX3's AVX512_BF16 ones, NEON's BFDOT ones; the planner sets
-// plan.bf16_dot only for them, Bf16DotFor).
+// Whether this target's kernels may run the bf16 dot-product tiles, and
+// whose (flash_bf16.h: AVX3's AVX512_BF16 ones, NEON's and the SVE targets'
+// BFDOT ones; the planner sets plan.bf16_dot only for them, Bf16DotFor).
 #undef HWYATTN_BF16_DOT_TILES  // per target: this file is compiled once for each
-#if HWY_TARGET == HWY_AVX3 || (HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON)
+#if HWYATTN_BF16_DOT_COMPILED && HWY_TARGET == HWY_AVX3
 #define HWYATTN_BF16_DOT_TILES 1
+namespace bf16_tiles = ::hwyattn::avx512_bf16;
+#elif HWYATTN_BF16_DOT_COMPILED && HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON
+#define HWYATTN_BF16_DOT_TILES 1
+namespace bf16_tiles = ::hwyattn::neon_bf16;
+#elif HWYATTN_SVE_BF16_DOT_COMPILED && (HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_SVE2 || \
+                                        HWY_TARGET == HWY_SVE_256 || HWY_TARGET == HWY_SVE2_128)
+#define HWYATTN_BF16_DOT_TILES 1
+namespace bf16_tiles = ::hwyattn::sve_bf16;
 #else
 #define HWYATTN_BF16_DOT_TILES 0
 #endif
@@ -698,7 +706,7 @@ void WeightedValuesSkippingZeros(size_t dims, size_t vectors, size_t keys,
 }
 
 // bf16_dot: V pairs of the head ([ceil(Lk/2)][Dv]) and P^T pairs of the key
-// tile ([Bk/2][Bq]) for Bf16ValueTile.
+// tile ([Bk/2][Bq]) for bf16_tiles::ValueTile.
 struct Bf16ValueOperands {
   const uint32_t* v_pairs;
   const uint32_t* p_pairs;
@@ -712,8 +720,8 @@ void WeightedValuesBf16(size_t dims, size_t vectors, size_t keys, const uint32_t
                         const uint32_t* v_pairs, size_t value_dim, const float* alpha, float* o_t) {
 #if HWYATTN_BF16_DOT_TILES
   for (size_t d0 = 0; d0 < dims; d0 += kMR) {
-    Bf16ValueTile(std::min(kMR, dims - d0), vectors, (keys + 1) / 2, v_pairs + d0, value_dim,
-                  p_pairs, kQueryTile, alpha, o_t + d0 * kQueryTile, kQueryTile);
+    bf16_tiles::ValueTile(std::min(kMR, dims - d0), vectors, (keys + 1) / 2, v_pairs + d0,
+                          value_dim, p_pairs, kQueryTile, alpha, o_t + d0 * kQueryTile, kQueryTile);
   }
 #else
   (void)dims, (void)vectors, (void)keys, (void)p_pairs, (void)v_pairs, (void)value_dim, (void)alpha,
@@ -732,14 +740,14 @@ void WeightedValuesSkippingZerosPairs(size_t dims, size_t vectors, size_t keys,
                                       const uint32_t* HWY_RESTRICT v_pairs, int64_t value_dim,
                                       int64_t j0, const float* HWY_RESTRICT alpha,
                                       float* HWY_RESTRICT o_t) {
-#if HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON
+#if HWYATTN_BF16_DOT_TILES && HWY_ARCH_ARM_A64
   // BFDOT adds a pair's two products together before adding them to the sum
   // (rounding to odd), which no sequence of FMAs reproduces: the tile's own
   // instruction, the value halves whose probability is 0 taken as 0.
   HWY_DASSERT(j0 % 2 == 0);
-  Bf16ValueSkippingZeros(dims, vectors, (keys + 1) / 2, v_pairs + j0 / 2 * value_dim,
-                         static_cast<size_t>(value_dim), p_pairs, kQueryTile, alpha, o_t,
-                         kQueryTile);
+  bf16_tiles::ValueSkippingZeros(dims, vectors, (keys + 1) / 2, v_pairs + j0 / 2 * value_dim,
+                                 static_cast<size_t>(value_dim), p_pairs, kQueryTile, alpha, o_t,
+                                 kQueryTile);
 #else
   const DF df;
   const hn::RebindToUnsigned<DF> du;
@@ -855,7 +863,7 @@ struct LaneModifiers {
 // While the scores are in registers, each query lane's tile_max takes their
 // max (the online softmax's new running max, without another pass).
 // bf16_dot: the panel's K pairs and Q^T pairs (at the panel's first query
-// vector) for Bf16ScoreTile, which applies `scale`.
+// vector) for bf16_tiles::ScoreTile, which applies `scale`.
 struct Bf16ScoreOperands {
   const uint32_t* k_pairs;
   const uint32_t* q_pairs;
@@ -886,9 +894,9 @@ HWY_INLINE void ScorePanel(size_t vectors, size_t dim, AOperand a, const float* 
     if (bf16 != nullptr) {
       // The bf16 dot-product tile stores the scaled scores; the epilogue
       // below takes them from L1.
-      static_assert(kMR == kBf16TileRows && kLanes == kBf16Lanes, "bf16 tile geometry");
-      Bf16ScoreTile(kVectors, bf16->pairs, bf16->k_pairs, bf16->q_pairs, kQueryTile, bf16->scale,
-                    s_rows, kQueryTile);
+      static_assert(kMR == bf16_tiles::kTileRows, "bf16 tile geometry");
+      bf16_tiles::ScoreTile(kVectors, bf16->pairs, bf16->k_pairs, bf16->q_pairs, kQueryTile,
+                            bf16->scale, s_rows, kQueryTile);
       Unroll<kMR * kVectors>([&](auto i) HWYATTN_INLINE_LAMBDA {
         Nth<i>(acc...) =
             hn::LoadU(df, s_rows + (i / kVectors) * kQueryTile + (i % kVectors) * kLanes);

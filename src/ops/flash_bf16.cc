@@ -11,26 +11,27 @@
 #define HWYATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
 namespace hwyattn {
+namespace avx512_bf16 {
 namespace {
 
 template <size_t kVectors>
-HWYATTN_BF16_TARGET inline void ScoreTile(size_t pairs, const uint32_t* k_pairs,
-                                          const uint32_t* q_pairs, size_t ldq, float scale,
-                                          float* s, size_t lds) {
-  __m512 acc[kBf16TileRows][kVectors];
+HWYATTN_BF16_TARGET inline void ScoreTileFixed(size_t pairs, const uint32_t* k_pairs,
+                                               const uint32_t* q_pairs, size_t ldq, float scale,
+                                               float* s, size_t lds) {
+  __m512 acc[kTileRows][kVectors];
 #pragma GCC unroll 16
-  for (size_t r = 0; r < kBf16TileRows; ++r)
+  for (size_t r = 0; r < kTileRows; ++r)
 #pragma GCC unroll 16
     for (size_t c = 0; c < kVectors; ++c) acc[r][c] = _mm512_setzero_ps();
   for (size_t i = 0; i < pairs; ++i) {
     __m512bh q[kVectors];
 #pragma GCC unroll 16
     for (size_t c = 0; c < kVectors; ++c) {
-      q[c] = (__m512bh)_mm512_loadu_si512(q_pairs + i * ldq + c * kBf16Lanes);
+      q[c] = (__m512bh)_mm512_loadu_si512(q_pairs + i * ldq + c * kLanes);
     }
-    const uint32_t* k = k_pairs + i * kBf16TileRows;
+    const uint32_t* k = k_pairs + i * kTileRows;
 #pragma GCC unroll 16
-    for (size_t r = 0; r < kBf16TileRows; ++r) {
+    for (size_t r = 0; r < kTileRows; ++r) {
       const __m512bh kr = (__m512bh)_mm512_set1_epi32(static_cast<int>(k[r]));
 #pragma GCC unroll 16
       for (size_t c = 0; c < kVectors; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], kr, q[c]);
@@ -38,30 +39,30 @@ HWYATTN_BF16_TARGET inline void ScoreTile(size_t pairs, const uint32_t* k_pairs,
   }
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
-  for (size_t r = 0; r < kBf16TileRows; ++r)
+  for (size_t r = 0; r < kTileRows; ++r)
 #pragma GCC unroll 16
     for (size_t c = 0; c < kVectors; ++c)
-      _mm512_storeu_ps(s + r * lds + c * kBf16Lanes, _mm512_mul_ps(acc[r][c], sc));
+      _mm512_storeu_ps(s + r * lds + c * kLanes, _mm512_mul_ps(acc[r][c], sc));
 }
 
 template <size_t kRows, size_t kVectors>
-HWYATTN_BF16_TARGET inline void ValueTile(size_t pairs, const uint32_t* v_pairs, size_t ldv,
-                                          const uint32_t* p_pairs, size_t ldp, const float* alpha,
-                                          float* o, size_t ldo) {
+HWYATTN_BF16_TARGET inline void ValueTileFixed(size_t pairs, const uint32_t* v_pairs, size_t ldv,
+                                               const uint32_t* p_pairs, size_t ldp,
+                                               const float* alpha, float* o, size_t ldo) {
   __m512 acc[kRows][kVectors];
 #pragma GCC unroll 16
   for (size_t c = 0; c < kVectors; ++c) {
-    const __m512 a = _mm512_loadu_ps(alpha + c * kBf16Lanes);
+    const __m512 a = _mm512_loadu_ps(alpha + c * kLanes);
 #pragma GCC unroll 16
     for (size_t r = 0; r < kRows; ++r) {
-      acc[r][c] = _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c * kBf16Lanes), a);
+      acc[r][c] = _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c * kLanes), a);
     }
   }
   for (size_t i = 0; i < pairs; ++i) {
     __m512bh p[kVectors];
 #pragma GCC unroll 16
     for (size_t c = 0; c < kVectors; ++c) {
-      p[c] = (__m512bh)_mm512_loadu_si512(p_pairs + i * ldp + c * kBf16Lanes);
+      p[c] = (__m512bh)_mm512_loadu_si512(p_pairs + i * ldp + c * kLanes);
     }
     const uint32_t* v = v_pairs + i * ldv;
 #pragma GCC unroll 16
@@ -74,7 +75,7 @@ HWYATTN_BF16_TARGET inline void ValueTile(size_t pairs, const uint32_t* v_pairs,
 #pragma GCC unroll 16
   for (size_t r = 0; r < kRows; ++r)
 #pragma GCC unroll 16
-    for (size_t c = 0; c < kVectors; ++c) _mm512_storeu_ps(o + r * ldo + c * kBf16Lanes, acc[r][c]);
+    for (size_t c = 0; c < kVectors; ++c) _mm512_storeu_ps(o + r * ldo + c * kLanes, acc[r][c]);
 }
 
 template <size_t kRows>
@@ -88,47 +89,31 @@ HWYATTN_BF16_TARGET void ValueTileRows(size_t rows, size_t vectors, size_t pairs
     }
   }
   switch (vectors) {
-    case 1: ValueTile<kRows, 1>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
-    case 2: ValueTile<kRows, 2>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
-    default: ValueTile<kRows, 3>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
+    case 1: ValueTileFixed<kRows, 1>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
+    case 2: ValueTileFixed<kRows, 2>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
+    default: ValueTileFixed<kRows, 3>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
   }
 }
 
 }  // namespace
 
-HWYATTN_BF16_TARGET void Bf16ScoreTile(size_t vectors, size_t pairs, const uint32_t* k_pairs,
-                                       const uint32_t* q_pairs, size_t ldq, float scale, float* s,
-                                       size_t lds) {
+HWYATTN_BF16_TARGET void ScoreTile(size_t vectors, size_t pairs, const uint32_t* k_pairs,
+                                   const uint32_t* q_pairs, size_t ldq, float scale, float* s,
+                                   size_t lds) {
   switch (vectors) {
-    case 1: ScoreTile<1>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
-    case 2: ScoreTile<2>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
-    default: ScoreTile<3>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
+    case 1: ScoreTileFixed<1>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
+    case 2: ScoreTileFixed<2>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
+    default: ScoreTileFixed<3>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
   }
 }
 
-HWYATTN_BF16_TARGET void Bf16ValueTile(size_t rows, size_t vectors, size_t pairs,
-                                       const uint32_t* v_pairs, size_t ldv, const uint32_t* p_pairs,
-                                       size_t ldp, const float* alpha, float* o, size_t ldo) {
-  ValueTileRows<kBf16TileRows>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
+HWYATTN_BF16_TARGET void ValueTile(size_t rows, size_t vectors, size_t pairs,
+                                   const uint32_t* v_pairs, size_t ldv, const uint32_t* p_pairs,
+                                   size_t ldp, const float* alpha, float* o, size_t ldo) {
+  ValueTileRows<kTileRows>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
 }
 
+}  // namespace avx512_bf16
 }  // namespace hwyattn
 
-#elif !HWYATTN_BF16_DOT_COMPILED
-// Not compiled (src/targets.h): Bf16DotAvailable() is false, nothing calls
-// these. (arm64 builds flash_bf16_neon.cc's.)
-
-#include "hwy/base.h"
-
-namespace hwyattn {
-void Bf16ScoreTile(size_t, size_t, const uint32_t*, const uint32_t*, size_t, float, float*,
-                   size_t) {
-  HWY_ABORT("hwyattn: AVX512_BF16 tile called on a CPU without it");
-}
-void Bf16ValueTile(size_t, size_t, size_t, const uint32_t*, size_t, const uint32_t*, size_t,
-                   const float*, float*, size_t) {
-  HWY_ABORT("hwyattn: AVX512_BF16 tile called on a CPU without it");
-}
-}  // namespace hwyattn
-
-#endif  // HWYATTN_BF16_DOT_COMPILED
+#endif  // HWYATTN_BF16_DOT_COMPILED && __x86_64__

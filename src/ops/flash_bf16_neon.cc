@@ -16,9 +16,10 @@
 #define HWYATTN_BF16_TARGET __attribute__((target("arch=armv8.2-a+bf16")))
 
 namespace hwyattn {
+namespace neon_bf16 {
 namespace {
 
-static_assert(kBf16Lanes == 4 && kBf16TileRows == 6, "4 + 2 rows' pairs per step");
+static_assert(kLanes == 4 && kTileRows == 6, "4 + 2 rows' pairs per step");
 
 HWYATTN_BF16_TARGET inline bfloat16x8_t LoadPairs(const uint32_t* p) {
   return vreinterpretq_bf16_u32(vld1q_u32(p));
@@ -32,7 +33,7 @@ template <size_t kRows, size_t kVectors>
 HWYATTN_BF16_TARGET inline void DotStep(float32x4_t (&acc)[kRows][kVectors],
                                         const bfloat16x8_t (&a)[kVectors],
                                         const uint32_t* rows_at) {
-  if constexpr (kRows == kBf16TileRows) {
+  if constexpr (kRows == kTileRows) {
     const bfloat16x8_t b0 = LoadPairs(rows_at);
     const bfloat16x4_t b1 = vreinterpret_bf16_u32(vld1_u32(rows_at + 4));
 #pragma GCC unroll 16
@@ -55,49 +56,49 @@ HWYATTN_BF16_TARGET inline void DotStep(float32x4_t (&acc)[kRows][kVectors],
 }
 
 template <size_t kVectors>
-HWYATTN_BF16_TARGET inline void ScoreTile(size_t pairs, const uint32_t* k_pairs,
-                                          const uint32_t* q_pairs, size_t ldq, float scale,
-                                          float* s, size_t lds) {
-  float32x4_t acc[kBf16TileRows][kVectors];
+HWYATTN_BF16_TARGET inline void ScoreTileFixed(size_t pairs, const uint32_t* k_pairs,
+                                               const uint32_t* q_pairs, size_t ldq, float scale,
+                                               float* s, size_t lds) {
+  float32x4_t acc[kTileRows][kVectors];
 #pragma GCC unroll 16
-  for (size_t r = 0; r < kBf16TileRows; ++r)
+  for (size_t r = 0; r < kTileRows; ++r)
 #pragma GCC unroll 16
     for (size_t c = 0; c < kVectors; ++c) acc[r][c] = vdupq_n_f32(0.0f);
   for (size_t i = 0; i < pairs; ++i) {
     bfloat16x8_t q[kVectors];
 #pragma GCC unroll 16
-    for (size_t c = 0; c < kVectors; ++c) q[c] = LoadPairs(q_pairs + i * ldq + c * kBf16Lanes);
-    DotStep<kBf16TileRows, kVectors>(acc, q, k_pairs + i * kBf16TileRows);
+    for (size_t c = 0; c < kVectors; ++c) q[c] = LoadPairs(q_pairs + i * ldq + c * kLanes);
+    DotStep<kTileRows, kVectors>(acc, q, k_pairs + i * kTileRows);
   }
 #pragma GCC unroll 16
-  for (size_t r = 0; r < kBf16TileRows; ++r)
+  for (size_t r = 0; r < kTileRows; ++r)
 #pragma GCC unroll 16
     for (size_t c = 0; c < kVectors; ++c)
-      vst1q_f32(s + r * lds + c * kBf16Lanes, vmulq_n_f32(acc[r][c], scale));
+      vst1q_f32(s + r * lds + c * kLanes, vmulq_n_f32(acc[r][c], scale));
 }
 
 template <size_t kRows, size_t kVectors>
-HWYATTN_BF16_TARGET inline void ValueTile(size_t pairs, const uint32_t* v_pairs, size_t ldv,
-                                          const uint32_t* p_pairs, size_t ldp, const float* alpha,
-                                          float* o, size_t ldo) {
+HWYATTN_BF16_TARGET inline void ValueTileFixed(size_t pairs, const uint32_t* v_pairs, size_t ldv,
+                                               const uint32_t* p_pairs, size_t ldp,
+                                               const float* alpha, float* o, size_t ldo) {
   float32x4_t acc[kRows][kVectors];
 #pragma GCC unroll 16
   for (size_t c = 0; c < kVectors; ++c) {
-    const float32x4_t a = vld1q_f32(alpha + c * kBf16Lanes);
+    const float32x4_t a = vld1q_f32(alpha + c * kLanes);
 #pragma GCC unroll 16
     for (size_t r = 0; r < kRows; ++r)
-      acc[r][c] = vmulq_f32(vld1q_f32(o + r * ldo + c * kBf16Lanes), a);
+      acc[r][c] = vmulq_f32(vld1q_f32(o + r * ldo + c * kLanes), a);
   }
   for (size_t i = 0; i < pairs; ++i) {
     bfloat16x8_t p[kVectors];
 #pragma GCC unroll 16
-    for (size_t c = 0; c < kVectors; ++c) p[c] = LoadPairs(p_pairs + i * ldp + c * kBf16Lanes);
+    for (size_t c = 0; c < kVectors; ++c) p[c] = LoadPairs(p_pairs + i * ldp + c * kLanes);
     DotStep<kRows, kVectors>(acc, p, v_pairs + i * ldv);
   }
 #pragma GCC unroll 16
   for (size_t r = 0; r < kRows; ++r)
 #pragma GCC unroll 16
-    for (size_t c = 0; c < kVectors; ++c) vst1q_f32(o + r * ldo + c * kBf16Lanes, acc[r][c]);
+    for (size_t c = 0; c < kVectors; ++c) vst1q_f32(o + r * ldo + c * kLanes, acc[r][c]);
 }
 
 template <size_t kRows>
@@ -111,36 +112,36 @@ HWYATTN_BF16_TARGET void ValueTileRows(size_t rows, size_t vectors, size_t pairs
     }
   }
   switch (vectors) {
-    case 1: ValueTile<kRows, 1>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
-    case 2: ValueTile<kRows, 2>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
-    default: ValueTile<kRows, 3>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
+    case 1: ValueTileFixed<kRows, 1>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
+    case 2: ValueTileFixed<kRows, 2>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
+    default: ValueTileFixed<kRows, 3>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
   }
 }
 
 }  // namespace
 
-HWYATTN_BF16_TARGET void Bf16ScoreTile(size_t vectors, size_t pairs, const uint32_t* k_pairs,
-                                       const uint32_t* q_pairs, size_t ldq, float scale, float* s,
-                                       size_t lds) {
+HWYATTN_BF16_TARGET void ScoreTile(size_t vectors, size_t pairs, const uint32_t* k_pairs,
+                                   const uint32_t* q_pairs, size_t ldq, float scale, float* s,
+                                   size_t lds) {
   switch (vectors) {
-    case 1: ScoreTile<1>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
-    case 2: ScoreTile<2>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
-    default: ScoreTile<3>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
+    case 1: ScoreTileFixed<1>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
+    case 2: ScoreTileFixed<2>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
+    default: ScoreTileFixed<3>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
   }
 }
 
-HWYATTN_BF16_TARGET void Bf16ValueTile(size_t rows, size_t vectors, size_t pairs,
-                                       const uint32_t* v_pairs, size_t ldv, const uint32_t* p_pairs,
-                                       size_t ldp, const float* alpha, float* o, size_t ldo) {
-  ValueTileRows<kBf16TileRows>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
+HWYATTN_BF16_TARGET void ValueTile(size_t rows, size_t vectors, size_t pairs,
+                                   const uint32_t* v_pairs, size_t ldv, const uint32_t* p_pairs,
+                                   size_t ldp, const float* alpha, float* o, size_t ldo) {
+  ValueTileRows<kTileRows>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
 }
 
-HWYATTN_BF16_TARGET void Bf16ValueSkippingZeros(size_t dims, size_t vectors, size_t pairs,
-                                                const uint32_t* v_pairs, size_t ldv,
-                                                const uint32_t* p_pairs, size_t ldp,
-                                                const float* alpha, float* o, size_t ldo) {
+HWYATTN_BF16_TARGET void ValueSkippingZeros(size_t dims, size_t vectors, size_t pairs,
+                                            const uint32_t* v_pairs, size_t ldv,
+                                            const uint32_t* p_pairs, size_t ldp, const float* alpha,
+                                            float* o, size_t ldo) {
   for (size_t d = 0; d < dims; ++d) {
-    for (size_t c = 0; c < vectors * kBf16Lanes; c += kBf16Lanes) {
+    for (size_t c = 0; c < vectors * kLanes; c += kLanes) {
       float32x4_t acc = vmulq_f32(vld1q_f32(o + d * ldo + c), vld1q_f32(alpha + c));
       for (size_t i = 0; i < pairs; ++i) {
         const uint16x8_t prob = vreinterpretq_u16_u32(vld1q_u32(p_pairs + i * ldp + c));
@@ -154,6 +155,7 @@ HWYATTN_BF16_TARGET void Bf16ValueSkippingZeros(size_t dims, size_t vectors, siz
   }
 }
 
+}  // namespace neon_bf16
 }  // namespace hwyattn
 
 #endif  // HWYATTN_BF16_DOT_COMPILED && __aarch64__

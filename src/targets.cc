@@ -85,12 +85,13 @@ constexpr TargetCap kNoCap = {~int64_t{0}, true};
 
 // Parses HWYATTN_TARGET ("AVX2", "sse4", "NEON", "SVE_256_BF16", ...) into a
 // TargetCap: a Highway name caps at that target without the bf16 dot
-// products, a bf16 name (kBf16DotTargets) at its target with them. Accepted: the names of the
-// targets this build compiled for this architecture, and EMU128 or SCALAR (either: the portable
-// fallback, whichever this compiler built). Unset means no cap. Anything else
-// (a typo, another architecture's target such as NEON on x86) imposes no cap
-// either, rather than failing every call, and is reported once on stderr, as
-// libgomp reports an invalid OMP_* variable (documented in hwyattn.h).
+// products, a bf16 name (kBf16DotTargets) at its target with them. Accepted:
+// the names of the targets this build compiled for this architecture, their
+// bf16 names, and EMU128 or SCALAR (either: the portable fallback, whichever
+// this compiler built). Unset means no cap. Anything else (a typo, another
+// architecture's target such as NEON on x86) imposes no cap either, rather
+// than failing every call, and is reported once on stderr, as libgomp
+// reports an invalid OMP_* variable (documented in hwyattn.h).
 TargetCap CapFromEnvironment() {
   const char* name = getenv("HWYATTN_TARGET");
   if (name == nullptr || name[0] == '\0') return kNoCap;

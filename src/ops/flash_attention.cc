@@ -589,7 +589,7 @@ struct RoundedProbabilities {
 // so the instruction is inline assembly; it runs only under bf16_dot, which
 // the planner sets only on CPUs that have it. Like the vdpbf16ps that reads
 // the pairs, it takes a subnormal probability (below 2^-126) as zero. Other
-// targets (NEON): RoundToBf16 and Bf16Pairs.
+// targets (NEON, SVE): RoundToBf16 and Bf16Pairs.
 struct PairedProbabilities {
   uint32_t* HWY_RESTRICT pairs;
   size_t ld_pairs;
@@ -1056,7 +1056,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   const LaneModifiers* mods = rule.any ? &lane_mods : nullptr;
 
   const bool bf16 = p.Bf16Products();
-  // The AVX512_BF16 tiles (AVX3 kernels only): Q^T unscaled (the tile
+  // The bf16 dot-product tiles (bf16_tiles): Q^T unscaled (the tile
   // scales its sums), then paired.
   const bool bf16_dot = kBf16DotTarget && plan.bf16_dot;
   const float q_scale = bf16_dot ? 1.0f : plan.q_scale;

@@ -50,7 +50,7 @@ struct FlashPlan {
   size_t packed_head_floats;
   size_t scratch_floats;  // per worker thread
   float q_scale;          // scale * log2(e): scores are computed in log2 units
-  // bf16 products on the AVX512_BF16 tiles (flash_bf16.h; AVX3 kernels only):
+  // bf16 products on the dot-product tiles (flash_bf16.h; AVX3, NEON, SVE):
   // K packed as [panel][ceil(D/2)][MR] and V as [ceil(Lk/2)][Dv] pairs of
   // bf16 (uint32), in the space of their fp32 packing; Q^T and P^T paired in
   // scratch.

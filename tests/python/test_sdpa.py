@@ -364,8 +364,10 @@ class RuntimeTest(unittest.TestCase):
         self.assertEqual(hwyattn.abi_version(), 1)
         self.assertEqual(hwyattn.abi_version(), hwyattn.ABI_VERSION)
         self.assertIn(hwyattn.simd_target(), {"AVX3_BF16", "AVX3", "AVX3_ZEN4", "AVX3_DL", "AVX2", "SSE4",
-                                              "SSSE3", "EMU128", "SCALAR", "NEON", "SVE",
-                                              "SVE2", "WASM", "RVV", "PPC8", "PPC9", "PPC10"})
+                                              "SSSE3", "EMU128", "SCALAR", "NEON", "NEON_BF16", "SVE",
+                                              "SVE_BF16", "SVE2", "SVE2_BF16", "SVE_256", "SVE_256_BF16",
+                                              "SVE2_128", "SVE2_128_BF16", "WASM", "RVV", "PPC8", "PPC9",
+                                              "PPC10"})
         self.assertTrue(os.path.exists(hwyattn.library_path()) or
                         "libhwyattn" in hwyattn.library_path())
         self.assertGreaterEqual(hwyattn.get_num_threads(), 1)

@@ -207,6 +207,37 @@ enum class Kind {
   kDot         // bf16 pairs x bf16 pairs: vdpbf16ps (matmul_bf16.h)
 };
 
+// A's MR values at one depth (a[at], ..., a[at + MR - 1]) as the tile's row
+// broadcasts. NEON: two 4-float loads, rows 0-3 and rows 2-5 (both inside
+// the 6 values), broadcast by lane, which GCC folds into by-element FMAs: 2
+// registers for the 6 rows rather than 6 scalars, room the bf16 kinds' B
+// vectors and their pair or rounding temporaries need (with 6 scalars, 5-7
+// accumulators spilled per step). Elsewhere a broadcast per row from memory.
+struct DepthRows {
+#if HWY_TARGET == HWY_NEON
+  static_assert(kMR == 6, "rows 0-3 and 2-5");
+  hn::Vec<DF> rows03, rows25;
+  HWY_INLINE DepthRows(const float* HWY_RESTRICT a, size_t at)
+      : rows03(hn::LoadU(DF(), a + at)), rows25(hn::LoadU(DF(), a + at + 2)) {}
+  template <size_t kRow>
+  HWY_INLINE hn::Vec<DF> Row() const {
+    if constexpr (kRow < 4) {
+      return hn::Broadcast<static_cast<int>(kRow)>(rows03);
+    } else {
+      return hn::Broadcast<static_cast<int>(kRow) - 2>(rows25);
+    }
+  }
+#else
+  const float* HWY_RESTRICT a;
+  size_t at;
+  HWY_INLINE DepthRows(const float* HWY_RESTRICT a_, size_t at_) : a(a_), at(at_) {}
+  template <size_t kRow>
+  HWY_INLINE hn::Vec<DF> Row() const {
+    return hn::Set(DF(), a[at + kRow]);
+  }
+#endif
+};
+
 // acc += A x B over kc depths with B's vectors rounded to bf16 as loaded
 // (acc: the MR x kNQ tile as a pack, row-major, as TileMulAdd's).
 template <size_t kNQ, class... VF>
@@ -221,8 +252,9 @@ HWY_INLINE void RoundedBMulAdd(size_t kc, const float* HWY_RESTRICT a, const flo
         [&](auto c)
             HWYATTN_INLINE_LAMBDA { return RoundToBf16(df, hn::LoadU(df, b + k * kNR + c * N)); },
         [&](auto&... bv) HWYATTN_INLINE_LAMBDA {
+          const DepthRows rows(a, k * kMR);
           Unroll<kMR>([&](auto r) HWYATTN_INLINE_LAMBDA {
-            const auto ar = hn::Set(df, a[k * kMR + r]);
+            const auto ar = rows.Row<r>();
             Unroll<kNQ>([&](auto c) HWYATTN_INLINE_LAMBDA {
               auto& x = Nth<r * kNQ + c>(acc...);
               x = hn::MulAdd(ar, Nth<c>(bv...), x);
@@ -256,9 +288,9 @@ HWY_INLINE void PairsMulAdd(size_t pairs, const float* HWY_RESTRICT a,
                   return hn::BitCast(df, half == 0 ? hn::ShiftLeft<16>(uc) : hn::And(uc, high));
                 },
                 [&](auto&... bv) HWYATTN_INLINE_LAMBDA {
-                  const float* HWY_RESTRICT ak = a + (2 * i + half) * kMR;
+                  const DepthRows rows(a + (2 * i + half) * kMR, 0);
                   Unroll<kMR>([&](auto r) HWYATTN_INLINE_LAMBDA {
-                    const auto ar = hn::Set(df, ak[r]);
+                    const auto ar = rows.Row<r>();
                     Unroll<kNQ>([&](auto c) HWYATTN_INLINE_LAMBDA {
                       auto& x = Nth<r * kNQ + c>(acc...);
                       x = hn::MulAdd(ar, Nth<c>(bv...), x);

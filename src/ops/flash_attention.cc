@@ -88,13 +88,18 @@ constexpr size_t kBf16KeyTile = 16 * kMR;
 #if HWYATTN_BF16_DOT_COMPILED && HWY_TARGET == HWY_AVX3
 #define HWYATTN_BF16_DOT_TILES 1
 namespace bf16_tiles = ::hwyattn::avx512_bf16;
+constexpr size_t kBf16TileLanes = bf16_tiles::kLanes;
 #elif HWYATTN_BF16_DOT_COMPILED && HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON
 #define HWYATTN_BF16_DOT_TILES 1
 namespace bf16_tiles = ::hwyattn::neon_bf16;
+constexpr size_t kBf16TileLanes = bf16_tiles::kLanes;
 #elif HWYATTN_SVE_BF16_DOT_COMPILED && (HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_SVE2 || \
                                         HWY_TARGET == HWY_SVE_256 || HWY_TARGET == HWY_SVE2_128)
 #define HWYATTN_BF16_DOT_TILES 1
 namespace bf16_tiles = ::hwyattn::sve_bf16;
+// The hardware's lanes (svcntw()), which are kLanes wherever this target
+// runs (vectors-inl.h).
+constexpr size_t kBf16TileLanes = kLanes;
 #else
 #define HWYATTN_BF16_DOT_TILES 0
 #endif
@@ -894,7 +899,7 @@ HWY_INLINE void ScorePanel(size_t vectors, size_t dim, AOperand a, const float* 
     if (bf16 != nullptr) {
       // The bf16 dot-product tile stores the scaled scores; the epilogue
       // below takes them from L1.
-      static_assert(kMR == bf16_tiles::kTileRows, "bf16 tile geometry");
+      static_assert(kMR == bf16_tiles::kTileRows && kLanes == kBf16TileLanes, "bf16 tile geometry");
       bf16_tiles::ScoreTile(kVectors, bf16->pairs, bf16->k_pairs, bf16->q_pairs, kQueryTile,
                             bf16->scale, s_rows, kQueryTile);
       Unroll<kMR * kVectors>([&](auto i) HWYATTN_INLINE_LAMBDA {

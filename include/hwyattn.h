@@ -143,7 +143,17 @@ HWYATTN_API const char* hwyattn_last_error(void);
  *  another architecture's target, such as NEON on x86) is ignored, no cap,
  *  rather than failing every later call; the library then prints one line
  *  to stderr naming the accepted values, as libgomp does for an invalid
- *  OMP_* variable. Static storage; never NULL. */
+ *  OMP_* variable. Static storage; never NULL.
+ *
+ *  Choices that depend on the microarchitecture rather than the target are
+ *  made once from the CPU's identity; the environment variable
+ *  HWYATTN_TUNING (read once) overrides them, to time or test either path on
+ *  one machine (results stay within the documented accuracy either way).
+ *  HWYATTN_TUNING=zen4, the choice on AMD family 19h (Zen 3, Zen 4): decode
+ *  streams K/V with L2 prefetches, and under HWYATTN_PRECISION_BF16 decode
+ *  rows over an I8 cache run on the AVX512_BF16 dot products.
+ *  HWYATTN_TUNING=default, every other CPU's: L1 prefetches, I8 caches on
+ *  fp32 multiply-adds. Another name is ignored, with one line on stderr. */
 HWYATTN_API const char* hwyattn_simd_target(void);
 
 /** Sets the number of threads later calls may use: 1 = run on the calling
@@ -314,10 +324,11 @@ typedef enum hwyattn_precision {
    *  scales P V's bf16 operand is the weight of the cache's number, p * the
    *  token's scale, rounded once (so out is within 2^-8 of the largest
    *  dequantized |v| there); FP8 caches run on the AVX512_BF16 dot products
-   *  where the CPU has them unless K's scales are per channel (I8 caches and
-   *  per-channel K scales keep fp32 multiply-adds on the exact bf16 values:
-   *  the same numbers). Longer rows' prefill rounds each dequantized element
-   *  (number * scale) to bf16. */
+   *  where the CPU has them unless K's scales are per channel, I8 caches too
+   *  where that measured faster (HWYATTN_TUNING, see hwyattn_simd_target;
+   *  elsewhere I8 caches and per-channel K scales keep fp32 multiply-adds on
+   *  the exact bf16 values: the same numbers). Longer rows' prefill rounds
+   *  each dequantized element (number * scale) to bf16. */
   HWYATTN_PRECISION_BF16 = 1
 } hwyattn_precision;
 

@@ -116,21 +116,38 @@ TargetCap CapFromEnvironment() {
   return kNoCap;
 }
 
-StreamPrefetch PrefetchLevelFromCpu() {
+constexpr Tuning kTunings[] = {{"zen4", StreamPrefetch::kL2, true},
+                               {"default", StreamPrefetch::kL1, false}};
+constexpr const Tuning& kDefaultTuning = kTunings[1];
+
+// The CPU's row: AMD family 19h is "zen4", anything else "default".
+const Tuning& TuningOfCpu() {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned eax, ebx, ecx, edx;
-  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return StreamPrefetch::kL1;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return kDefaultTuning;
   char vendor[12];
   memcpy(vendor, &ebx, 4);
   memcpy(vendor + 4, &edx, 4);
   memcpy(vendor + 8, &ecx, 4);
-  if (memcmp(vendor, "AuthenticAMD", 12) != 0) return StreamPrefetch::kL1;
-  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return StreamPrefetch::kL1;
+  if (memcmp(vendor, "AuthenticAMD", 12) != 0) return kDefaultTuning;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return kDefaultTuning;
   const unsigned family = ((eax >> 8) & 0xF) + ((eax >> 20) & 0xFF);
-  return family == 0x19 ? StreamPrefetch::kL2 : StreamPrefetch::kL1;
+  return family == 0x19 ? kTunings[0] : kDefaultTuning;
 #else
-  return StreamPrefetch::kL1;
+  return kDefaultTuning;
 #endif
+}
+
+// HWYATTN_TUNING names a row; unset, the CPU's; an unknown name is reported
+// once on stderr and ignored (as HWYATTN_TARGET).
+const Tuning& TuningFromEnvironment() {
+  const char* name = getenv("HWYATTN_TUNING");
+  if (name == nullptr || name[0] == '\0') return TuningOfCpu();
+  for (const Tuning& t : kTunings) {
+    if (strcasecmp(name, t.name) == 0) return t;
+  }
+  fprintf(stderr, "hwyattn: HWYATTN_TUNING=%s names no tuning (zen4 default); ignored\n", name);
+  return TuningOfCpu();
 }
 
 // Whether the CPU has the bf16 dot products of `t`. x86-64: CPUID.(EAX=7,
@@ -191,7 +208,8 @@ bool Bf16DotFor(int64_t target, Bf16DotKernel kernel) {
   static const int64_t on = Bf16DotTargetsOn();
   // arm64 has the prefill's tiles only.
   const bool has_kernel = HWY_ARCH_X86_64 || kernel == Bf16DotKernel::kPrefill;
-  return has_kernel && (on & target) != 0;
+  const bool tuned = kernel != Bf16DotKernel::kDecodeI8 || CpuTuning().i8_bf16_dot;
+  return has_kernel && tuned && (on & target) != 0;
 }
 
 const char* Bf16DotTargetName(int64_t target) {
@@ -199,9 +217,9 @@ const char* Bf16DotTargetName(int64_t target) {
   return t != nullptr ? t->name : nullptr;
 }
 
-StreamPrefetch StreamPrefetchLevel() {
-  static const StreamPrefetch level = PrefetchLevelFromCpu();
-  return level;
+const Tuning& CpuTuning() {
+  static const Tuning& tuning = TuningFromEnvironment();
+  return tuning;
 }
 
 int64_t AllowedTargets() {

@@ -77,13 +77,29 @@ const Kernels* PickKernels(const Kernels* (*const (&table)[kN])()) {
 }
 
 // Where the kernels' software prefetches of streamed data (a decode step's K
-// and V) should land: L1 (prefetcht0) or L2 (prefetcht1). A per-core choice,
-// made once from the CPU's identity: AMD family 19h (Zen 3 and Zen 4) runs a
-// decode step from L3 or memory at twice the speed with L2 prefetches (its
-// 32 KiB L1 is flooded by a 32-keys-ahead stream), while Zen 5 measured L1
-// prefetches the faster; every other CPU keeps L1, the measured default.
+// and V) should land: L1 (prefetcht0) or L2 (prefetcht1).
 enum class StreamPrefetch { kL1, kL2 };
-StreamPrefetch StreamPrefetchLevel();
+
+// The choices that depend on the microarchitecture rather than the
+// instruction set, one row per kind of CPU measured (docs/PERFORMANCE.md):
+// - "zen4", AMD family 19h (Zen 4, and Zen 3 for the prefetches): a decode
+//   step streams its K/V at twice the speed with L2 prefetches (the 32 KiB L1
+//   is flooded by a 32-keys-ahead stream), and an I8 cache's decode under bf16
+//   products runs faster on the AVX512_BF16 dot products (D1qb -8% time:
+//   512-bit FMAs run as two 256-bit halves there, so the halved multiply-adds
+//   pay for the int8 -> bf16 pairing);
+// - "default", every other CPU: L1 prefetches (Zen 5 measured them the faster)
+//   and I8 on the portable loops (Zen 5: the dot products +11 to +19% time).
+// Picked once from the CPU's identity (CPUID vendor and family); the
+// environment variable HWYATTN_TUNING=<name> picks a row instead (so either
+// path can be tested and timed on one machine; documented in hwyattn.h).
+struct Tuning {
+  const char* name;
+  StreamPrefetch prefetch;
+  bool i8_bf16_dot;  // I8 caches' decode on the bf16 dot products (Bf16DotFor)
+};
+const Tuning& CpuTuning();
+inline StreamPrefetch StreamPrefetchLevel() { return CpuTuning().prefetch; }
 
 // The bf16 dot products of the bf16-products kernels: AVX512_BF16's
 // vdpbf16ps inside the AVX3 kernels (prefill, decode and matmul tiles), and
@@ -93,7 +109,8 @@ StreamPrefetch StreamPrefetchLevel();
 // that target is allowed and HWYATTN_TARGET is unset, unknown or a bf16
 // name (Bf16DotTargetName; Highway's plain names cap below the dot
 // products). Read once.
-enum class Bf16DotKernel { kPrefill, kDecode, kMatmul };
+// kDecodeI8: the decode kernel on an I8 cache (only where CpuTuning says).
+enum class Bf16DotKernel { kPrefill, kDecode, kDecodeI8, kMatmul };
 // Whether the `kernel` of `target` (a Highway target bit) runs the bf16 dot
 // products: the one rule every planner asks.
 bool Bf16DotFor(int64_t target, Bf16DotKernel kernel);

@@ -11,6 +11,7 @@
 #include "src/ops/decode_bf16.h"
 #include "src/sdpa_problem.h"
 #include "src/scratch.h"
+#include "src/targets.h"
 
 namespace hwyattn {
 
@@ -51,10 +52,16 @@ inline bool DecodeApplies(const SdpaProblem& p) {
 // products (decode_bf16.h) where the target has them: K's scales must
 // multiply the dot products, not the rounded queries, so none, per token, or
 // one per kv head (per tensor or per head: a per-channel view constant along
-// the head dims). I8 caches keep the portable loops (decode_bf16.h).
+// the head dims).
 inline bool Bf16DotApplies(const SdpaProblem& p) {
-  return p.Bf16Products() && p.k.dtype != Dtype::kI8 &&
+  return p.Bf16Products() &&
          (p.k_scale.layout != KvScales::kPerChannel || p.k_scale.t.stride[3] == 0);
+}
+
+// The kernel whose dot products Bf16DotFor is asked about: an I8 cache's
+// (kDecodeI8: on them only where CpuTuning says they win) or the others'.
+inline Bf16DotKernel DecodeBf16DotKernel(const SdpaProblem& p) {
+  return p.k.dtype == Dtype::kI8 ? Bf16DotKernel::kDecodeI8 : Bf16DotKernel::kDecode;
 }
 
 // Everything a decode work item needs, fixed for the whole call. Work items

@@ -79,7 +79,8 @@ struct PairTable<T, true> {
 // lane i): a BF16 row's own bits; F16 and F32 elements rounded to nearest
 // even by vcvtne2ps2bf16 (NaN becomes the quiet NaN RoundToBf16 gives,
 // fp32 denormals become zeros); FP8 numbers exactly, by looking the
-// magnitude up in `table` and adding the sign bit. kMasked: only the
+// magnitude up in `table` and adding the sign bit; I8 numbers exactly, the
+// upper halves of their fp32 values. kMasked: only the
 // elements of m are read, the others are 0.
 template <typename T, bool kMasked>
 HWYATTN_BF16_TARGET inline __m512i LoadPairs(const T* p, __mmask32 m, const PairTable<T>& table) {
@@ -105,6 +106,19 @@ HWYATTN_BF16_TARGET inline __m512i LoadPairs(const T* p, __mmask32 m, const Pair
     // | (x << 8) & 0x8000: the sign bit.
     return _mm512_ternarylogic_epi32(magnitude, _mm512_slli_epi16(x, 8), _mm512_set1_epi16(-0x8000),
                                      0xF8);
+  } else if constexpr (std::is_same_v<T, int8_t>) {
+    // int8 -> fp32 is exact and leaves the low 16 bits zero: the upper
+    // halves are the bf16 numbers, paired by one vpermt2w.
+    const __m128i b0 = kMasked ? _mm_maskz_loadu_epi8(static_cast<__mmask16>(m), p)
+                               : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i b1 = kMasked ? _mm_maskz_loadu_epi8(static_cast<__mmask16>(m >> 16), p + 16)
+                               : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
+    const __m512i lo = _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b0)));
+    const __m512i hi = _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b1)));
+    const __m512i upper =
+        _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                         25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    return _mm512_permutex2var_epi16(lo, upper, hi);
   } else {
     static_assert(std::is_same_v<T, float>);
     const __m512 lo =
@@ -437,8 +451,8 @@ HWYATTN_BF16_TARGET void ValuesOf(size_t rows, const float* p, size_t ldp, const
   }
 }
 
-// Calls body(T{}, bool_constant<l2>) for the dtype (F32, F16, BF16, FP8:
-// Bf16DotApplies).
+// Calls body(T{}, bool_constant<l2>) for the dtype (F32, F16, BF16, FP8,
+// I8: Bf16DotApplies).
 template <class Body>
 inline void Dispatch(Dtype dtype, bool l2, const Body& body) {
   const auto with = [&](auto tag) {
@@ -454,6 +468,7 @@ inline void Dispatch(Dtype dtype, bool l2, const Body& body) {
     case Dtype::kBF16: with(BF16{}); return;
     case Dtype::kF8E4M3: with(F8E4M3{}); return;
     case Dtype::kF8E5M2: with(F8E5M2{}); return;
+    case Dtype::kI8: with(int8_t{}); return;
     default: break;
   }
   HWY_ABORT("hwyattn: dtype %d reached the bf16 decode loops", static_cast<int>(dtype));

@@ -25,10 +25,12 @@
 //
 // Compiled for x86-64 only, each function under a target attribute, and
 // called only from the AVX3 kernels when the planner set DecodePlan::bf16_dot
-// (Bf16DotFor, src/targets.h). I8 caches keep the portable loops: their
-// int8 -> fp32 -> bf16 widening (5 operations per 32 numbers) cost more than
-// the halved multiply-adds saved (D1qb on Zen 5: +19% time on 1 thread,
-// +11% on 2; docs/PERFORMANCE.md). An FP8 cache's scales stay fp32 factors
+// (Bf16DotFor, src/targets.h). I8 numbers are paired from their exact fp32
+// values (vpmovsxbd, vcvtdq2ps, then one vpermt2w of the upper halves: 5
+// operations per 32), which pays only where the halved multiply-adds save
+// more: on Zen 4, whose 512-bit FMAs run as two halves (D1qb -8% time), not
+// on Zen 5 (+11 to +19%); CpuTuning (src/targets.h) decides, per CPU
+// (docs/PERFORMANCE.md). A quantized cache's scales stay fp32 factors
 // outside these loops (decode_attention.cc): per token on the scores and on
 // the probabilities (p_j s_j rounded to bf16 as P), one per kv head folded
 // into the score scale, per channel on the outputs; per-channel K scales, which

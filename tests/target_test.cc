@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #if defined(__x86_64__)
@@ -191,6 +192,43 @@ TEST(TargetTest, StableAcrossCalls) {
   EXPECT_EQ(o[0], 2.0f);
   EXPECT_EQ(o[1], 3.0f);
   EXPECT_EQ(std::string(hwyattn_simd_target()), before);
+}
+
+// HWYATTN_TUNING is read at the first decode a call plans (the stream
+// prefetch level is a tuning field): a name that is no tuning is ignored,
+// with one line on stderr, and the call still answers; a known name or none
+// prints nothing. The ctest leg target_test.unknown_tuning sets a bad name.
+TEST(TargetTest, HwyattnTuningIsReadOnceAndUnknownNamesReported) {
+  const int64_t lk = 1024, d = 64;
+  std::vector<float> q(d, 0.0f), k(lk * d), v(lk * d, 0.0f), out(d, -1.0f);
+  for (int64_t j = 0; j < lk; ++j) {
+    for (int64_t i = 0; i < d; ++i) k[j * d + i] = static_cast<float>((j + i) % 7) * 0.125f;
+    v[j * d] = static_cast<float>(j % 2);  // mean 0.5 under the uniform weights of q = 0
+  }
+  const int64_t qs[4] = {1, 1, 1, d}, ks[4] = {1, 1, lk, d};
+  hwyattn_tensor tq, tk, tv, to;
+  ASSERT_EQ(hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 4, qs), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&tk, k.data(), HWYATTN_F32, 4, ks), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&tv, v.data(), HWYATTN_F32, 4, ks), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&to, out.data(), HWYATTN_F32, 4, qs), HWYATTN_OK);
+  testing::internal::CaptureStderr();
+  const hwyattn_status first = hwyattn_sdpa(&tq, &tk, &tv, &to, nullptr);
+  const hwyattn_status second = hwyattn_sdpa(&tq, &tk, &tv, &to, nullptr);
+  const std::string printed = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(first, HWYATTN_OK);
+  ASSERT_EQ(second, HWYATTN_OK);
+  EXPECT_NEAR(out[0], 0.5f, 1e-6f);
+  EXPECT_EQ(out[1], 0.0f);
+  const char* tuning = std::getenv("HWYATTN_TUNING");
+  const std::string name = tuning != nullptr ? Upper(tuning) : "";
+  const std::string line = std::string("HWYATTN_TUNING=") + (tuning != nullptr ? tuning : "");
+  if (name.empty() || name == "ZEN4" || name == "DEFAULT") {
+    EXPECT_EQ(printed.find("HWYATTN_TUNING"), std::string::npos) << printed;
+  } else {
+    const size_t at = printed.find(line);
+    EXPECT_NE(at, std::string::npos) << "stderr: " << printed;
+    EXPECT_EQ(printed.find(line, at + 1), std::string::npos) << "reported twice: " << printed;
+  }
 }
 
 }  // namespace

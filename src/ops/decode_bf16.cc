@@ -129,6 +129,40 @@ HWYATTN_BF16_TARGET inline __m512i LoadPairs(const T* p, __mmask32 m, const Pair
   }
 }
 
+// The key pairs of P . V: 32 value dims of two V rows (a, and b under mb:
+// 0 for a run's odd last key) as (a[d], b[d]) bf16 pairs in lo and hi. For
+// most types the rows' LoadPairs interleaved (vpunpcklwd / vpunpckhwd: lo
+// holds dims {0-3, 8-11, 16-19, 24-27}, hi the others); an I8 row's exact fp32
+// values are paired straight from their upper halves by vpermt2w (lo: dims
+// 0-15, hi: 16-31), 10 operations where LoadPairs and the unpacks take 12.
+template <typename T>
+constexpr bool kNaturalKeyPairs = std::is_same_v<T, int8_t>;
+
+// 16 int8 numbers (those of m, the others 0) as fp32.
+HWYATTN_BF16_TARGET inline __m512i WideI8(const int8_t* p, __mmask16 m) {
+  return _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p))));
+}
+
+template <typename T>
+HWYATTN_BF16_TARGET inline void KeyPairs(const T* a, const T* b, __mmask32 ma, __mmask32 mb,
+                                         const PairTable<T>& table, __m512i& lo, __m512i& hi) {
+  if constexpr (kNaturalKeyPairs<T>) {
+    // Word 2i: a's element i, word 2i + 1: b's (the upper half of each fp32).
+    const __m512i upper =
+        _mm512_set_epi16(63, 31, 61, 29, 59, 27, 57, 25, 55, 23, 53, 21, 51, 19, 49, 17, 47, 15, 45,
+                         13, 43, 11, 41, 9, 39, 7, 37, 5, 35, 3, 33, 1);
+    lo = _mm512_permutex2var_epi16(WideI8(a, static_cast<__mmask16>(ma)), upper,
+                                   WideI8(b, static_cast<__mmask16>(mb)));
+    hi = _mm512_permutex2var_epi16(WideI8(a + 16, static_cast<__mmask16>(ma >> 16)), upper,
+                                   WideI8(b + 16, static_cast<__mmask16>(mb >> 16)));
+  } else {
+    const __m512i x = LoadPairs<T, true>(a, ma, table);
+    const __m512i y = LoadPairs<T, true>(b, mb, table);
+    lo = _mm512_unpacklo_epi16(x, y);
+    hi = _mm512_unpackhi_epi16(x, y);
+  }
+}
+
 // ------------------------------------------------------------------ scores
 
 // Key kk of a group from key j: keys past the last repeat the last one
@@ -269,9 +303,8 @@ HWYATTN_BF16_TARGET void PairProbabilities(size_t rows, const float* p, size_t l
 
 // One pair of keys (v0: the even key's row, v0 + ldv the odd key's, read
 // under my: m, or 0 for the zero partner of a run's odd last key) into the
-// kRows x kVecs x 2 accumulators: the V rows interleaved (lo: dims {0-3,
-// 8-11, 16-19, 24-27} of each 32, hi: the others), times each row's
-// broadcast P pair; kSkip: V halves zeroed where the row's p is 0.
+// kRows x kVecs x 2 accumulators: the V rows paired (KeyPairs), times each
+// row's broadcast P pair; kSkip: V halves zeroed where the row's p is 0.
 template <bool kL2, bool kSkip, size_t kRows, size_t kVecs, typename T>
 HWYATTN_BF16_TARGET inline void ValuePair(const T* v0, int64_t ldv, int64_t ahead,
                                           const __mmask32 (&m)[kVecs], const __mmask32 (&my)[kVecs],
@@ -284,10 +317,7 @@ HWYATTN_BF16_TARGET inline void ValuePair(const T* v0, int64_t ldv, int64_t ahea
     const T* a = v0 + c * kBf16DecodeDims;
     PrefetchVector<kL2>(a + ahead, c);  // (dv: a multiple of 64 elements)
     PrefetchVector<kL2>(a + ldv + ahead, c);
-    const __m512i x = LoadPairs<T, true>(a, m[c], table);
-    const __m512i y = LoadPairs<T, true>(a + ldv, my[c], table);
-    lo[c] = _mm512_unpacklo_epi16(x, y);
-    hi[c] = _mm512_unpackhi_epi16(x, y);
+    KeyPairs(a, a + ldv, m[c], my[c], table, lo[c], hi[c]);
   }
   Prefetch<kL2>(v0 + ahead + kVecs * kBf16DecodeDims - 1);
   Prefetch<kL2>(v0 + ldv + ahead + kVecs * kBf16DecodeDims - 1);
@@ -352,8 +382,8 @@ HWYATTN_BF16_TARGET void ValueTile(const uint32_t* pairs, const uint32_t* nonzer
         const float* o = out + r * ldo + dv + c * kBf16DecodeDims;
         const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m[c]), o);
         const __m512 b = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m[c] >> 16), o + 16);
-        acc[r][2 * c] = _mm512_permutex2var_ps(a, to_lo, b);
-        acc[r][2 * c + 1] = _mm512_permutex2var_ps(a, to_hi, b);
+        acc[r][2 * c] = kNaturalKeyPairs<T> ? a : _mm512_permutex2var_ps(a, to_lo, b);
+        acc[r][2 * c + 1] = kNaturalKeyPairs<T> ? b : _mm512_permutex2var_ps(a, to_hi, b);
       } else {
         acc[r][2 * c] = acc[r][2 * c + 1] = _mm512_setzero_ps();
       }
@@ -372,10 +402,14 @@ HWYATTN_BF16_TARGET void ValueTile(const uint32_t* pairs, const uint32_t* nonzer
 #pragma GCC unroll 16
     for (size_t c = 0; c < kVecs; ++c) {
       float* o = out + r * ldo + dv + c * kBf16DecodeDims;
-      _mm512_mask_storeu_ps(o, static_cast<__mmask16>(m[c]),
-                            _mm512_permutex2var_ps(acc[r][2 * c], to_a, acc[r][2 * c + 1]));
-      _mm512_mask_storeu_ps(o + 16, static_cast<__mmask16>(m[c] >> 16),
-                            _mm512_permutex2var_ps(acc[r][2 * c], to_b, acc[r][2 * c + 1]));
+      const __m512 a = kNaturalKeyPairs<T>
+                           ? acc[r][2 * c]
+                           : _mm512_permutex2var_ps(acc[r][2 * c], to_a, acc[r][2 * c + 1]);
+      const __m512 b = kNaturalKeyPairs<T>
+                           ? acc[r][2 * c + 1]
+                           : _mm512_permutex2var_ps(acc[r][2 * c], to_b, acc[r][2 * c + 1]);
+      _mm512_mask_storeu_ps(o, static_cast<__mmask16>(m[c]), a);
+      _mm512_mask_storeu_ps(o + 16, static_cast<__mmask16>(m[c] >> 16), b);
     }
   }
 }

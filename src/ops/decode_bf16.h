@@ -15,8 +15,9 @@
 //           kernel, so a key's score does not depend on its neighbours;
 //   P . V   pairs along the keys: the 64-byte loads of V rows j and j+1
 //           interleaved (vpunpcklwd / vpunpckhwd: value dims in a permuted
-//           order, undone once per run of keys), times the broadcast pair
-//           (p_j, p_j+1) of each query row.
+//           order, undone once per run of keys; I8 rows paired from their
+//           fp32 values by vpermt2w, in the dims' order), times the
+//           broadcast pair (p_j, p_j+1) of each query row.
 // vdpbf16ps adds, per lane, the odd element's product and then the even
 // one's to the sum, each an exact product rounded once (an FMA); it treats
 // bf16 denormals (below 2^-126) as zeros and flushes denormal sums, which
@@ -28,9 +29,9 @@
 // (Bf16DotFor, src/targets.h). I8 numbers are paired from their exact fp32
 // values (vpmovsxbd, vcvtdq2ps, then one vpermt2w of the upper halves: 5
 // operations per 32), which pays only where the halved multiply-adds save
-// more: on Zen 4, whose 512-bit FMAs run as two halves (D1qb -8% time), not
-// on Zen 5 (+11 to +19%); CpuTuning (src/targets.h) decides, per CPU
-// (docs/PERFORMANCE.md). A quantized cache's scales stay fp32 factors
+// more: on Zen 4, whose 512-bit FMAs run as two halves (D1qb -12% time), not
+// on Zen 5 (+11 to +19%, before the P . V pairing of 2026-11-28); CpuTuning
+// (src/targets.h) decides, per CPU (docs/PERFORMANCE.md). A quantized cache's scales stay fp32 factors
 // outside these loops (decode_attention.cc): per token on the scores and on
 // the probabilities (p_j s_j rounded to bf16 as P), one per kv head folded
 // into the score scale, per channel on the outputs; per-channel K scales, which

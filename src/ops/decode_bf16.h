@@ -24,19 +24,19 @@
 // the portable kernels do not: results differ there only by amounts below
 // 2^-126 per product.
 //
-// Compiled for x86-64 only, each function under a target attribute, and
-// called only from the AVX3 kernels when the planner set DecodePlan::bf16_dot
+// Compiled for x86-64 only, each function under a target attribute, and called
+// only from the AVX3 kernels when the planner set DecodePlan::bf16_dot
 // (Bf16DotFor, src/targets.h). I8 numbers are paired from their exact fp32
 // values (vpmovsxbd, vcvtdq2ps, then one vpermt2w of the upper halves: 5
-// operations per 32), which pays only where the halved multiply-adds save
-// more: on Zen 4, whose 512-bit FMAs run as two halves (D1qb -12% time), not
-// on Zen 5 (+11 to +19%, before the P . V pairing of 2026-11-28); CpuTuning
-// (src/targets.h) decides, per CPU (docs/PERFORMANCE.md). A quantized cache's scales stay fp32 factors
-// outside these loops (decode_attention.cc): per token on the scores and on
-// the probabilities (p_j s_j rounded to bf16 as P), one per kv head folded
-// into the score scale, per channel on the outputs; per-channel K scales, which
-// would multiply the rounded queries, keep the portable loops
-// (Bf16DotApplies, decode_attention.h).
+// operations per 32), which pays only where the halved multiply-adds save more:
+// on Zen 4, whose 512-bit FMAs run as two halves (D1qb -12% time), not on Zen 5
+// (+11 to +19%, before the P . V pairing of 2026-11-28); CpuTuning
+// (src/targets.h) decides, per CPU (docs/PERFORMANCE.md). A quantized cache's
+// scales stay fp32 factors outside these loops (decode_attention.cc): per token
+// on the scores and on the probabilities (p_j s_j rounded to bf16 as P), one
+// per kv head folded into the score scale, per channel on the outputs;
+// per-channel K scales, which would multiply the rounded queries, keep the
+// portable loops (Bf16DotApplies, decode_attention.h).
 #ifndef HWYATTN_SRC_OPS_DECODE_BF16_H_
 #define HWYATTN_SRC_OPS_DECODE_BF16_H_
 

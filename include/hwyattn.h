@@ -151,9 +151,10 @@ HWYATTN_API const char* hwyattn_last_error(void);
  *  one machine (results stay within the documented accuracy either way).
  *  HWYATTN_TUNING=zen4, the choice on AMD family 19h (Zen 3, Zen 4): decode
  *  streams K/V with L2 prefetches, and under HWYATTN_PRECISION_BF16 decode
- *  rows over an I8 cache run on the AVX512_BF16 dot products.
- *  HWYATTN_TUNING=default, every other CPU's: L1 prefetches, I8 caches on
- *  fp32 multiply-adds. Another name is ignored, with one line on stderr. */
+ *  rows over an I8 cache run on the AVX512_BF16 dot products where the CPU
+ *  has them. HWYATTN_TUNING=default, every other CPU's: L1 prefetches, I8
+ *  caches on fp32 multiply-adds. Another name is ignored, with one line on
+ *  stderr. */
 HWYATTN_API const char* hwyattn_simd_target(void);
 
 /** Sets the number of threads later calls may use: 1 = run on the calling

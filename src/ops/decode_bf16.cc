@@ -75,6 +75,14 @@ struct PairTable<T, true> {
   }
 };
 
+// 16 int8 numbers as fp32 (kMasked: those of m, the others 0).
+template <bool kMasked>
+HWYATTN_BF16_TARGET inline __m512i WideI8(const int8_t* p, __mmask16 m) {
+  const __m128i b =
+      kMasked ? _mm_maskz_loadu_epi8(m, p) : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)));
+}
+
 // 32 elements of T from p as bf16 (16 pairs, element 2i in the low half of
 // lane i): a BF16 row's own bits; F16 and F32 elements rounded to nearest
 // even by vcvtne2ps2bf16 (NaN becomes the quiet NaN RoundToBf16 gives,
@@ -109,12 +117,8 @@ HWYATTN_BF16_TARGET inline __m512i LoadPairs(const T* p, __mmask32 m, const Pair
   } else if constexpr (std::is_same_v<T, int8_t>) {
     // int8 -> fp32 is exact and leaves the low 16 bits zero: the upper
     // halves are the bf16 numbers, paired by one vpermt2w.
-    const __m128i b0 = kMasked ? _mm_maskz_loadu_epi8(static_cast<__mmask16>(m), p)
-                               : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i b1 = kMasked ? _mm_maskz_loadu_epi8(static_cast<__mmask16>(m >> 16), p + 16)
-                               : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
-    const __m512i lo = _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b0)));
-    const __m512i hi = _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b1)));
+    const __m512i lo = WideI8<kMasked>(p, static_cast<__mmask16>(m));
+    const __m512i hi = WideI8<kMasked>(p + 16, static_cast<__mmask16>(m >> 16));
     const __m512i upper =
         _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
                          25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
@@ -138,11 +142,6 @@ HWYATTN_BF16_TARGET inline __m512i LoadPairs(const T* p, __mmask32 m, const Pair
 template <typename T>
 constexpr bool kNaturalKeyPairs = std::is_same_v<T, int8_t>;
 
-// 16 int8 numbers (those of m, the others 0) as fp32.
-HWYATTN_BF16_TARGET inline __m512i WideI8(const int8_t* p, __mmask16 m) {
-  return _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p))));
-}
-
 template <typename T>
 HWYATTN_BF16_TARGET inline void KeyPairs(const T* a, const T* b, __mmask32 ma, __mmask32 mb,
                                          const PairTable<T>& table, __m512i& lo, __m512i& hi) {
@@ -151,10 +150,10 @@ HWYATTN_BF16_TARGET inline void KeyPairs(const T* a, const T* b, __mmask32 ma, _
     const __m512i upper =
         _mm512_set_epi16(63, 31, 61, 29, 59, 27, 57, 25, 55, 23, 53, 21, 51, 19, 49, 17, 47, 15, 45,
                          13, 43, 11, 41, 9, 39, 7, 37, 5, 35, 3, 33, 1);
-    lo = _mm512_permutex2var_epi16(WideI8(a, static_cast<__mmask16>(ma)), upper,
-                                   WideI8(b, static_cast<__mmask16>(mb)));
-    hi = _mm512_permutex2var_epi16(WideI8(a + 16, static_cast<__mmask16>(ma >> 16)), upper,
-                                   WideI8(b + 16, static_cast<__mmask16>(mb >> 16)));
+    lo = _mm512_permutex2var_epi16(WideI8<true>(a, static_cast<__mmask16>(ma)), upper,
+                                   WideI8<true>(b, static_cast<__mmask16>(mb)));
+    hi = _mm512_permutex2var_epi16(WideI8<true>(a + 16, static_cast<__mmask16>(ma >> 16)), upper,
+                                   WideI8<true>(b + 16, static_cast<__mmask16>(mb >> 16)));
   } else {
     const __m512i x = LoadPairs<T, true>(a, ma, table);
     const __m512i y = LoadPairs<T, true>(b, mb, table);

@@ -10,9 +10,12 @@
 // the device HWYATTN. See ggml/README.md for what is claimed and declined.
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <algorithm>
+#include <mutex>
 #include <vector>
 
 #include "ggml-backend-impl.h"
@@ -34,13 +37,43 @@ constexpr int kDefaultThreads = 2;
 // that as an F32 mask built per call, for as many heads at a time as fit in
 // this many bytes (at least one head).
 constexpr size_t kAlibiMaskBytes = size_t{64} << 20;
+// GGML_PREC_BF16 and GGML_PREC_F16 of ggml >= 0.25 (not in older headers).
+constexpr int32_t kPrecBf16 = 15, kPrecF16 = 20;
 
 struct Context {
   int n_threads = kDefaultThreads;
   bool use_caller_pool = false;
   hwyattn_parallel caller_pool{};
   std::vector<float> alibi_mask;  // grow-only
+  int64_t ops_computed = 0;       // GGML_OP_FLASH_ATTN_EXT nodes run (Stats)
+  int64_t graphs_computed = 0;    // graph_compute calls
 };
+
+// ---------------------------------------------------------------- stats
+
+// GGML_HWYATTN_STATS (set and not "0"): what the backend did, on stderr, so
+// that a user (and the llama.cpp test) can tell attention that ran here from
+// attention that stayed on the CPU backend: every distinct reason for which
+// supports_op declined a GGML_OP_FLASH_ATTN_EXT, once, when first met, and
+// at the backend's free "ggml-hwyattn: N FLASH_ATTN_EXT ops computed in M
+// graphs".
+bool StatsEnabled() {
+  static const bool enabled = [] {
+    const char* e = getenv("GGML_HWYATTN_STATS");
+    return e != nullptr && *e != '\0' && strcmp(e, "0") != 0;
+  }();
+  return enabled;
+}
+
+// why is one of Plan's string literals: at most a few dozen distinct ones.
+void ReportDecline(const ggml_tensor* op, const char* why) {
+  static std::mutex mutex;
+  static std::vector<const char*> reported;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (std::find(reported.begin(), reported.end(), why) != reported.end()) return;
+  reported.push_back(why);
+  fprintf(stderr, "ggml-hwyattn: declined %s (%s): %s\n", ggml_op_desc(op), op->name, why);
+}
 
 // ---------------------------------------------------------------- threads
 
@@ -150,12 +183,17 @@ bool Plan(const ggml_tensor* op, Call* c, const char** why) {
   float params[3];
   memcpy(params, op->op_params, sizeof(params));
   const float scale = params[0], max_bias = params[1], softcap = params[2];
+  // ggml's precision is the least an op may compute in (default, F32, and
+  // since ggml 0.25 BF16 = 15 and F16 = 20 accumulation): hwyattn's fp32
+  // products and sums meet every one of them.
   const int32_t prec = ggml_get_op_params_i32(op, 3);
   // hwyattn reads scale 0 as 1/sqrt(D); ggml means 0 (uniform weights).
   if (!isfinite(scale) || scale == 0.0f) return *why = "scale is 0 or not finite", false;
   if (!isfinite(softcap)) return *why = "logit_softcap is not finite", false;
   if (isnan(max_bias)) return *why = "max_bias is NaN", false;
-  if (prec != GGML_PREC_DEFAULT && prec != GGML_PREC_F32) return *why = "unknown precision", false;
+  if (prec != GGML_PREC_DEFAULT && prec != GGML_PREC_F32 && prec != kPrecBf16 && prec != kPrecF16) {
+    return *why = "unknown precision", false;
+  }
   hwyattn_sdpa_options_init(&c->opts);
   c->opts.scale = scale;
   // c tanh(s / c) is even in c: ggml's s = c tanh(s * (scale / c)).
@@ -355,7 +393,13 @@ ggml_guid_t Guid() {
 const char* BackendName(ggml_backend_t) { return kName; }
 
 void BackendFree(ggml_backend_t backend) {
-  delete static_cast<Context*>(backend->context);
+  const Context* ctx = static_cast<Context*>(backend->context);
+  if (StatsEnabled()) {
+    fprintf(stderr, "ggml-hwyattn: %lld FLASH_ATTN_EXT ops computed in %lld graphs\n",
+            static_cast<long long>(ctx->ops_computed),
+            static_cast<long long>(ctx->graphs_computed));
+  }
+  delete ctx;
   delete backend;
 }
 
@@ -371,7 +415,9 @@ enum ggml_status GraphCompute(ggml_backend_t backend, struct ggml_cgraph* graph)
     }
     const enum ggml_status s = FlashAttention(ctx, node);
     if (s != GGML_STATUS_SUCCESS) return s;
+    ++ctx->ops_computed;
   }
+  ++ctx->graphs_computed;
   return GGML_STATUS_SUCCESS;
 }
 
@@ -473,7 +519,9 @@ bool DeviceSupportsOp(ggml_backend_dev_t, const struct ggml_tensor* op) {
   if (op->op != GGML_OP_FLASH_ATTN_EXT) return false;
   Call c;
   const char* why = "";
-  return Plan(op, &c, &why);
+  if (Plan(op, &c, &why)) return true;
+  if (StatsEnabled()) ReportDecline(op, why);
+  return false;
 }
 
 bool DeviceSupportsBufferType(ggml_backend_dev_t, ggml_backend_buffer_type_t buft) {

@@ -7,7 +7,7 @@
 
 # python3-matplotlib: bench/report.py's and docs/scaling_model.py's charts
 # (bench/charts.py) and their test, bench_charts_test.
-HWYATTN_PACKAGES=(cmake g++ make pkg-config libhwy-dev libbenchmark-dev libgtest-dev
+HWYATTN_PACKAGES=(cmake g++ make pkg-config libhwy-dev libbenchmark-dev libgtest-dev curl ca-certificates
                   python3 python3-numpy python3-protobuf python3-matplotlib
                   rustc cargo golang-go libopenmpi-dev openmpi-bin)
 # scripts/test.sh --sanitizers adds these: clang with its sanitizer and

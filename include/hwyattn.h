@@ -34,7 +34,7 @@
  *   tail padding; a reserved field must be 0 (else HWYATTN_UNSUPPORTED) and
  *   becomes a real field in a later version.
  * - HWYATTN_UNSUPPORTED means a meaningful request this version cannot do
- *   (e.g. an F16 output); HWYATTN_INVALID_ARGUMENT a request that is wrong.
+ *   (e.g. a BF16 mask); HWYATTN_INVALID_ARGUMENT a request that is wrong.
  * - The library keeps no pointer to caller memory after a call returns.
  *
  * Quick start

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <vector>
 
@@ -47,6 +48,7 @@ struct Context {
   std::vector<float> alibi_mask;  // grow-only
   int64_t ops_computed = 0;       // GGML_OP_FLASH_ATTN_EXT nodes run (Stats)
   int64_t graphs_computed = 0;    // graph_compute calls
+  double seconds = 0.0;           // in graph_compute, with GGML_HWYATTN_STATS
 };
 
 // ---------------------------------------------------------------- stats
@@ -56,7 +58,7 @@ struct Context {
 // attention that stayed on the CPU backend: every distinct reason for which
 // supports_op declined a GGML_OP_FLASH_ATTN_EXT, once, when first met, and
 // at the backend's free "ggml-hwyattn: N FLASH_ATTN_EXT ops computed in M
-// graphs".
+// graphs, T ms" (T: the time spent in graph_compute).
 bool StatsEnabled() {
   static const bool enabled = [] {
     const char* e = getenv("GGML_HWYATTN_STATS");
@@ -395,9 +397,9 @@ const char* BackendName(ggml_backend_t) { return kName; }
 void BackendFree(ggml_backend_t backend) {
   const Context* ctx = static_cast<Context*>(backend->context);
   if (StatsEnabled()) {
-    fprintf(stderr, "ggml-hwyattn: %lld FLASH_ATTN_EXT ops computed in %lld graphs\n",
-            static_cast<long long>(ctx->ops_computed),
-            static_cast<long long>(ctx->graphs_computed));
+    fprintf(stderr, "ggml-hwyattn: %lld FLASH_ATTN_EXT ops computed in %lld graphs, %.1f ms\n",
+            static_cast<long long>(ctx->ops_computed), static_cast<long long>(ctx->graphs_computed),
+            ctx->seconds * 1e3);
   }
   delete ctx;
   delete backend;
@@ -405,6 +407,8 @@ void BackendFree(ggml_backend_t backend) {
 
 enum ggml_status GraphCompute(ggml_backend_t backend, struct ggml_cgraph* graph) {
   Context* ctx = static_cast<Context*>(backend->context);
+  const auto start =
+      StatsEnabled() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (int i = 0; i < graph->n_nodes; ++i) {
     ggml_tensor* node = graph->nodes[i];
     if ((node->flags & GGML_TENSOR_FLAG_COMPUTE) == 0 || IsLayoutOnly(node)) continue;
@@ -418,6 +422,9 @@ enum ggml_status GraphCompute(ggml_backend_t backend, struct ggml_cgraph* graph)
     ++ctx->ops_computed;
   }
   ++ctx->graphs_computed;
+  if (StatsEnabled()) {
+    ctx->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   return GGML_STATUS_SUCCESS;
 }
 

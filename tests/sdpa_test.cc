@@ -494,6 +494,41 @@ TEST(MaskTest, MostlyBlockedDecode) {
   }
 }
 
+// An engine's mask (ggml's: the causal triangle and a sliding window written
+// into the mask, no causal or window option): each row's blocked runs at
+// either end are cut off its range and whole key tiles and decode chunks
+// that no row sees are skipped (MaskRowSpan); the result must be the
+// oracle's, with whole rows blocked too, on the prefill and the decode
+// kernels, GQA.
+TEST(MaskTest, BandLikeAnEngine) {
+  struct Shape {
+    int64_t q_len, k_len, band;
+  };
+  for (const Shape& s :
+       {Shape{100, 300, 64}, Shape{37, 1100, 200}, Shape{1, 3000, 512}, Shape{2, 2100, 700}}) {
+    for (hwyattn_dtype dtype : {HWYATTN_BOOL, HWYATTN_F32, HWYATTN_F16}) {
+      SCOPED_TRACE(::testing::Message() << DtypeName(dtype) << " Lq " << s.q_len << " Lk "
+                                        << s.k_len << " band " << s.band);
+      Problem p;
+      p.batch = 2;
+      p.q_heads = 8;
+      p.kv_heads = 2;
+      p.q_len = s.q_len;
+      p.k_len = s.k_len;
+      p.dim = 64;
+      p.v_dim = 64;
+      p.want_lse = true;
+      p.seed = 29;
+      p.has_mask = true;
+      p.mask = MakeMask(MaskForm::kBatchNoHead, dtype, p);
+      p.mask.block_prob = 0.05;
+      p.mask.block_rows = true;
+      p.mask.band = s.band;
+      RunAndCheck(p);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // kv_len, including 0 (every key is padding) and Lk (no padding).
 // ---------------------------------------------------------------------------

@@ -198,6 +198,10 @@ Call::Call(const Problem& p) : problem(p) {
     mask.ForEachStored([&](const int64_t* idx) {
       bool blocked = unit(rng) < ms.block_prob;
       if (ms.block_rows && (idx[0] + idx[1] + idx[2]) % 4 == 1) blocked = true;
+      if (ms.band > 0) {
+        const int64_t diagonal = idx[2] + p.k_len - p.q_len;
+        if (idx[3] > diagonal || idx[3] <= diagonal - ms.band) blocked = true;
+      }
       if (ms.dtype == HWYATTN_BOOL) {
         // Any nonzero byte means "attend", not only 1.
         mask.SetU8(idx, blocked ? 0 : static_cast<uint8_t>(1 + rng() % 255));

@@ -115,6 +115,11 @@ struct MaskSpec {
   // Also block every key of the rows whose mask index has
   // (b + h + i) % 4 == 1, to produce fully masked rows.
   bool block_rows = false;
+  // > 0: also block, as an engine's mask does (ggml's), every key outside
+  // the band of `band` keys ending at the row's bottom-right causal diagonal
+  // (row i sees keys (i + Lk - Lq - band, i + Lk - Lq]): whole blocked runs
+  // at both ends of each row, for the kernels' skipping of blocked tiles.
+  int64_t band = 0;
 };
 
 // One hwyattn_sdpa call, fully described.

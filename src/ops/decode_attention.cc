@@ -727,6 +727,27 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
   }
 }
 
+// Keys [*c0, *c0 + keys) of a chunk narrowed to those from the first to the
+// last that the mask lets some row of (b, kvh) see (MaskRowSpan of each
+// row): a chunk the mask blocks for every row (outside a sliding window, in
+// an engine's cache padding) is skipped, 0 keys.
+int64_t MaskedChunkKeys(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t rows,
+                        int64_t* HWY_RESTRICT c0, int64_t keys) {
+  const int64_t group = p.group();
+  int64_t lo = *c0 + keys, hi = *c0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t first = *c0, end = *c0 + keys;
+    MaskRowSpan(p.mask, p.mask.Offset(b, kvh * group + r % group, r / group, 0), &first, &end);
+    if (first < end) {
+      lo = std::min(lo, first);
+      hi = std::max(hi, end);
+    }
+  }
+  if (lo >= hi) return 0;
+  *c0 = lo;
+  return hi - lo;
+}
+
 // Chunks [chunk0, chunk0 + count) of (b, kvh), each with its own softmax and
 // partial result exactly as if alone, but phase by phase over all of them:
 // the scores of every chunk (one stream over their K), then the softmaxes,
@@ -755,6 +776,7 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
     stats[g] = plan.partial_stats + first * 2;
     // Keys of this chunk that any row may see; each row may see fewer.
     keys[g] = plan.ChunkKeys(b, chunk0 + g, &c0[g]);
+    if (p.has_mask && keys[g] > 0) keys[g] = MaskedChunkKeys(p, b, kvh, rows, &c0[g], keys[g]);
     if (keys[g] == 0) {
       memset(out[g], 0, static_cast<size_t>(rows * value_dim) * sizeof(float));
       for (int64_t r = 0; r < rows; ++r) {

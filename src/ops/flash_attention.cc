@@ -1055,7 +1055,7 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   free_end = std::min(free_end, key_end);
   // Key tiles start at the panel holding key_begin (a window's left edge
   // seldom falls on a key tile boundary; panels are kMR keys from key 0).
-  const int64_t tile_begin = key_begin / static_cast<int64_t>(kMR) * kMR;
+  int64_t tile_begin = key_begin / static_cast<int64_t>(kMR) * kMR;
   const ScoreModifiers rule(p);
   const LaneModifiers lane_mods{&rule, rule.slopes != nullptr ? lane_slope : nullptr, lane_pos};
   const LaneModifiers* mods = rule.any ? &lane_mods : nullptr;
@@ -1100,17 +1100,48 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
     row_max[c] = -FLT_MAX;
     row_sum[c] = 0.0f;
   }
+  // Under a mask, each row's range loses the keys its mask blocks at either
+  // end (MaskRowSpan), and the tile's ranges are its rows' again: the union
+  // (keys to compute), the intersection (keys every row sees).
+  if (p.has_mask) {
+    key_begin = INT64_MAX;
+    key_end = 0;
+    free_begin = 0;
+    free_end = INT64_MAX;
+    for (int64_t c = 0; c < rows; ++c) {
+      int64_t first = key_lo[c], end = int64_t{key_last[c]} + 1;
+      MaskRowSpan(p.mask, mask_row[c], &first, &end);
+      key_lo[c] = static_cast<int32_t>(first);
+      key_last[c] = static_cast<int32_t>(end - 1);
+      if (first < end) {
+        key_begin = std::min(key_begin, first);
+        key_end = std::max(key_end, end);
+      }
+      free_begin = std::max(free_begin, first);
+      free_end = std::min(free_end, end);
+    }
+    if (key_begin >= key_end) key_begin = key_end = 0;  // no row sees a key
+    free_end = std::min(free_end, key_end);
+    tile_begin = key_begin / static_cast<int64_t>(kMR) * kMR;
+  }
   // Only the query vectors that hold rows are computed.
   const size_t q_vectors = (static_cast<size_t>(rows) + kLanes - 1) / kLanes;
-  // Each query vector's keys by position: from its first row's first visible
-  // key to its last row's last (both grow with the row). A key panel is
-  // computed only for the vectors whose range it meets (VectorsOf): the
-  // triangles at a window's edges and past the causal diagonal are skipped
-  // a vector at a time, the rest masked per lane as before.
+  // Each query vector's keys: from the first key any of its rows sees to the
+  // last (by position alone, its first row's first key and its last row's
+  // last, as both grow with the row; a row that sees none, first > last,
+  // adds nothing). A key panel is computed only for the vectors whose range
+  // it meets (VectorsOf): the triangles at a window's edges and past the
+  // causal diagonal, and a mask's blocked ends, are skipped a vector at a
+  // time, the rest masked per lane as before.
   VectorRange ranges;
   for (size_t c = 0; c < q_vectors; ++c) {
-    ranges.lo[c] = key_lo[c * kLanes];
-    ranges.last[c] = key_last[std::min<size_t>((c + 1) * kLanes, static_cast<size_t>(rows)) - 1];
+    ranges.lo[c] = INT32_MAX;
+    ranges.last[c] = -1;
+    for (size_t l = c * kLanes; l < std::min<size_t>((c + 1) * kLanes, rows); ++l) {
+      if (key_lo[l] > key_last[l]) continue;
+      ranges.lo[c] = std::min(ranges.lo[c], key_lo[l]);
+      ranges.last[c] = std::max(ranges.last[c], key_last[l]);
+    }
   }
   ranges.vectors = q_vectors;
   const size_t value_dims = static_cast<size_t>(value_dim);

@@ -56,6 +56,31 @@ inline float MaskBias(float m) { return m; }
 inline float MaskBias(F16 m) { return ToFloat(m); }
 inline float MaskBias(uint8_t m) { return m != 0 ? 0.0f : -INFINITY; }
 
+// Whether a mask element blocks its key (MaskBias is -inf), read from its
+// bits: F16 -inf is 0xFC00.
+inline bool MaskBlocks(float m) { return m == -INFINITY; }
+inline bool MaskBlocks(F16 m) { return m.bits == 0xFC00u; }
+inline bool MaskBlocks(uint8_t m) { return m == 0; }
+
+// Narrows keys [*first, *end) to those from the first to the last that the
+// mask row whose key 0 is element `at` does not block (*first == *end when
+// it blocks them all). Blocked keys stay blocked whatever their scores
+// (MaskedScore), so the kernels need not compute the keys cut off, and skip
+// the key tiles and chunks that no row sees: an engine's masks (ggml's,
+// which hold the causal triangle, the sliding window and the padding of the
+// cache) then cost what causal and windows do. A scan from both ends, which
+// stops at the first key seen.
+inline void MaskRowSpan(const TensorView& mask, int64_t at, int64_t* first, int64_t* end) {
+  const int64_t step = mask.stride[3];
+  WithMaskElements(mask, [&](const auto* m) {
+    int64_t lo = *first, hi = *end;
+    while (lo < hi && MaskBlocks(m[at + lo * step])) ++lo;
+    while (hi > lo && MaskBlocks(m[at + (hi - 1) * step])) --hi;
+    *first = lo;
+    *end = hi;
+  });
+}
+
 // Calls body(rule) with rule(score, at) = the score (log2 units) under the
 // caller's mask element at offset `at`: MaskedScore(score, MaskBias(m[at])).
 // (The prefill kernel applies the same rule a vector at a time:

@@ -497,18 +497,20 @@ TEST(MaskTest, MostlyBlockedDecode) {
 // An engine's mask (ggml's: the causal triangle and a sliding window written
 // into the mask, no causal or window option): each row's blocked runs at
 // either end are cut off its range and whole key tiles and decode chunks
-// that no row sees are skipped (MaskRowSpan); the result must be the
-// oracle's, with whole rows blocked too, on the prefill and the decode
-// kernels, GQA.
+// that no row sees are skipped (MaskRowSpan, MaskBlocksTile), also when the
+// window wraps around a ring cache (shift); the result must be the oracle's,
+// with whole rows blocked too, on the prefill and the decode kernels, GQA,
+// with the weights output (which skipped tiles must fill).
 TEST(MaskTest, BandLikeAnEngine) {
   struct Shape {
-    int64_t q_len, k_len, band;
+    int64_t q_len, k_len, band, shift;
   };
-  for (const Shape& s :
-       {Shape{100, 300, 64}, Shape{37, 1100, 200}, Shape{1, 3000, 512}, Shape{2, 2100, 700}}) {
+  for (const Shape& s : {Shape{100, 300, 64, 0}, Shape{37, 1100, 200, 0}, Shape{1, 3000, 512, 0},
+                         Shape{2, 2100, 700, 0}, Shape{100, 1024, 512, 700},
+                         Shape{37, 1100, 200, 1000}, Shape{1, 1024, 512, 800}}) {
     for (hwyattn_dtype dtype : {HWYATTN_BOOL, HWYATTN_F32, HWYATTN_F16}) {
       SCOPED_TRACE(::testing::Message() << DtypeName(dtype) << " Lq " << s.q_len << " Lk "
-                                        << s.k_len << " band " << s.band);
+                                        << s.k_len << " band " << s.band << " shift " << s.shift);
       Problem p;
       p.batch = 2;
       p.q_heads = 8;
@@ -524,6 +526,8 @@ TEST(MaskTest, BandLikeAnEngine) {
       p.mask.block_prob = 0.05;
       p.mask.block_rows = true;
       p.mask.band = s.band;
+      p.mask.band_shift = s.shift;
+      p.want_weights = s.q_len > 1;
       RunAndCheck(p);
     }
   }

@@ -200,7 +200,8 @@ Call::Call(const Problem& p) : problem(p) {
       if (ms.block_rows && (idx[0] + idx[1] + idx[2]) % 4 == 1) blocked = true;
       if (ms.band > 0) {
         const int64_t diagonal = idx[2] + p.k_len - p.q_len;
-        if (idx[3] > diagonal || idx[3] <= diagonal - ms.band) blocked = true;
+        const int64_t position = (idx[3] + ms.band_shift) % p.k_len;
+        if (position > diagonal || position <= diagonal - ms.band) blocked = true;
       }
       if (ms.dtype == HWYATTN_BOOL) {
         // Any nonzero byte means "attend", not only 1.

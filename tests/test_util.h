@@ -120,6 +120,10 @@ struct MaskSpec {
   // (row i sees keys (i + Lk - Lq - band, i + Lk - Lq]): whole blocked runs
   // at both ends of each row, for the kernels' skipping of blocked tiles.
   int64_t band = 0;
+  // With band: the cache is a ring, as an engine's sliding-window cache:
+  // key j holds position (j + band_shift) % Lk, so a row's band may wrap
+  // around the end of the keys.
+  int64_t band_shift = 0;
 };
 
 // One hwyattn_sdpa call, fully described.

@@ -571,6 +571,18 @@ void ApplyMask(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64
   }
 }
 
+// Whether the mask blocks keys [jt0, jt1) for each of the first `rows` lanes
+// (mask_row[c]: lane c's mask row), stopping at the first key one sees.
+bool MaskBlocksTile(const SdpaProblem& p, const int64_t* HWY_RESTRICT mask_row, int64_t rows,
+                    int64_t jt0, int64_t jt1) {
+  for (int64_t c = 0; c < rows; ++c) {
+    int64_t first = jt0, end = jt1;
+    MaskRowSpan(p.mask, mask_row[c], &first, &end);
+    if (first < end) return false;
+  }
+  return true;
+}
+
 // ---------------------------------------------------------------- P . V
 
 // SoftmaxTileUpdate's emitters under bf16 products: P rounded to bf16 after
@@ -1186,6 +1198,16 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   const int64_t key_tile = static_cast<int64_t>(plan.geometry.key_tile);
   for (int64_t jt0 = tile_begin; jt0 < key_end; jt0 += key_tile) {
     const int64_t jt1 = std::min<int64_t>(jt0 + key_tile, key_end);
+    // A key tile the mask blocks for every row is skipped whole: blocked
+    // keys inside the rows' spans (a sliding window that wraps around an
+    // engine's ring cache, padding between sequences) cost nothing either.
+    if (p.has_mask && MaskBlocksTile(p, mask_row, rows, jt0, jt1)) {
+      for (int64_t c = 0; p.has_weights && c < rows; ++c) {
+        float* w = p.weights.AsMutable<float>() + p.RowOffset(p.weights, b, kvh, row0 + c);
+        for (int64_t j = jt0; j < jt1; ++j) w[j * p.weights.stride[3]] = -INFINITY;
+      }
+      continue;
+    }
     const size_t panels = static_cast<size_t>(jt1 - jt0 + kMR - 1) / kMR;
     const size_t tile_keys = panels * kMR;
     for (size_t c = 0; c < q_vectors * kLanes; c += kLanes) {

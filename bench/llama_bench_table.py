@@ -57,16 +57,18 @@ def main():
     print(f"# llama-bench, CPU backend alone vs CPU + hwyattn\n")
     print(f"{datetime.date.today()}, {machine()}; llama.cpp {args.llama_cpp}; "
           f"`llama-bench -fa 1 -t {args.threads} -p 512 -n 64 -ctk {args.cache} -ctv {args.cache} -r 1`, "
-          f"median of {max(len(v) for v in ts.values())} alternating rounds (tokens/s).\n")
-    print("| model | test | CPU t/s | CPU + hwyattn t/s | ratio |")
-    print("|---|---|---:|---:|---:|")
+          "median over the alternating rounds (tokens/s).\n")
+    print("| model | test | rounds | CPU t/s | CPU + hwyattn t/s | ratio |")
+    print("|---|---|---:|---:|---:|---:|")
     for k in keys:
         cpu, hwy = ts.get(k + ("cpu",)), ts.get(k + ("hwyattn",))
         if not cpu or not hwy:
             continue
         c, h = statistics.median(cpu), statistics.median(hwy)
         mtype, params = models[k[0]]
-        print(f"| {k[0]} ({mtype}, {params / 1e9:.2f} B) | {k[3]} | {c:.2f} | {h:.2f} | {h / c:.2f}x |")
+        name = k[0][:-5] if k[0].endswith(".gguf") else k[0]
+        n = min(len(cpu), len(hwy))
+        print(f"| {name} ({params / 1e9:.2f} B) | {k[3]} | {n} | {c:.2f} | {h:.2f} | {h / c:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -49,11 +49,12 @@ fi
 echo "llama_bench.sh: building llama.cpp $LLAMA_CPP_COMMIT's llama-bench ($LLAMA_CPP_BUILD)"
 llama_cpp_build llama-bench
 echo "llama_bench.sh: building libggml-hwyattn.so against its ggml ($BUILD_DIR)"
+raw_build_log=$HWYATTN_CACHE/llama_bench.build.log
 {
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_TESTS=OFF \
     -DHWYATTN_BUILD_BENCH=OFF -DHWYATTN_BUILD_EXAMPLES=OFF -DHWYATTN_GGML="$LLAMA_CPP_SRC/ggml" &&
     cmake --build "$BUILD_DIR" -j"${JOBS:-2}" --target ggml-hwyattn
-} >"$BUILD_DIR.log" 2>&1 || { tail -30 "$BUILD_DIR.log"; exit 1; }
+} >"$raw_build_log" 2>&1 || { tail -30 "$raw_build_log"; exit 1; }
 backend=$(cd "$BUILD_DIR" && pwd)/libggml-hwyattn.so
 [[ -f $backend ]] || backend=$(find "$(cd "$BUILD_DIR" && pwd)" -name libggml-hwyattn.so -print -quit)
 

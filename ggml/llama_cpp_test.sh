@@ -87,7 +87,7 @@ perplexity() {  # <log> <backend or ""> <flags...>: llama-perplexity on the text
     --chunks "$CHUNKS" -t "$THREADS" --no-warmup -v "$@" \
     >"$log" 2>&1 || { tail -30 "$log"; echo "FAIL: llama-perplexity ($log)" >&2; exit 1; }
 }
-stat() {  # <log> <label>: the number after the label
+value_of() {  # <log> <label>: the number after the label
   sed -n "s/^$2 *: *\([-0-9.e+]*\).*/\1/p" "$1" | tail -1
 }
 
@@ -110,19 +110,23 @@ computed=$(sed -n 's/^ggml-hwyattn: \([0-9]*\) FLASH_ATTN_EXT ops computed.*/\1/
            awk '{s += $1} END {print s + 0}')
 expected=$((n_layer * CHUNKS))
 grep "^ggml-hwyattn: " "$work/hwy.log" || true
+if [[ -z $n_layer ]] || ((n_layer == 0)); then
+  echo "FAIL: no 'print_info: n_layer' in llama-perplexity's log: cannot tell how many ops to expect" >&2
+  exit 1
+fi
 if grep -q "^ggml-hwyattn: declined" "$work/hwy.log" || ((computed != expected)); then
   echo "FAIL: hwyattn computed $computed FLASH_ATTN_EXT ops; the model's $n_layer layers x" \
        "$CHUNKS ubatches make $expected" >&2
   exit 1
 fi
 
-kld_cpu=$(stat "$work/cpu.log" "Mean    KLD")
-kld_hwy=$(stat "$work/hwy.log" "Mean    KLD")
-top_cpu=$(stat "$work/cpu.log" "Same top p")
-top_hwy=$(stat "$work/hwy.log" "Same top p")
-ppl_base=$(stat "$work/hwy.log" "Mean PPL(base)")
-ppl_cpu=$(stat "$work/cpu.log" "Mean PPL(Q)")
-ppl_hwy=$(stat "$work/hwy.log" "Mean PPL(Q)")
+kld_cpu=$(value_of "$work/cpu.log" "Mean    KLD")
+kld_hwy=$(value_of "$work/hwy.log" "Mean    KLD")
+top_cpu=$(value_of "$work/cpu.log" "Same top p")
+top_hwy=$(value_of "$work/hwy.log" "Same top p")
+ppl_base=$(value_of "$work/hwy.log" "Mean PPL(base)")
+ppl_cpu=$(value_of "$work/cpu.log" "Mean PPL(Q)")
+ppl_hwy=$(value_of "$work/hwy.log" "Mean PPL(Q)")
 printf '%-28s %12s %12s %10s\n' "vs fp32 reference (-fa off)" "mean KLD" "same top %" "PPL" \
   "CPU backend, -fa on, F16" "$kld_cpu" "$top_cpu" "$ppl_cpu" \
   "CPU + hwyattn, -fa on, F16" "$kld_hwy" "$top_hwy" "$ppl_hwy" \

@@ -45,6 +45,12 @@ const char* DtypeName(hwyattn_dtype t) {
     case HWYATTN_I8: return "I8";
     case HWYATTN_F8E4M3: return "F8E4M3";
     case HWYATTN_F8E5M2: return "F8E5M2";
+    case HWYATTN_Q8_0: return "Q8_0";
+    case HWYATTN_Q4_0: return "Q4_0";
+    case HWYATTN_Q4_1: return "Q4_1";
+    case HWYATTN_Q5_0: return "Q5_0";
+    case HWYATTN_Q5_1: return "Q5_1";
+    case HWYATTN_IQ4_NL: return "IQ4_NL";
   }
   return "unknown";
 }
@@ -56,7 +62,13 @@ static_assert(static_cast<int>(Dtype::kF32) == HWYATTN_F32 &&
                   static_cast<int>(Dtype::kBool) == HWYATTN_BOOL &&
                   static_cast<int>(Dtype::kI8) == HWYATTN_I8 &&
                   static_cast<int>(Dtype::kF8E4M3) == HWYATTN_F8E4M3 &&
-                  static_cast<int>(Dtype::kF8E5M2) == HWYATTN_F8E5M2,
+                  static_cast<int>(Dtype::kF8E5M2) == HWYATTN_F8E5M2 &&
+                  static_cast<int>(Dtype::kQ8_0) == HWYATTN_Q8_0 &&
+                  static_cast<int>(Dtype::kQ4_0) == HWYATTN_Q4_0 &&
+                  static_cast<int>(Dtype::kQ4_1) == HWYATTN_Q4_1 &&
+                  static_cast<int>(Dtype::kQ5_0) == HWYATTN_Q5_0 &&
+                  static_cast<int>(Dtype::kQ5_1) == HWYATTN_Q5_1 &&
+                  static_cast<int>(Dtype::kIQ4_NL) == HWYATTN_IQ4_NL,
               "Dtype mirrors hwyattn_dtype");
 static_assert(static_cast<int>(Causal::kNone) == HWYATTN_CAUSAL_NONE &&
                   static_cast<int>(Causal::kTopLeft) == HWYATTN_CAUSAL_TOP_LEFT &&
@@ -70,6 +82,11 @@ constexpr unsigned Bit(hwyattn_dtype t) { return 1u << static_cast<unsigned>(t);
 constexpr unsigned kFloatTypes = Bit(HWYATTN_F32) | Bit(HWYATTN_F16) | Bit(HWYATTN_BF16);
 // The element types of quantized caches (numbers times the cache's scales).
 constexpr unsigned kQuantizedTypes = Bit(HWYATTN_I8) | Bit(HWYATTN_F8E4M3) | Bit(HWYATTN_F8E5M2);
+// ggml's block formats (their scales inside): K/V of hwyattn_sdpa and caches.
+constexpr unsigned kBlockTypes = Bit(HWYATTN_Q8_0) | Bit(HWYATTN_Q4_0) | Bit(HWYATTN_Q4_1) |
+                                 Bit(HWYATTN_Q5_0) | Bit(HWYATTN_Q5_1) | Bit(HWYATTN_IQ4_NL);
+// What k and v of hwyattn_sdpa may be.
+constexpr unsigned kKvTypes = kFloatTypes | kBlockTypes;
 
 // A validated descriptor: the rank-4 view plus what messages need.
 struct Checked {
@@ -119,6 +136,12 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
                 "hwyattn_kv_cache (where its scales are); use F32, F16 or BF16 here",
                 name, DtypeName(t->dtype));
   }
+  if ((allowed & Bit(t->dtype)) == 0 && (kBlockTypes & Bit(t->dtype)) != 0) {
+    return Fail(kInvalid,
+                "%s: dtype %s is a K/V cache format, accepted only for k and v of "
+                "hwyattn_sdpa and the K/V pages of an hwyattn_kv_cache",
+                name, DtypeName(t->dtype));
+  }
   if ((allowed & Bit(t->dtype)) == 0) {
     return Fail((known & Bit(t->dtype)) ? HWYATTN_UNSUPPORTED : kInvalid,
                 "%s: dtype %s is not %s for this argument", name, DtypeName(t->dtype),
@@ -154,9 +177,39 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
                   name, v.shape[0], v.shape[1], v.shape[2], v.shape[3]);
     }
   }
-  const size_t size = DtypeSize(v.dtype);
+  // A block format's rows are whole blocks: the last dimension a multiple
+  // of kBlockElems with stride 1, every other stride a whole number of blocks.
+  const bool blocks = IsBlockDtype(v.dtype);
+  if (blocks) {
+    char buf[96];
+    if (v.shape[3] % kBlockElems != 0) {
+      return Fail(kInvalid,
+                  "%s is %" PRId64
+                  "; dtype %s stores blocks of %d elements along it, so it "
+                  "must be a multiple of %d",
+                  out->Dim(3, buf, sizeof(buf)), v.shape[3], DtypeName(t->dtype),
+                  static_cast<int>(kBlockElems), static_cast<int>(kBlockElems));
+    }
+    if (v.stride[3] != 1) {
+      return Fail(kInvalid, "%s has stride %" PRId64 "; dtype %s needs stride 1 there (its blocks)",
+                  out->Dim(3, buf, sizeof(buf)), v.stride[3], DtypeName(t->dtype));
+    }
+    for (int i = 0; i < 3; ++i) {
+      if (v.stride[i] % kBlockElems != 0) {
+        return Fail(kInvalid,
+                    "%s has stride %" PRId64
+                    ", which splits a block of dtype %s: strides "
+                    "count elements and must be multiples of %d",
+                    out->Dim(i, buf, sizeof(buf)), v.stride[i], DtypeName(t->dtype),
+                    static_cast<int>(kBlockElems));
+      }
+    }
+  }
+  const size_t size = blocks ? BlockBytes(v.dtype) : DtypeSize(v.dtype);
+  const uint64_t units =
+      blocks ? (static_cast<uint64_t>(last) + 1) / kBlockElems : static_cast<uint64_t>(last) + 1;
   uint64_t bytes;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(last) + 1, size, &bytes)) {
+  if (__builtin_mul_overflow(units, size, &bytes)) {
     return Fail(kInvalid,
                 "%s: the memory span of %" PRId64
                 " + 1 elements of %zu bytes "
@@ -165,7 +218,7 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
   }
   if (t->data == nullptr) return Fail(kInvalid, "%s: data is NULL", name);
   const uintptr_t first = reinterpret_cast<uintptr_t>(t->data);
-  if (first % size != 0) {
+  if (!blocks && first % size != 0) {
     return Fail(kInvalid, "%s: data %p is not aligned to its %zu-byte elements", name, t->data,
                 size);
   }
@@ -553,8 +606,8 @@ hwyattn_status ValidateSdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
 
   Checked cq, ck, cv, co;
   HWYATTN_RETURN_IF_ERROR(Check("q", kQNames, q, kFloatTypes, kFloatTypes, &cq));
-  HWYATTN_RETURN_IF_ERROR(Check("k", kQNames, k, kFloatTypes, kFloatTypes, &ck));
-  HWYATTN_RETURN_IF_ERROR(Check("v", kVNames, v, kFloatTypes, kFloatTypes, &cv));
+  HWYATTN_RETURN_IF_ERROR(Check("k", kQNames, k, kKvTypes, kKvTypes, &ck));
+  HWYATTN_RETURN_IF_ERROR(Check("v", kVNames, v, kKvTypes, kKvTypes, &cv));
   HWYATTN_RETURN_IF_ERROR(Check("out", kVNames, out, kFloatTypes, kFloatTypes, &co));
 
   const int64_t B = cq.view.shape[0], Hq = cq.view.shape[1], Lq = cq.view.shape[2];
@@ -1004,13 +1057,17 @@ hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* c
   HWYATTN_RETURN_IF_ERROR(ReadStruct("cache", "hwyattn_kv_cache", "hwyattn_kv_cache_init",
                                      cache_arg, kKvCacheSizes, cache));
   HWYATTN_RETURN_IF_ERROR(CheckReserved("cache: reserved0", cache->reserved0));
-  const unsigned cache_types = kFloatTypes | kQuantizedTypes;
+  const unsigned cache_types = kFloatTypes | kQuantizedTypes | kBlockTypes;
   HWYATTN_RETURN_IF_ERROR(Check("cache: k", kCacheNames, &cache->k, cache_types, cache_types, ck));
   HWYATTN_RETURN_IF_ERROR(Check("cache: v", kCacheVNames, &cache->v, cache_types, cache_types, cv));
   const int64_t P = ck->view.shape[0], Hkv = ck->view.shape[1], S = ck->view.shape[2];
   const int64_t D = ck->view.shape[3], Dv = cv->view.shape[3];
-  if (cache->v.dtype != cache->k.dtype) {
-    return Fail(kInvalid, "cache: v has dtype %s but k has %s; K and V must have one dtype",
+  // I8 and FP8 caches have one dtype (and scales); float and block formats mix.
+  if (cache->v.dtype != cache->k.dtype &&
+      ((kQuantizedTypes & (Bit(cache->k.dtype) | Bit(cache->v.dtype))) != 0)) {
+    return Fail(kInvalid,
+                "cache: v has dtype %s but k has %s; an I8 or FP8 cache has one dtype for K "
+                "and V",
                 DtypeName(cache->v.dtype), DtypeName(cache->k.dtype));
   }
   HWYATTN_RETURN_IF_ERROR(CheckDim(*cv, 0, P, false, "k's num_pages is"));
@@ -1038,9 +1095,14 @@ hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* c
     view->k_scale = cks->view;
     view->v_scale = cvs->view;
   } else if (cache->k_scale != nullptr || cache->v_scale != nullptr) {
+    const bool blocks = (kBlockTypes & (Bit(cache->k.dtype) | Bit(cache->v.dtype))) != 0;
     return Fail(kInvalid,
-                "cache: %s is given but the cache is %s; scales are for I8 and FP8 caches only",
-                cache->k_scale != nullptr ? "k_scale" : "v_scale", DtypeName(cache->k.dtype));
+                blocks ? "cache: %s is given but the cache is %s, a block format whose scales "
+                         "are inside its blocks; scales are for I8 and FP8 caches only"
+                       : "cache: %s is given but the cache is %s; scales are for I8 and FP8 "
+                         "caches only",
+                cache->k_scale != nullptr ? "k_scale" : "v_scale",
+                DtypeName((kBlockTypes & Bit(cache->k.dtype)) ? cache->k.dtype : cache->v.dtype));
   }
   if (cache->block_table != nullptr) {
     HWYATTN_RETURN_IF_ERROR(

@@ -103,25 +103,59 @@ hwyattn_parallel PoolOf(const Context& ctx) {
 
 // ---------------------------------------------------------------- layouts
 
+// ggml's types hwyattn reads: the floats and the block formats llama.cpp
+// allows for its K/V caches (-ctk / -ctv), hwyattn's dtypes of the same bytes.
 bool DtypeOf(ggml_type t, hwyattn_dtype* d) {
   switch (t) {
     case GGML_TYPE_F32: *d = HWYATTN_F32; return true;
     case GGML_TYPE_F16: *d = HWYATTN_F16; return true;
     case GGML_TYPE_BF16: *d = HWYATTN_BF16; return true;
+    case GGML_TYPE_Q8_0: *d = HWYATTN_Q8_0; return true;
+    case GGML_TYPE_Q4_0: *d = HWYATTN_Q4_0; return true;
+    case GGML_TYPE_Q4_1: *d = HWYATTN_Q4_1; return true;
+    case GGML_TYPE_Q5_0: *d = HWYATTN_Q5_0; return true;
+    case GGML_TYPE_Q5_1: *d = HWYATTN_Q5_1; return true;
+    case GGML_TYPE_IQ4_NL: *d = HWYATTN_IQ4_NL; return true;
     default: return false;
   }
 }
 
-size_t DtypeSize(hwyattn_dtype d) { return d == HWYATTN_F32 ? 4 : 2; }
+// A block format's elements per block (ggml's and hwyattn's: 32), or 1.
+int64_t BlockElems(hwyattn_dtype d) {
+  return d == HWYATTN_F32 || d == HWYATTN_F16 || d == HWYATTN_BF16 ? 1 : 32;
+}
+
+// Bytes of one element, or of one block of a block format.
+size_t UnitBytes(hwyattn_dtype d) {
+  switch (d) {
+    case HWYATTN_F32: return 4;
+    case HWYATTN_F16:
+    case HWYATTN_BF16: return 2;
+    case HWYATTN_Q8_0: return 34;
+    case HWYATTN_Q4_1: return 20;
+    case HWYATTN_Q5_0: return 22;
+    case HWYATTN_Q5_1: return 24;
+    default: return 18;  // Q4_0, IQ4_NL
+  }
+}
+
+// Bytes from a tensor's data to element `offset` (of a block format: a
+// multiple of 32, a whole number of blocks).
+int64_t ByteOffset(hwyattn_dtype d, int64_t offset) {
+  return offset / BlockElems(d) * static_cast<int64_t>(UnitBytes(d));
+}
 
 // t as an hwyattn tensor, in place: hwyattn dimension i is ggml dimension
 // dim[i] of t, of size shape[i] (its first shape[i] elements along it), with
-// t's byte stride counted in elements. False when a byte stride or the view
-// offset is not a whole number of elements.
+// t's byte stride counted in elements (a block format's: its rows' blocks of
+// 32 consecutive elements, ggml's nb[0] the block's bytes, stride 1 for
+// hwyattn). False when a byte stride is not a whole number of elements (or
+// blocks).
 bool Describe(const ggml_tensor* t, hwyattn_dtype dtype, const int dim[4], const int64_t shape[4],
               hwyattn_tensor* out) {
-  const size_t size = DtypeSize(dtype);
-  if (t->view_offs % size != 0) return false;
+  const size_t size = UnitBytes(dtype);
+  const int64_t per = BlockElems(dtype);
+  if (per == 1 && t->view_offs % size != 0) return false;
   memset(out, 0, sizeof(*out));
   out->data = t->data;
   out->dtype = dtype;
@@ -130,7 +164,12 @@ bool Describe(const ggml_tensor* t, hwyattn_dtype dtype, const int dim[4], const
     const size_t nb = t->nb[dim[i]];
     if (nb % size != 0 || shape[i] < 1 || shape[i] > t->ne[dim[i]]) return false;
     out->shape[i] = shape[i];
-    out->stride[i] = static_cast<int64_t>(nb / size);
+    if (per > 1 && dim[i] == 0) {  // along a row of blocks
+      if (nb != size) return false;
+      out->stride[i] = 1;
+    } else {
+      out->stride[i] = static_cast<int64_t>(nb / size) * per;
+    }
   }
   return true;
 }
@@ -154,7 +193,7 @@ bool Plan(const ggml_tensor* op, Call* c, const char** why) {
   if (q->type != GGML_TYPE_F32) return *why = "q is not F32", false;
   hwyattn_dtype kt, vt;
   if (!DtypeOf(k->type, &kt) || !DtypeOf(v->type, &vt)) {
-    return *why = "K or V is not F32, F16 or BF16 (block-quantized)", false;
+    return *why = "K or V is not F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or IQ4_NL", false;
   }
   if (op->type != GGML_TYPE_F32) return *why = "the result is not F32", false;
   const int64_t D = q->ne[0], Lq = q->ne[1], Hq = q->ne[2], B = q->ne[3];
@@ -240,7 +279,7 @@ float AlibiSlope(float max_bias, uint32_t n_head, uint32_t h) {
 hwyattn_tensor Slice(const hwyattn_tensor& t, int d, int64_t first, int64_t count) {
   if (t.shape[d] == 1) return t;
   hwyattn_tensor s = t;
-  s.data = static_cast<char*>(t.data) + first * t.stride[d] * DtypeSize(t.dtype);
+  s.data = static_cast<char*>(t.data) + ByteOffset(t.dtype, first * t.stride[d]);
   s.shape[d] = count;
   return s;
 }

@@ -11,13 +11,18 @@
 # cannot pass); then ggml/status_test.cc (errors at compute time, declined
 # layouts). Exit 77 (skipped) when there is no ggml source tree.
 #
-# Usage: ggml_test_backend_ops.sh <ggml-src> <ggml-build> <libggml-hwyattn.so> <min-claimed>
+# Then ggml/quants_test.cc: hwyattn_kv_cache_write into ggml's block formats
+# gives the bytes of ggml's reference quantizers, and hwyattn reads them as
+# ggml's dequantizers do.
+#
+# Usage: ggml_test_backend_ops.sh <ggml-src> <ggml-build> <libggml-hwyattn.so> <min-claimed> <libhwyattn.so>
 set -euo pipefail
 
 src=${1:-}
 build=${2:?ggml build directory}
 backend=${3:-}
 min_claimed=${4:-1}
+libhwyattn=${5:-}
 
 if [[ -z $src || ! -f $src/CMakeLists.txt ]]; then
   echo "SKIP: no ggml source tree (the pinned ggml-d99724f.tar.gz was not found next to the checkout," \
@@ -82,3 +87,9 @@ libdir=$(dirname "$(find "$build" -name 'libggml-base.so' -print -quit)")
 "${CXX:-c++}" -std=c++17 -O1 -I"$src/include" "$(dirname "$0")/status_test.cc" -L"$libdir" -lggml \
   -lggml-base -Wl,-rpath,"$libdir" -o "$build/hwyattn_status_test"
 GGML_BACKEND_PATH=$backend "$build/hwyattn_status_test"
+
+# ggml's block formats: hwyattn's writes against ggml's reference quantizers.
+"${CXX:-c++}" -std=c++17 -O1 -I"$src/include" -I"$(dirname "$0")/../include" \
+  "$(dirname "$0")/quants_test.cc" -L"$libdir" -lggml-base "$libhwyattn" \
+  -Wl,-rpath,"$libdir" -Wl,-rpath,"$(dirname "$libhwyattn")" -o "$build/hwyattn_quants_test"
+"$build/hwyattn_quants_test"

@@ -58,12 +58,17 @@ int main() {
   ggml_tensor* out = ggml_flash_attn_ext(ctx, q, k, v, mask, 0.125f, 0.0f, 0.0f);
   ggml_flash_attn_ext_add_sinks(out, sinks);
   ggml_flash_attn_ext_set_prec(out, GGML_PREC_F32);
-  // Declined: block-quantized K and V.
+  // Claimed: the block formats of llama.cpp's caches (q8_0 K, q4_0 V).
+  // Declined: a block format no cache uses (q4_K, blocks of 256).
   ggml_tensor* kq = ggml_new_tensor_4d(ctx, GGML_TYPE_Q8_0, D, n_kv, n_head_kv, 1);
-  ggml_tensor* vq = ggml_new_tensor_4d(ctx, GGML_TYPE_Q8_0, D, n_kv, n_head_kv, 1);
+  ggml_tensor* vq = ggml_new_tensor_4d(ctx, GGML_TYPE_Q4_0, D, n_kv, n_head_kv, 1);
   ggml_tensor* quantized = ggml_flash_attn_ext(ctx, q, kq, vq, mask, 0.125f, 0.0f, 0.0f);
+  ggml_tensor* kk = ggml_new_tensor_4d(ctx, GGML_TYPE_Q4_K, 256, n_kv, n_head_kv, 1);
+  ggml_tensor* q256 = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 256, n_batch, n_head, 1);
+  ggml_tensor* kquant = ggml_flash_attn_ext(ctx, q256, kk, kk, mask, 0.0625f, 0.0f, 0.0f);
   Expect(ggml_backend_supports_op(backend, out), "supports_op: F16 K/V, F16 mask, sinks");
-  Expect(!ggml_backend_supports_op(backend, quantized), "supports_op declines q8_0 K/V");
+  Expect(ggml_backend_supports_op(backend, quantized), "supports_op: q8_0 K, q4_0 V");
+  Expect(!ggml_backend_supports_op(backend, kquant), "supports_op declines q4_K K/V");
 
   ggml_backend_buffer_t buffer = ggml_backend_alloc_ctx_tensors(ctx, backend);
   std::vector<float> qd(static_cast<size_t>(ggml_nelements(q)), 0.5f);

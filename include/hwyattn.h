@@ -264,7 +264,43 @@ typedef enum hwyattn_dtype {
    * largest finite value 57344, smallest subnormal 2^-16; its bits are the
    * top byte of the IEEE binary16 of the same value. */
   HWYATTN_F8E4M3 = 5,
-  HWYATTN_F8E5M2 = 6
+  HWYATTN_F8E5M2 = 6,
+  /* ggml's block formats, byte for byte (ggml-common.h; llama.cpp's -ctk /
+   * -ctv cache types): blocks of 32 consecutive elements of the last
+   * dimension, each block an fp16 scale d (and for Q4_1 / Q5_1 an fp16
+   * offset m), in the machine's byte order, then the numbers. In the 4- and
+   * 5-bit formats element j < 16 of a block is the low nibble of qs[j] and
+   * element j + 16 its high nibble; Q5's fifth bit of element j is bit j of
+   * the 32-bit little-endian qh.
+   *
+   *   HWYATTN_Q8_0    d, int8 qs[32]            d * q                34 bytes
+   *   HWYATTN_Q4_0    d, uint8 qs[16]           d * (nibble - 8)     18 bytes
+   *   HWYATTN_Q4_1    d, m, uint8 qs[16]        d * nibble + m       20 bytes
+   *   HWYATTN_Q5_0    d, qh[4], qs[16]          d * (q5 - 16)        22 bytes
+   *   HWYATTN_Q5_1    d, m, qh[4], qs[16]       d * q5 + m           24 bytes
+   *   HWYATTN_IQ4_NL  d, uint8 qs[16]           d * level[nibble]    18 bytes
+   *     (IQ4_NL's levels: -127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53
+   *     69 89 113)
+   *
+   * Accepted as k and v of hwyattn_sdpa and as the K/V pages of an
+   * hwyattn_kv_cache (no scale tensors: the scales are in the blocks); k and
+   * v may have different dtypes (a block format and a float one too). Their
+   * last dimension (D or Dv) must be a multiple of 32 with stride 1; the
+   * other strides still count elements and must be multiples of 32 (a row
+   * of D elements is D / 32 blocks, D / 32 * 34 bytes for Q8_0), and data
+   * may sit at any byte. Anything else is HWYATTN_INVALID_ARGUMENT naming
+   * the tensor and the dimension. The kernels read the blocks in place,
+   * dequantized exactly (d * q; d * q + m rounded once to fp32) where a
+   * tile is loaded, and multiply fp32 queries by them (more accurate than
+   * ggml's CPU backend, which quantizes the query to Q8 first).
+   * hwyattn_kv_cache_write quantizes as ggml's reference quantizers do
+   * (quantize_row_q8_0_ref etc.: the same bytes). */
+  HWYATTN_Q8_0 = 7,
+  HWYATTN_Q4_0 = 8,
+  HWYATTN_Q4_1 = 9,
+  HWYATTN_Q5_0 = 10,
+  HWYATTN_Q5_1 = 11,
+  HWYATTN_IQ4_NL = 12
 } hwyattn_dtype;
 
 typedef struct hwyattn_tensor {
@@ -276,8 +312,10 @@ typedef struct hwyattn_tensor {
 } hwyattn_tensor;
 
 /** Fills *t as a dense row-major tensor over `data` (the last dimension has
- *  stride 1). Returns HWYATTN_INVALID_ARGUMENT for a NULL t/shape, a rank
- *  outside 1..4, a size < 1 or an element count that overflows int64. */
+ *  stride 1; strides count elements, so a block format's rows are dense
+ *  blocks when its last size is a multiple of 32). Returns
+ *  HWYATTN_INVALID_ARGUMENT for a NULL t/shape, a rank outside 1..4, a size
+ *  < 1 or an element count that overflows int64. */
 HWYATTN_API hwyattn_status hwyattn_tensor_contiguous(hwyattn_tensor* t, void* data,
                                                      hwyattn_dtype dtype, int32_t rank,
                                                      const int64_t* shape);
@@ -437,8 +475,10 @@ HWYATTN_API void(hwyattn_sdpa_options_init)(hwyattn_sdpa_options* opts);
 /** out = softmax(q k^T * scale + mask) v, per batch and query head.
  *
  *    q   [B, Hq,  Lq, D ]  F32, F16 or BF16
- *    k   [B, Hkv, Lk, D ]  F32, F16 or BF16; batch may be 1 (shared by all B)
- *    v   [B, Hkv, Lk, Dv]  F32, F16 or BF16; batch may be 1
+ *    k   [B, Hkv, Lk, D ]  F32, F16, BF16 or a block format (HWYATTN_Q8_0 ...
+ *                          HWYATTN_IQ4_NL: D a multiple of 32, see
+ *                          hwyattn_dtype); batch may be 1 (shared by all B)
+ *    v   [B, Hkv, Lk, Dv]  the same choice as k (each its own); batch may be 1
  *    out [B, Hq,  Lq, Dv]  F32, F16 or BF16 (written: the fp32 result rounded
  *                          once, to nearest even, at the store: the same bits as
  *                          rounding the F32 output of the same call)
@@ -566,8 +606,11 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
  *  prefix) as long as they read it; hwyattn_kv_cache_write must not write a
  *  slot twice in one call.
  *
- *    k  [num_pages, Hkv, page_size, D]   F32, F16, BF16, I8, F8E4M3 or F8E5M2
- *    v  [num_pages, Hkv, page_size, Dv]  the dtype of k
+ *    k  [num_pages, Hkv, page_size, D]   F32, F16, BF16, I8, F8E4M3, F8E5M2
+ *                                        or a block format (Q8_0 ... IQ4_NL)
+ *    v  [num_pages, Hkv, page_size, Dv]  the dtype of k; or, when neither
+ *                                        is I8 or FP8, any of F32, F16,
+ *                                        BF16 and the block formats
  *
  *  Any element strides (>= 0, no two elements of k, or of v, on one
  *  address): vLLM CPU's [pages, Hkv, page, D] is the dense layout, and
@@ -626,9 +669,10 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
 typedef struct hwyattn_kv_cache {
   uint32_t struct_size; /* sizeof(hwyattn_kv_cache); hwyattn_kv_cache_init sets it */
   int32_t reserved0;    /* must be 0 (HWYATTN_UNSUPPORTED otherwise): padding made explicit */
-  hwyattn_tensor k;     /* [num_pages, Hkv, page_size, D]  F32, F16, BF16, I8, F8E4M3
-                           or F8E5M2 */
-  hwyattn_tensor v;     /* [num_pages, Hkv, page_size, Dv] same dtype as k */
+  hwyattn_tensor k;     /* [num_pages, Hkv, page_size, D]  F32, F16, BF16, I8, F8E4M3,
+                           F8E5M2 or a block format (HWYATTN_Q8_0 ... HWYATTN_IQ4_NL) */
+  hwyattn_tensor v;     /* [num_pages, Hkv, page_size, Dv] same dtype as k (I8, FP8),
+                           else any float or block format */
   const hwyattn_tensor* k_scale; /* I8 (required) and FP8 (optional) only, F32: per token
                                     [num_pages, Hkv, page_size, 1], per channel
                                     [1, Hkv, 1, D], per kv head [1, Hkv, 1, 1] or per

@@ -37,8 +37,8 @@ inline size_t DtypeSize(hwyattn_dtype dtype) {
     case HWYATTN_I8:
     case HWYATTN_F8E4M3:
     case HWYATTN_F8E5M2: return 1;
+    default: return 0;  // a block format (not accepted by libhwyattn_mpi) or unknown
   }
-  return 0;
 }
 
 // t restricted to [begin, begin + count) along logical dimension `dim`

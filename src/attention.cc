@@ -166,9 +166,8 @@ struct Job {
   double WeightB(int64_t i) const {
     if (kernel == Kernel::kFlash) return flops / static_cast<double>(ItemsB());
     const SdpaProblem& p = *problem;
-    const double row_bytes =
-        static_cast<double>(p.head_dim) * static_cast<double>(DtypeSize(p.k.dtype)) +
-        static_cast<double>(p.value_dim) * static_cast<double>(DtypeSize(p.v.dtype));
+    const double row_bytes = static_cast<double>(p.head_dim) * ElementBytes(p.k.dtype) +
+                             static_cast<double>(p.value_dim) * ElementBytes(p.v.dtype);
     return WeightA(i) * row_bytes * (kMinFlopsPerWorker / kMinBytesPerWorker);
   }
   // Phase B item i: query tiles numbered head by head, so that consecutive
@@ -259,9 +258,9 @@ bool PlanFlash(Job* job) {
   plan.q_scale = p.scale * kLog2e;
   // K and V packed as bf16 pairs (no larger than their fp32 packing); a
   // quantized cache's are dequantized and rounded into the fp32 panels instead.
-  plan.bf16_dot = p.Bf16Products() &&
-                  Bf16DotFor(GetFlashKernels().target, Bf16DotKernel::kPrefill) &&
-                  p.k_scale.layout == KvScales::kNone;
+  plan.bf16_dot =
+      p.Bf16Products() && Bf16DotFor(GetFlashKernels().target, Bf16DotKernel::kPrefill) &&
+      p.k_scale.layout == KvScales::kNone && !IsBlockDtype(p.k.dtype) && !IsBlockDtype(p.v.dtype);
   // The plan's geometry is what the kernel and the scratch layout read.
   if (plan.bf16_dot) plan.geometry.key_tile = g.bf16_key_tile;
 

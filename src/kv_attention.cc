@@ -37,8 +37,7 @@ namespace {
 TensorView Rows(const TensorView& packed, int64_t q0, int64_t len) {
   TensorView v;
   v.dtype = packed.dtype;
-  v.data = static_cast<const unsigned char*>(packed.data) +
-           static_cast<size_t>(packed.Offset(0, q0, 0, 0)) * DtypeSize(packed.dtype);
+  v.data = packed.BytesAt(packed.Offset(0, q0, 0, 0));
   v.shape[1] = packed.shape[2], v.shape[2] = len, v.shape[3] = packed.shape[3];
   v.stride[1] = packed.stride[2];
   v.stride[2] = len > 1 ? packed.stride[1] : 0;
@@ -65,8 +64,7 @@ void EmptyRows(const KvAttentionProblem& p, int64_t q0, int64_t len) {
 // s is page s) as a [1, Hkv, len, X] tensor.
 TensorView OwnPage(const TensorView& t, int64_t s, int64_t len) {
   TensorView v = t;
-  v.data = static_cast<const unsigned char*>(t.data) +
-           t.Offset(s, 0, 0, 0) * static_cast<int64_t>(DtypeSize(t.dtype));
+  v.data = t.BytesAt(t.Offset(s, 0, 0, 0));
   v.shape[0] = 1;
   v.shape[2] = len;
   return v;

@@ -20,21 +20,58 @@ enum class Dtype : int32_t {
   kBool = 3,
   kI8 = 4,
   kF8E4M3 = 5,
-  kF8E5M2 = 6
+  kF8E5M2 = 6,
+  // ggml's block formats (src/ops/blocks.h): blocks of kBlockElems
+  // consecutive elements of the last dimension, each with its own scale.
+  kQ8_0 = 7,
+  kQ4_0 = 8,
+  kQ4_1 = 9,
+  kQ5_0 = 10,
+  kQ5_1 = 11,
+  kIQ4_NL = 12
 };
 
-// Bytes of one element of `t`.
+// Elements of one block of a block format.
+constexpr int64_t kBlockElems = 32;
+
+inline bool IsBlockDtype(Dtype t) { return t >= Dtype::kQ8_0 && t <= Dtype::kIQ4_NL; }
+
+// Bytes of one block of the block format `t` (ggml-common.h's sizes).
+inline size_t BlockBytes(Dtype t) {
+  switch (t) {
+    case Dtype::kQ8_0: return 34;
+    case Dtype::kQ4_0:
+    case Dtype::kIQ4_NL: return 18;
+    case Dtype::kQ4_1: return 20;
+    case Dtype::kQ5_0: return 22;
+    case Dtype::kQ5_1: return 24;
+    default: return 0;
+  }
+}
+
+// Bytes of one element of `t`; a block format's are BlockBytes per
+// kBlockElems elements (ByteOffset, ElementBytes).
 inline size_t DtypeSize(Dtype t) {
   switch (t) {
     case Dtype::kF32: return 4;
     case Dtype::kF16:
     case Dtype::kBF16: return 2;
-    case Dtype::kBool:
-    case Dtype::kI8:
-    case Dtype::kF8E4M3:
-    case Dtype::kF8E5M2: return 1;
+    default: return 1;
   }
-  return 1;
+}
+
+// The byte offset of element `offset` of a tensor of dtype `t`: the one
+// home of the addressing of block formats, whose element offsets (rows,
+// heads, pages) are multiples of kBlockElems (validation).
+inline int64_t ByteOffset(Dtype t, int64_t offset) {
+  if (IsBlockDtype(t)) return offset / kBlockElems * static_cast<int64_t>(BlockBytes(t));
+  return offset * static_cast<int64_t>(DtypeSize(t));
+}
+
+// Bytes per element on average (a block format's scales included).
+inline double ElementBytes(Dtype t) {
+  if (IsBlockDtype(t)) return static_cast<double>(BlockBytes(t)) / kBlockElems;
+  return static_cast<double>(DtypeSize(t));
 }
 
 // Rank-4 view over caller memory. Shapes are right-aligned (a rank-r tensor
@@ -57,6 +94,10 @@ struct TensorView {
   template <typename T>
   T* AsMutable() const {
     return static_cast<T*>(const_cast<void*>(data));
+  }
+  // The bytes from element `offset` on (any dtype; ByteOffset).
+  const unsigned char* BytesAt(int64_t offset) const {
+    return static_cast<const unsigned char*>(data) + ByteOffset(dtype, offset);
   }
 };
 

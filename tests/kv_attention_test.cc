@@ -66,7 +66,8 @@ float QuantizedMax(hwyattn_dtype d) {
 
 struct KvSpec {
   int64_t Hq = 4, Hkv = 2, D = 16, Dv = 16, page_size = 16;
-  hwyattn_dtype dtype = HWYATTN_F32;                            // the cache's
+  hwyattn_dtype dtype = HWYATTN_F32;  // the cache's
+  int v_dtype = -1;                   // V's when it differs (block formats and float ones mix)
   Scales k_scales = Scales::kToken, v_scales = Scales::kToken;  // quantized caches'
   bool table = true;  // false: no block table (sequence s is page s)
   bool nhd = false;   // pages [P, S, Hkv, D] (FlashAttention) instead of [P, Hkv, S, D]
@@ -173,11 +174,10 @@ struct KvSetup {
     }
     // The pool, filled with garbage that must never be read: NaN for float
     // caches, NaN scales for I8.
-    const size_t es = DtypeSize(spec.dtype);
-    kpool.assign(static_cast<size_t>(P * Hkv * S * D) * es, 0xFF);
-    vpool.assign(static_cast<size_t>(P * Hkv * S * Dv) * es, 0xFF);
-    Describe(&tk, kpool.data(), D);
-    Describe(&tv, vpool.data(), Dv);
+    kpool.assign(StorageBytes(spec.dtype, P * Hkv * S * D), 0xFF);
+    vpool.assign(StorageBytes(VDtype(), P * Hkv * S * Dv), 0xFF);
+    Describe(&tk, kpool.data(), spec.dtype, D);
+    Describe(&tv, vpool.data(), VDtype(), Dv);
     hwyattn_kv_cache_init(&cache);
     cache.k = tk;
     cache.v = tv;
@@ -245,11 +245,15 @@ struct KvSetup {
     if (spec.bf16) opts.precision = HWYATTN_PRECISION_BF16;
   }
 
+  hwyattn_dtype VDtype() const {
+    return spec.v_dtype < 0 ? spec.dtype : static_cast<hwyattn_dtype>(spec.v_dtype);
+  }
+
   // A [P, Hkv, S, dim] pool tensor, dense in vLLM's order or FlashAttention's.
-  void Describe(hwyattn_tensor* t, void* data, int64_t dim) const {
+  void Describe(hwyattn_tensor* t, void* data, hwyattn_dtype dtype, int64_t dim) const {
     std::memset(t, 0, sizeof(*t));
     t->data = data;
-    t->dtype = spec.dtype;
+    t->dtype = dtype;
     t->rank = 4;
     const int64_t shape[4] = {P, spec.Hkv, S, dim};
     std::copy(shape, shape + 4, t->shape);
@@ -372,9 +376,10 @@ void CheckAgainstOracle(KvSetup& s) {
       }
     }
   }
-  if (IsQuantized(s.spec.dtype)) {
+  if (IsQuantized(s.spec.dtype) || BlockBytes(s.spec.dtype) != 0 || s.spec.v_dtype >= 0) {
     KvSpec raw_spec = s.spec;
     raw_spec.dtype = HWYATTN_F32;
+    raw_spec.v_dtype = -1;
     KvSetup raw(raw_spec, s.seqs);
     KvRefResult exact;
     ASSERT_TRUE(ReferenceKvAttention(raw.tq, raw.cache, raw.batch, &raw.opts, &exact, &error));
@@ -455,6 +460,38 @@ std::vector<CaseSpec> OracleCases() {
     s.page_size = 17;
     s.nhd = true;
     add("F8E4M3Page17Nhd", s);
+  }
+  // ggml's block formats (D a multiple of 32), written by
+  // hwyattn_kv_cache_write; K and V of different formats, as llama.cpp's
+  // -ctk / -ctv.
+  for (hwyattn_dtype d :
+       {HWYATTN_Q8_0, HWYATTN_Q4_0, HWYATTN_Q4_1, HWYATTN_Q5_0, HWYATTN_Q5_1, HWYATTN_IQ4_NL}) {
+    KvSpec s = base;
+    s.dtype = d;
+    s.D = 64;
+    s.Dv = 32;
+    add(DtypeName(d), s);
+  }
+  {
+    KvSpec s = base;
+    s.dtype = HWYATTN_Q8_0;
+    s.v_dtype = HWYATTN_Q4_0;
+    s.D = s.Dv = 32;
+    s.page_size = 17;
+    s.nhd = true;
+    add("Q8_0KQ4_0VPage17Nhd", s);
+    s.dtype = HWYATTN_Q5_1;
+    s.v_dtype = HWYATTN_F16;
+    s.bf16 = false;
+    s.window_left = 9;
+    s.softcap = 0.75f;
+    s.sinks = true;
+    add("Q5_1KF16VModifiers", s);
+    s.dtype = HWYATTN_BF16;
+    s.v_dtype = HWYATTN_IQ4_NL;
+    s.Hq = 8;
+    s.Hkv = 1;
+    add("BF16KIQ4_NLVMqa", s);
   }
   {
     KvSpec s = base;

@@ -217,27 +217,36 @@ TEST(OutOfMemory, MhaBf16WeightsCreateAndForward) {
 // each sequence's attention scratch are all reserved before any row is
 // written) and hwyattn_kv_cache_write (its duplicate-slot check and its row
 // buffers), on the library's threads and on the pools. `dtype`: I8 or FP8
-// (K scales per token; V per token too, or per tensor).
-void KvAttentionAndWrite(hwyattn_dtype dtype, bool v_per_tensor) {
+// (K scales per token; V per token too, or per tensor), or a block format
+// of `block_bytes` per 32 elements (no scales; K and V of different formats
+// when `v_dtype` is given).
+void KvAttentionAndWrite(hwyattn_dtype dtype, bool v_per_tensor, size_t block_bytes = 0,
+                         hwyattn_dtype v_dtype = HWYATTN_F32) {
   const int64_t P = 80, Hkv = 2, S = 16, D = 32, Hq = 4;
-  // The one-byte pool lives in float vectors so that ExpectCleanOutOfMemory
-  // can compare it.
-  std::vector<float> kpool(P * Hkv * S * D / 4, 0.0f), vpool(kpool.size(), 0.0f);
+  if (block_bytes == 0) v_dtype = dtype;
+  // The pool (one byte per element, or blocks of 32 elements of at most
+  // block_bytes) lives in float vectors so that ExpectCleanOutOfMemory can
+  // compare it.
+  const size_t pool_bytes =
+      block_bytes == 0 ? P * Hkv * S * D : P * Hkv * S * (D / 32) * block_bytes;
+  std::vector<float> kpool((pool_bytes + 3) / 4, 0.0f), vpool(kpool.size() * 4, 0.0f);
   std::vector<float> kscale(P * Hkv * S, 0.0f), vscale(P * Hkv * S, 0.5f);
   hwyattn_kv_cache cache;
   hwyattn_kv_cache_init(&cache);
   const int64_t pool_shape[4] = {P, Hkv, S, D}, scale_shape[4] = {P, Hkv, S, 1};
   const int64_t one[1] = {1};
   ASSERT_EQ(hwyattn_tensor_contiguous(&cache.k, kpool.data(), dtype, 4, pool_shape), HWYATTN_OK);
-  ASSERT_EQ(hwyattn_tensor_contiguous(&cache.v, vpool.data(), dtype, 4, pool_shape), HWYATTN_OK);
+  ASSERT_EQ(hwyattn_tensor_contiguous(&cache.v, vpool.data(), v_dtype, 4, pool_shape), HWYATTN_OK);
   hwyattn_tensor tks, tvs;
   ASSERT_EQ(hwyattn_tensor_contiguous(&tks, kscale.data(), HWYATTN_F32, 4, scale_shape),
             HWYATTN_OK);
   ASSERT_EQ(hwyattn_tensor_contiguous(&tvs, vscale.data(), HWYATTN_F32, v_per_tensor ? 1 : 4,
                                       v_per_tensor ? one : scale_shape),
             HWYATTN_OK);
-  cache.k_scale = &tks;
-  cache.v_scale = &tvs;
+  if (block_bytes == 0) {
+    cache.k_scale = &tks;
+    cache.v_scale = &tvs;
+  }
   // Sequences: 700 keys (pages 0..43), 300 keys (44..62), 5 keys (63).
   const int32_t lens[3] = {700, 300, 5}, q_lens[3] = {1, 100, 2};
   std::vector<int32_t> table(3 * 48, -1);
@@ -293,6 +302,13 @@ void KvAttentionAndWrite(hwyattn_dtype dtype, bool v_per_tensor) {
 
 TEST(OutOfMemory, KvAttentionAndWriteI8) { KvAttentionAndWrite(HWYATTN_I8, false); }
 TEST(OutOfMemory, KvAttentionAndWriteF8E4M3) { KvAttentionAndWrite(HWYATTN_F8E4M3, true); }
+// ggml's blocks: Q8_0 K (34 bytes a block) with an F32 V (4 x 32 bytes).
+TEST(OutOfMemory, KvAttentionAndWriteQ8_0KF32V) {
+  KvAttentionAndWrite(HWYATTN_Q8_0, false, 34, HWYATTN_F32);
+}
+TEST(OutOfMemory, KvAttentionAndWriteQ5_1) {
+  KvAttentionAndWrite(HWYATTN_Q5_1, false, 24, HWYATTN_Q5_1);
+}
 
 // Warm calls allocate nothing: the prefill kernel (with weights and lse), the
 // decode kernel over a long cache (key chunks merged by log-sum-exp), the

@@ -123,8 +123,62 @@ const char* DtypeName(hwyattn_dtype dtype) {
     case HWYATTN_I8: return "I8";
     case HWYATTN_F8E4M3: return "F8E4M3";
     case HWYATTN_F8E5M2: return "F8E5M2";
+    case HWYATTN_Q8_0: return "Q8_0";
+    case HWYATTN_Q4_0: return "Q4_0";
+    case HWYATTN_Q4_1: return "Q4_1";
+    case HWYATTN_Q5_0: return "Q5_0";
+    case HWYATTN_Q5_1: return "Q5_1";
+    case HWYATTN_IQ4_NL: return "IQ4_NL";
   }
   return "BadDtype";
+}
+
+size_t BlockBytes(hwyattn_dtype dtype) {
+  switch (dtype) {
+    case HWYATTN_Q8_0: return 2 + 32;
+    case HWYATTN_Q4_0: return 2 + 16;
+    case HWYATTN_Q4_1: return 2 + 2 + 16;
+    case HWYATTN_Q5_0: return 2 + 4 + 16;
+    case HWYATTN_Q5_1: return 2 + 2 + 4 + 16;
+    case HWYATTN_IQ4_NL: return 2 + 16;
+    default: return 0;
+  }
+}
+
+size_t StorageBytes(hwyattn_dtype dtype, int64_t elements) {
+  if (BlockBytes(dtype) != 0) return static_cast<size_t>((elements + 31) / 32) * BlockBytes(dtype);
+  return static_cast<size_t>(elements) * DtypeSize(dtype);
+}
+
+double BlockElement(hwyattn_dtype dtype, const unsigned char* block, int i) {
+  uint16_t bits;
+  std::memcpy(&bits, block, 2);  // d, in the machine's byte order
+  const double d = F16ToDouble(bits);
+  double m = 0.0;
+  if (dtype == HWYATTN_Q4_1 || dtype == HWYATTN_Q5_1) {
+    std::memcpy(&bits, block + 2, 2);
+    m = F16ToDouble(bits);
+  }
+  if (dtype == HWYATTN_Q8_0) return d * static_cast<int8_t>(block[2 + i]);
+  const bool offset = dtype == HWYATTN_Q4_1 || dtype == HWYATTN_Q5_1;
+  const bool five = dtype == HWYATTN_Q5_0 || dtype == HWYATTN_Q5_1;
+  const unsigned char* qh = block + (offset ? 4 : 2);
+  const unsigned char* qs = qh + (five ? 4 : 0);
+  // Element i < 16: low nibble of qs[i]; i >= 16: high nibble of qs[i - 16].
+  int q = i < 16 ? (qs[i] & 0xF) : (qs[i - 16] >> 4);
+  if (five) q |= ((qh[i / 8] >> (i % 8)) & 1) << 4;  // bit i of little-endian qh
+  switch (dtype) {
+    case HWYATTN_Q4_0: return d * (q - 8);
+    case HWYATTN_Q4_1: return d * q + m;
+    case HWYATTN_Q5_0: return d * (q - 16);
+    case HWYATTN_Q5_1: return d * q + m;
+    case HWYATTN_IQ4_NL: {
+      static const int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                      1,    13,   25,  38,  53,  69,  89,  113};
+      return d * kLevels[q];
+    }
+    default: return std::numeric_limits<double>::quiet_NaN();
+  }
 }
 
 size_t DtypeSize(hwyattn_dtype dtype) {
@@ -136,8 +190,8 @@ size_t DtypeSize(hwyattn_dtype dtype) {
     case HWYATTN_I8:
     case HWYATTN_F8E4M3:
     case HWYATTN_F8E5M2: return 1;
+    default: return 0;  // a block format (BlockBytes) or unknown
   }
-  return 0;
 }
 
 bool LogicalDims(const hwyattn_tensor& t, int64_t shape[4], int64_t stride[4]) {
@@ -161,6 +215,10 @@ double ReadElement(const hwyattn_tensor& t, const int64_t idx[4]) {
   int64_t offset = 0;
   for (int d = 0; d < 4; ++d) offset += idx[d] * stride[d];
   const unsigned char* base = static_cast<const unsigned char*>(t.data);
+  if (BlockBytes(t.dtype) != 0) {
+    return BlockElement(t.dtype, base + offset / 32 * static_cast<int64_t>(BlockBytes(t.dtype)),
+                        static_cast<int>(offset % 32));
+  }
   const unsigned char* p = base + offset * static_cast<int64_t>(DtypeSize(t.dtype));
   switch (t.dtype) {
     case HWYATTN_F32: {
@@ -182,6 +240,7 @@ double ReadElement(const hwyattn_tensor& t, const int64_t idx[4]) {
     case HWYATTN_I8: return static_cast<double>(static_cast<int8_t>(*p));
     case HWYATTN_F8E4M3:
     case HWYATTN_F8E5M2: return Fp8ToDouble(t.dtype, *p);
+    default: break;
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
@@ -229,8 +288,10 @@ bool ReferenceSdpa(const hwyattn_tensor& q, const hwyattn_tensor& k, const hwyat
     return Fail(error, "rank outside 1..4");
   }
   for (const hwyattn_tensor* t : {&q, &k, &v}) {
-    if (t->dtype == HWYATTN_BOOL || t->dtype == HWYATTN_I8 || DtypeSize(t->dtype) == 0) {
-      return Fail(error, "q/k/v dtype must be F32, F16 or BF16");
+    const bool blocks = t != &q && BlockBytes(t->dtype) != 0;  // k, v: a block format too
+    if (!blocks &&
+        (t->dtype == HWYATTN_BOOL || t->dtype == HWYATTN_I8 || DtypeSize(t->dtype) == 0)) {
+      return Fail(error, "q/k/v dtype must be F32, F16 or BF16 (k, v: or a block format)");
     }
   }
   const int64_t batch = qs[0], q_heads = qs[1], q_len = qs[2], dim = qs[3];
@@ -424,9 +485,10 @@ double ReadCacheValue(const hwyattn_kv_cache& cache, bool values, int64_t page, 
   const int64_t idx[4] = {page, head, offset, d};
   const double x = ReadElement(t, idx);
   const hwyattn_tensor* scale = values ? cache.v_scale : cache.k_scale;
-  if (t.dtype != HWYATTN_I8 && (t.dtype == HWYATTN_F32 || t.dtype == HWYATTN_F16 ||
-                                t.dtype == HWYATTN_BF16 || scale == nullptr)) {
-    return x;  // a float cache, or an FP8 cache without scales (scale 1)
+  if (t.dtype != HWYATTN_I8 &&
+      (t.dtype == HWYATTN_F32 || t.dtype == HWYATTN_F16 || t.dtype == HWYATTN_BF16 ||
+       BlockBytes(t.dtype) != 0 || scale == nullptr)) {
+    return x;  // a float or block cache, or an FP8 cache without scales (scale 1)
   }
   // Every layout by broadcasting: per token [P, Hkv, S, 1], per channel
   // [1, Hkv, 1, D], per kv head [1, Hkv, 1, 1], per tensor [1, 1, 1, 1].

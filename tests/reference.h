@@ -35,8 +35,17 @@ uint8_t NearestFp8(hwyattn_dtype dtype, double x);
 
 // The dtype's name as the header spells it after HWYATTN_ ("BOOL", "F8E4M3").
 const char* DtypeName(hwyattn_dtype dtype);
-// Size in bytes of one element of `dtype` (0 for an unknown dtype).
+// Size in bytes of one element of `dtype` (0 for an unknown dtype or a
+// block format).
 size_t DtypeSize(hwyattn_dtype dtype);
+// Bytes of one 32-element block of a block format (HWYATTN_Q8_0 ...
+// HWYATTN_IQ4_NL: the header's table), 0 for any other dtype.
+size_t BlockBytes(hwyattn_dtype dtype);
+// Bytes of `elements` elements of `dtype` (a block format's: whole blocks).
+size_t StorageBytes(hwyattn_dtype dtype, int64_t elements);
+// The value of element i (0..31) of a block of a block format, from the
+// header's formulas, in double.
+double BlockElement(hwyattn_dtype dtype, const unsigned char* block, int i);
 
 // Expands a descriptor of rank r <= 4 to the four logical dimensions: the
 // leading 4 - r dimensions get size 1 (and stride 0, since only index 0 is

@@ -39,13 +39,14 @@ constexpr int64_t kDecodeMaxRows = 8;
 constexpr size_t kDecodeMaxRuns = 65;
 
 // Whether the decode kernel can run this problem: few rows, K and V of one
-// dtype (F32, F16, BF16 or a quantized cache's) with contiguous head dims (read in place,
-// unpacked), no weights output; fp32 or bf16 products. Everything else takes
-// the prefill kernel.
+// dtype (F32, F16, BF16 or a quantized cache's, not a block format) with
+// contiguous head dims (read in place, unpacked), no weights output; fp32 or
+// bf16 products. Everything else takes the prefill kernel (block formats:
+// dequantized into its packed panels).
 inline bool DecodeApplies(const SdpaProblem& p) {
   return p.q_len * p.group() <= kDecodeMaxRows && p.k.dtype == p.v.dtype &&
-         (p.k.stride[3] == 1 || p.head_dim == 1) && (p.v.stride[3] == 1 || p.value_dim == 1) &&
-         !p.has_weights;
+         !IsBlockDtype(p.k.dtype) && (p.k.stride[3] == 1 || p.head_dim == 1) &&
+         (p.v.stride[3] == 1 || p.value_dim == 1) && !p.has_weights;
 }
 
 // Whether the problem's bf16 products may run on the AVX512_BF16 dot

@@ -43,6 +43,7 @@
 #include <type_traits>
 
 #include "src/cache_line.h"
+#include "src/ops/blocks.h"
 #include "src/ops/convert.h"
 #include "src/ops/flash_attention.h"
 #include "src/ops/flash_bf16.h"
@@ -225,6 +226,34 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
   }
 }
 
+// PackKeys of K in a block format (blocks.h): each row dequantized a
+// block at a time.
+template <bool kRound>
+void PackKeyBlocks(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
+  const int64_t dim = p.head_dim, key_end = p.KeyEnd(b);
+  const int64_t panels = (key_end + kMR - 1) / kMR;
+  DispatchBlockDtype(p.k.dtype, [&](auto type) {
+    constexpr Dtype kType = decltype(type)::value;
+    const size_t bytes = BlockBytes(kType);
+    for (int64_t panel = 0; panel < panels; ++panel) {
+      float* HWY_RESTRICT out = dst + panel * dim * kMR;
+      for (size_t r = 0; r < kMR; ++r) {
+        const int64_t j = panel * static_cast<int64_t>(kMR) + static_cast<int64_t>(r);
+        if (j >= key_end) {
+          for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = 0.0f;
+          continue;
+        }
+        const unsigned char* row = p.k.BytesAt(p.KeyRowOffset(p.k, b, kvh, j));
+        for (int64_t d0 = 0; d0 < dim; d0 += kBlockElems, row += bytes) {
+          float x[kBlockElems];
+          DequantizeBlock<kType>(row, x);
+          for (int64_t i = 0; i < kBlockElems; ++i) out[(d0 + i) * kMR + r] = Operand<kRound>(x[i]);
+        }
+      }
+    }
+  });
+}
+
 // V of (b, kvh) as [Lk][Dv] rows, for keys below the batch's key end
 // (dequantized as keys are, and rounded under kRound).
 template <typename T, bool kRound>
@@ -243,6 +272,26 @@ void PackValues(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRIC
       for (int64_t dv = 0; dv < value_dim; ++dv) out[dv] = Operand<kRound>(row[dv * sd]);
     }
   }
+}
+
+// PackValues of V in a block format.
+template <bool kRound>
+void PackValueBlocks(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
+  const int64_t value_dim = p.value_dim, key_end = p.KeyEnd(b);
+  DispatchBlockDtype(p.v.dtype, [&](auto type) {
+    constexpr Dtype kType = decltype(type)::value;
+    const size_t bytes = BlockBytes(kType);
+    for (int64_t j = 0; j < key_end; ++j) {
+      const unsigned char* row = p.v.BytesAt(p.KeyRowOffset(p.v, b, kvh, j));
+      float* HWY_RESTRICT out = dst + j * value_dim;
+      for (int64_t d0 = 0; d0 < value_dim; d0 += kBlockElems, row += bytes) {
+        DequantizeBlock<kType>(row, out + d0);
+        if (kRound) {
+          for (int64_t i = 0; i < kBlockElems; ++i) out[d0 + i] = Operand<true>(out[d0 + i]);
+        }
+      }
+    }
+  });
 }
 
 // The bits of element x of a tensor rounded to bf16, as the high half of a
@@ -421,7 +470,9 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   const SdpaProblem& p = *plan.problem;
   float* k_dst = const_cast<float*>(plan.PackedK(b, kvh));
   const bool round = p.Bf16Products();
-  if (!plan.keys_in_place) {
+  if (!plan.keys_in_place && IsBlockDtype(p.k.dtype)) {
+    round ? PackKeyBlocks<true>(p, b, kvh, k_dst) : PackKeyBlocks<false>(p, b, kvh, k_dst);
+  } else if (!plan.keys_in_place) {
     DispatchCacheDtype(p.k.dtype, [&](auto tag) {
       using T = decltype(tag);
       round ? PackKeys<T, true>(p, b, kvh, k_dst) : PackKeys<T, false>(p, b, kvh, k_dst);
@@ -429,10 +480,14 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   }
   if (!plan.values_in_place) {
     float* v_dst = k_dst + plan.packed_k_floats;
-    DispatchCacheDtype(p.v.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      round ? PackValues<T, true>(p, b, kvh, v_dst) : PackValues<T, false>(p, b, kvh, v_dst);
-    });
+    if (IsBlockDtype(p.v.dtype)) {
+      round ? PackValueBlocks<true>(p, b, kvh, v_dst) : PackValueBlocks<false>(p, b, kvh, v_dst);
+    } else {
+      DispatchCacheDtype(p.v.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        round ? PackValues<T, true>(p, b, kvh, v_dst) : PackValues<T, false>(p, b, kvh, v_dst);
+      });
+    }
   }
   if (plan.nonfinite_values == nullptr) return;
   int64_t ldv;

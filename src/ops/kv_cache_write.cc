@@ -3,7 +3,8 @@
 // hwyattn_kv_cache_write, per target: each token's rows of K and V (one per
 // kv head) are read into a float buffer (converting from F32, F16 or BF16),
 // then stored at the token's slot in the cache's dtype: F32 as is, F16 and
-// BF16 rounded to nearest even (src/ops/convert.h), I8 and FP8 quantized.
+// BF16 rounded to nearest even (src/ops/convert.h), I8 and FP8 quantized,
+// the block formats as ggml's reference quantizers (src/ops/blocks.cc).
 // Their arithmetic runs in vectors on the buffer: max |x| over the row (NaNs
 // ignored), x / scale (fp32 division); then I8's NaN -> 0, clamped to
 // [-127, 127], rounded to nearest even, or FP8's rounding (FloatToFp8,
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "src/ops/blocks.h"
 #include "src/ops/convert.h"
 #include "src/ops/kv_cache_write.h"
 #include "src/scratch.h"
@@ -107,6 +109,10 @@ constexpr float QuantizedMax() {
 void StoreRow(const TensorView& dst, KvScales layout, const TensorView& scale, int64_t page,
               int64_t h, int64_t offset, int64_t dim, float* HWY_RESTRICT buffer) {
   const int64_t at = dst.Offset(page, h, offset, 0), stride = dst.stride[3];
+  if (IsBlockDtype(dst.dtype)) {  // ggml's reference quantizers (blocks.cc)
+    QuantizeBlocks(dst.dtype, buffer, dim, const_cast<unsigned char*>(dst.BytesAt(at)));
+    return;
+  }
   DispatchCacheDtype(dst.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* out = dst.AsMutable<T>() + at;

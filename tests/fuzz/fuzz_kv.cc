@@ -3,7 +3,8 @@
 // The KV-cache part of the fuzz target (fuzz_sdpa.cc calls FuzzKv):
 // hwyattn_kv_cache_write and hwyattn_kv_attention on small shapes (a few
 // sequences of up to 40 keys, pages of 1..9 slots, F32/F16/BF16/I8/FP8
-// caches with every scale layout (FP8 also without scales), with or without
+// caches with every scale layout (FP8 also without scales) and ggml's block
+// formats (head dims 32 or 64, random blocks), with or without
 // a block table, explicit or default positions, every score modifier), then
 // optionally one corrupted index (a page id, a q_start or kv_len entry, a
 // q_pos, a slot) or field (a scale the caller fixed among them).
@@ -82,12 +83,17 @@ void ExpectError(hwyattn_status s, const std::vector<std::pair<const Block*, std
 
 int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   const int64_t Hkv = in.ConsumeIntegralInRange(1, 3), G = in.ConsumeIntegralInRange(1, 3);
-  const int64_t Hq = Hkv * G, D = in.ConsumeIntegralInRange(1, 17);
-  const int64_t Dv = in.ConsumeBool() ? D : in.ConsumeIntegralInRange(1, 17);
   const int64_t S = in.ConsumeIntegralInRange(1, 9);
-  const hwyattn_dtype dtypes[6] = {HWYATTN_F32, HWYATTN_F16,    HWYATTN_BF16,
-                                   HWYATTN_I8,  HWYATTN_F8E4M3, HWYATTN_F8E5M2};
-  const hwyattn_dtype dtype = dtypes[in.ConsumeIntegralInRange(0, 5)];
+  const hwyattn_dtype dtypes[12] = {HWYATTN_F32,    HWYATTN_F16,    HWYATTN_BF16, HWYATTN_I8,
+                                    HWYATTN_F8E4M3, HWYATTN_F8E5M2, HWYATTN_Q8_0, HWYATTN_Q4_0,
+                                    HWYATTN_Q4_1,   HWYATTN_Q5_0,   HWYATTN_Q5_1, HWYATTN_IQ4_NL};
+  const hwyattn_dtype dtype = dtypes[in.ConsumeIntegralInRange(0, 11)];
+  // ggml's block formats: rows of blocks of 32 (and no scale tensors).
+  const size_t block = hwyattn_test::BlockBytes(dtype);
+  const int64_t D = block ? 32 * in.ConsumeIntegralInRange(1, 2) : in.ConsumeIntegralInRange(1, 17);
+  const int64_t Dv = in.ConsumeBool() ? D
+                     : block          ? 32 * in.ConsumeIntegralInRange(1, 2)
+                                      : in.ConsumeIntegralInRange(1, 17);
   const bool quantized = dtype == HWYATTN_I8 || dtype == HWYATTN_F8E4M3 || dtype == HWYATTN_F8E5M2;
   const bool fp8 = quantized && dtype != HWYATTN_I8;
   // Scale layouts: 0 per token, 1 per channel, 2 per kv head, 3 per tensor.
@@ -134,12 +140,21 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   // (huge keys make huge scores, whose float32 roundings the tolerance
   // must then allow: ScoreTolerance).
   const bool small_keys = fp8 && in.ConsumeBool();
-  const size_t es = hwyattn_test::DtypeSize(dtype);
-  Block kp(static_cast<size_t>(P * Hkv * S * D) * es),
-      vp(static_cast<size_t>(P * Hkv * S * Dv) * es);
+  const size_t es = block ? 1 : hwyattn_test::DtypeSize(dtype);  // block formats: bytes
+  Block kp(hwyattn_test::StorageBytes(dtype, P * Hkv * S * D)),
+      vp(hwyattn_test::StorageBytes(dtype, P * Hkv * S * Dv));
   for (Block* b : {&kp, &vp}) {
     for (size_t e = 0; e < b->bytes / es; ++e) {
-      if (dtype == HWYATTN_I8) {
+      if (block) {  // any numbers; each block's d (and m) in [-1/16, 1/16]
+        b->data[e] = static_cast<unsigned char>(in.ConsumeIntegral<uint8_t>());
+        const size_t at = e % block;
+        const bool offset = dtype == HWYATTN_Q4_1 || dtype == HWYATTN_Q5_1;
+        if (at == 1 || (offset && at == 3)) {
+          const float x = static_cast<float>(in.ConsumeIntegralInRange(-64, 64)) / 1024.0f;
+          const uint16_t h = hwyattn_test::FloatToF16(x);
+          memcpy(b->data.get() + e - 1, &h, 2);
+        }
+      } else if (dtype == HWYATTN_I8) {
         b->data[e] = static_cast<unsigned char>(in.ConsumeIntegral<uint8_t>());
       } else if (fp8) {  // any finite number (NaN and infinities become small ones)
         uint8_t x = in.ConsumeIntegral<uint8_t>();
@@ -231,13 +246,11 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
         for (int64_t h = 0; h < Hkv; ++h) {
           for (int64_t o = 0; o < S; ++o) {
             if (written[static_cast<size_t>(pg * S + o)]) continue;
-            for (int64_t d = 0; d < D; ++d) {
-              const int64_t at =
-                  (pg * cache.k.stride[0] + h * cache.k.stride[1] + o * cache.k.stride[2] + d) *
-                  static_cast<int64_t>(es);
-              if (memcmp(kp.data.get() + at, k0.data() + at, es) != 0)
-                Die("write", "an unwritten slot changed");
-            }
+            const size_t at = hwyattn_test::StorageBytes(
+                dtype, pg * cache.k.stride[0] + h * cache.k.stride[1] + o * cache.k.stride[2]);
+            if (memcmp(kp.data.get() + at, k0.data() + at, hwyattn_test::StorageBytes(dtype, D)) !=
+                0)
+              Die("write", "an unwritten slot changed");
           }
         }
       }

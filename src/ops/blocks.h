@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// ggml's block formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), byte for
+// byte as ggml-common.h lays them out: blocks of kBlockElems (32)
+// consecutive elements of a row, each block an fp16 scale d (and, for Q4_1
+// and Q5_1, an fp16 offset m) in the machine's byte order, then the
+// numbers. In the 4- and 5-bit formats element j < 16 is the low nibble of
+// qs[j] and element j + 16 its high nibble; Q5's fifth bit of element j is
+// bit j of the 32-bit little-endian qh. Values:
+//   Q8_0    d * q               (int8 q)
+//   Q4_0    d * (nibble - 8)
+//   Q4_1    d * nibble + m
+//   Q5_0    d * (q5 - 16)
+//   Q5_1    d * q5 + m
+//   IQ4_NL  d * kIq4nlValues[nibble]
+// Every product is exact in fp32 (an 11-bit d times a number of at most 8
+// bits), so a dequantized element is the exact value except Q4_1 / Q5_1's
+// "+ m", rounded once to nearest even.
+//
+// Dequantization is here (inline: the kernels' per-target code calls it
+// where they load a tile); quantization (hwyattn_kv_cache_write), which
+// must give ggml's reference quantizers' bytes, is in blocks.cc.
+#ifndef HWYATTN_SRC_OPS_BLOCKS_H_
+#define HWYATTN_SRC_OPS_BLOCKS_H_
+
+#include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
+
+#include "src/ops/convert.h"
+#include "src/tensor.h"
+
+namespace hwyattn {
+
+// IQ4_NL's 16 levels (ggml-common.h's kvalues_iq4nl: published numbers of
+// the format, not code).
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// The fp16 at byte i of a block, in the machine's byte order.
+inline float BlockHalf(const unsigned char* block, size_t i) {
+  uint16_t bits;
+  memcpy(&bits, block + i, sizeof(bits));
+  return ToFloat(F16{bits});
+}
+
+// Q5's 32 fifth bits (qh at byte `at` of the block, little-endian).
+inline uint32_t BlockHighBits(const unsigned char* block, size_t at) {
+  return uint32_t{block[at]} | uint32_t{block[at + 1]} << 8 | uint32_t{block[at + 2]} << 16 |
+         uint32_t{block[at + 3]} << 24;
+}
+
+// out[0, 32) = the block's 32 values.
+template <Dtype kType>
+inline void DequantizeBlock(const unsigned char* HWY_RESTRICT block, float* HWY_RESTRICT out) {
+  const float d = BlockHalf(block, 0);
+  if constexpr (kType == Dtype::kQ8_0) {
+    for (int j = 0; j < 32; ++j) out[j] = d * static_cast<float>(static_cast<int8_t>(block[2 + j]));
+  } else if constexpr (kType == Dtype::kQ4_0 || kType == Dtype::kIQ4_NL) {
+    const unsigned char* qs = block + 2;
+    for (int j = 0; j < 16; ++j) {
+      const int lo = qs[j] & 0xF, hi = qs[j] >> 4;
+      if constexpr (kType == Dtype::kQ4_0) {
+        out[j] = d * static_cast<float>(lo - 8);
+        out[j + 16] = d * static_cast<float>(hi - 8);
+      } else {
+        out[j] = d * static_cast<float>(kIq4nlValues[lo]);
+        out[j + 16] = d * static_cast<float>(kIq4nlValues[hi]);
+      }
+    }
+  } else if constexpr (kType == Dtype::kQ4_1) {
+    const float m = BlockHalf(block, 2);
+    const unsigned char* qs = block + 4;
+    for (int j = 0; j < 16; ++j) {
+      out[j] = d * static_cast<float>(qs[j] & 0xF) + m;
+      out[j + 16] = d * static_cast<float>(qs[j] >> 4) + m;
+    }
+  } else {
+    static_assert(kType == Dtype::kQ5_0 || kType == Dtype::kQ5_1, "a block format");
+    constexpr bool kOffset = kType == Dtype::kQ5_1;
+    const float m = kOffset ? BlockHalf(block, 2) : 0.0f;
+    const size_t at = kOffset ? 4 : 2;
+    const uint32_t qh = BlockHighBits(block, at);
+    const unsigned char* qs = block + at + 4;
+    for (int j = 0; j < 16; ++j) {
+      const int lo = (qs[j] & 0xF) | static_cast<int>((qh >> j) & 1u) << 4;
+      const int hi = (qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+      if constexpr (kOffset) {
+        out[j] = d * static_cast<float>(lo) + m;
+        out[j + 16] = d * static_cast<float>(hi) + m;
+      } else {
+        out[j] = d * static_cast<float>(lo - 16);
+        out[j + 16] = d * static_cast<float>(hi - 16);
+      }
+    }
+  }
+}
+
+// Calls body(std::integral_constant<Dtype, t>) for the block format t: the
+// one switch over block formats.
+template <class Body>
+HWY_INLINE void DispatchBlockDtype(Dtype t, const Body& body) {
+  switch (t) {
+    case Dtype::kQ8_0: return body(std::integral_constant<Dtype, Dtype::kQ8_0>());
+    case Dtype::kQ4_0: return body(std::integral_constant<Dtype, Dtype::kQ4_0>());
+    case Dtype::kQ4_1: return body(std::integral_constant<Dtype, Dtype::kQ4_1>());
+    case Dtype::kQ5_0: return body(std::integral_constant<Dtype, Dtype::kQ5_0>());
+    case Dtype::kQ5_1: return body(std::integral_constant<Dtype, Dtype::kQ5_1>());
+    case Dtype::kIQ4_NL: return body(std::integral_constant<Dtype, Dtype::kIQ4_NL>());
+    default: break;
+  }
+  HWY_ABORT("hwyattn: dtype %d reached a kernel that reads block formats", static_cast<int>(t));
+}
+
+// out[0, n) = the n values (a multiple of kBlockElems) of the blocks at src.
+inline void DequantizeBlocks(Dtype t, const unsigned char* HWY_RESTRICT src, int64_t n,
+                             float* HWY_RESTRICT out) {
+  DispatchBlockDtype(t, [&](auto type) {
+    constexpr Dtype kType = decltype(type)::value;
+    const size_t bytes = BlockBytes(kType);
+    for (int64_t i = 0; i < n; i += kBlockElems, src += bytes) DequantizeBlock<kType>(src, out + i);
+  });
+}
+
+// dst = the n values of x (a multiple of kBlockElems) in the block format t,
+// the bytes of ggml's quantize_row_<t>_ref (blocks.cc).
+void QuantizeBlocks(Dtype t, const float* x, int64_t n, unsigned char* dst);
+
+}  // namespace hwyattn
+
+#endif  // HWYATTN_SRC_OPS_BLOCKS_H_

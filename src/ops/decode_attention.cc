@@ -30,6 +30,7 @@
 #include <type_traits>
 
 #include "src/cache_line.h"
+#include "src/ops/blocks.h"
 #include "src/ops/convert.h"
 #include "src/ops/decode_attention.h"
 #include "src/ops/decode_bf16.h"
@@ -538,11 +539,37 @@ void AddMask(const TensorView& mask, int64_t at, int64_t keys, float* HWY_RESTRI
   });
 }
 
+// Rows of keys [j, j + n) of t (k or v, of b and kvh; `dim` elements each)
+// as fp32 into dst, `ld` apart (DecodeStaged): a block format's dequantized
+// (blocks.h), a float tensor's converted; under bf16 products rounded to
+// bf16 (their operands' rule).
+void StageRows(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh, int64_t j,
+               int64_t n, int64_t dim, bool round, float* HWY_RESTRICT dst, size_t ld) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t at = p.KeyRowOffset(t, b, kvh, j + i);
+    float* HWY_RESTRICT row = dst + static_cast<size_t>(i) * ld;
+    if (IsBlockDtype(t.dtype)) {
+      DequantizeBlocks(t.dtype, t.BytesAt(at), dim, row);
+    } else {
+      DispatchFloatDtype(t.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        const T* src = t.As<T>() + at;
+        for (int64_t d = 0; d < dim; ++d) row[d] = ToFloat(src[d * t.stride[3]]);
+      });
+    }
+    if (round) {
+      for (int64_t d = 0; d < dim; ++d) row[d] = hwyattn::RoundToBf16(row[d]);
+    }
+  }
+}
+
 // Scores of the chunk's `keys` keys from c0 for every row into s [rows][ld]
 // (log2 units, lanes past the last key up to a whole vector -inf), masked.
+// Staged (plan.staged, T float): K's rows go through `stage` first.
 template <bool kL2, typename T>
 void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
-                const float* HWY_RESTRICT q, size_t dim_pad, float* HWY_RESTRICT s) {
+                const float* HWY_RESTRICT q, size_t dim_pad, float* HWY_RESTRICT s,
+                float* HWY_RESTRICT stage) {
   const SdpaProblem& p = *plan.problem;
   const int64_t group = p.group(), dim = p.head_dim, rows = plan.rows;
   const size_t ld = DecodeScoreStride(kLanes);
@@ -559,7 +586,21 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
     int64_t unused;
     dot_scale *= *p.ScaleRow(p.k_scale, b, kvh, 0, &unused);
   }
-  for (int64_t j0 = 0; j0 < keys;) {
+  bool staged = false;
+  if constexpr (std::is_same_v<T, float>) {
+    if (plan.staged) {
+      const size_t lds = StageStride(p);
+      for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
+        const int64_t n = std::min(kStageKeys, keys - j0);
+        StageRows(p, p.k, b, kvh, c0 + j0, n, dim, plan.bf16, stage, lds);
+        const int64_t pad = j0 + n == keys ? static_cast<int64_t>(keys_pad) - j0 : n;
+        ScoreRun<kL2>(q, dim_pad, rows, dim, stage, static_cast<int64_t>(lds), 0, n, pad, s + j0,
+                      ld);
+      }
+      staged = true;
+    }
+  }
+  for (int64_t j0 = 0; j0 < keys && !staged;) {
     const int64_t run = p.KeysInRun(c0 + j0, keys - j0);
     const T* k = p.k.As<T>() + p.KeyRowOffset(p.k, b, kvh, c0 + j0);
     const bool last = j0 + run == keys;
@@ -631,20 +672,33 @@ void SoftmaxChunk(int64_t rows, int64_t keys, bool bf16, float* HWY_RESTRICT s,
 
 // Unnormalised outputs of the chunk's `keys` keys from c0 into out [rows][Dv]:
 // 4 rows x 4 vectors of value dims per pass.
+// Staged (plan.staged, T float): V's rows go through `stage` first.
 template <bool kL2, typename T>
 void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
                  const float* HWY_RESTRICT s, float* HWY_RESTRICT out,
-                 uint32_t* HWY_RESTRICT pair_scratch) {
+                 uint32_t* HWY_RESTRICT pair_scratch, float* HWY_RESTRICT stage) {
   const SdpaProblem& p = *plan.problem;
   const int64_t value_dim = p.value_dim, rows = plan.rows;
   const size_t ld = DecodeScoreStride(kLanes);
-  const int64_t ldv = p.v.stride[2];
+  const int64_t ldv = plan.staged ? static_cast<int64_t>(StageStride(p)) : p.v.stride[2];
   const size_t dv_vec = static_cast<size_t>(value_dim) / kLanes * kLanes;
   // The chunk's runs of keys (the whole chunk, or a page's each), in
   // batches of up to kDecodeMaxRuns: each batch continues the sums of the one
   // before, the same operations in the same order as a chunk in one piece.
   KeyRun<T> runs[kDecodeMaxRuns];
   const auto for_batches = [&](const auto& body) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (plan.staged) {  // one staged run at a time, each continuing the sums
+        for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
+          const int64_t n = std::min(kStageKeys, keys - j0);
+          StageRows(p, p.v, b, kvh, c0 + j0, n, value_dim, plan.bf16, stage,
+                    static_cast<size_t>(ldv));
+          runs[0] = {stage, 0, static_cast<size_t>(j0), static_cast<size_t>(n)};
+          body(size_t{1}, j0 > 0);
+        }
+        return;
+      }
+    }
     size_t n = 0;
     bool first = true;
     for (int64_t j0 = 0; j0 < keys;) {
@@ -765,6 +819,10 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
   // bf16_dot: then the P pairs (Bf16DecodeValues).
   uint32_t* HWY_RESTRICT pair_scratch = reinterpret_cast<uint32_t*>(
       s0 + PadFloats(static_cast<size_t>(kDecodeRun * rows) * DecodeScoreStride(kLanes)));
+  // Staged: then the staged rows (DecodeScratchFloats).
+  float* HWY_RESTRICT stage =
+      reinterpret_cast<float*>(pair_scratch) +
+      (plan.bf16_dot ? PadFloats(Bf16DecodeScratchWords(kDecodeChunk, kDecodeMaxRuns)) : 0);
   PrepareQueries(plan, b, kvh, dim_pad, q);
 
   int64_t c0[kDecodeRun], keys[kDecodeRun];
@@ -784,7 +842,7 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
         stats[g][2 * r + 1] = 0.0f;
       }
     } else {
-      ScoreChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], q, dim_pad, s0 + g * chunk_scores);
+      ScoreChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], q, dim_pad, s0 + g * chunk_scores, stage);
     }
   }
   // Under bf16 products P is rounded once: by the softmax, or with
@@ -801,7 +859,8 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
   }
   for (int64_t g = 0; g < count; ++g) {
     if (keys[g] == 0) continue;
-    ValuesChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g], pair_scratch);
+    ValuesChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], s0 + g * chunk_scores, out[g], pair_scratch,
+                        stage);
     // Per-channel V scales: sum_j p_j (v_j * s) = (sum_j p_j v_j) * s.
     if (p.v_scale.layout == KvScales::kPerChannel) {
       int64_t step;
@@ -822,7 +881,7 @@ void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0
               chunk0 + count <= plan.chunks);
   HWY_DASSERT(plan.partial_out != nullptr && plan.partial_stats != nullptr &&
               IsScratchAligned(scratch));
-  // K and V have one dtype (DecodeApplies): F16/BF16 caches are read in
+  // K and V have one dtype (DecodeApplies), or are staged: F16/BF16 caches are read in
   // place, widened on load (they halve the bytes a memory-bound step streams),
   // I8 caches too, their scales applied to queries, scores, probabilities or
   // outputs (the integers stay as they are).
@@ -835,6 +894,9 @@ void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0
     }
     AttendChunksOf<false, T>(plan, b, kvh, chunk0, count, scratch);
   };
+  // Block formats (and whatever K or V they pair with): staged fp32 rows,
+  // already rounded under bf16 products.
+  if (plan.staged) return attend(float());
   DispatchCacheDtype(plan.problem->k.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, F16>) {

@@ -39,14 +39,28 @@ constexpr int64_t kDecodeMaxRows = 8;
 constexpr size_t kDecodeMaxRuns = 65;
 
 // Whether the decode kernel can run this problem: few rows, K and V of one
-// dtype (F32, F16, BF16 or a quantized cache's, not a block format) with
-// contiguous head dims (read in place, unpacked), no weights output; fp32 or
-// bf16 products. Everything else takes the prefill kernel (block formats:
-// dequantized into its packed panels).
+// dtype (F32, F16, BF16 or a quantized cache's; staged: block formats, with
+// K and V of any such pair) with contiguous head dims (read in place,
+// unpacked), no weights output; fp32 or bf16 products. Everything else takes
+// the prefill kernel.
+// K or V in a block format: the decode kernel stages the rows, kStageKeys at
+// a time, dequantized (the other one converted) into fp32 rows of a
+// per-worker buffer, and runs its F32 loops on them: no kernel instance per
+// format, and K and V may differ (a block format and a float one too).
+inline bool DecodeStaged(const SdpaProblem& p) {
+  return IsBlockDtype(p.k.dtype) || IsBlockDtype(p.v.dtype);
+}
+constexpr int64_t kStageKeys = 32;
+// Floats between staged rows: the longer of D and Dv, in whole lines.
+inline size_t StageStride(const SdpaProblem& p) {
+  const int64_t dim = p.head_dim > p.value_dim ? p.head_dim : p.value_dim;
+  return (static_cast<size_t>(dim) + 15) / 16 * 16;
+}
+
 inline bool DecodeApplies(const SdpaProblem& p) {
-  return p.q_len * p.group() <= kDecodeMaxRows && p.k.dtype == p.v.dtype &&
-         !IsBlockDtype(p.k.dtype) && (p.k.stride[3] == 1 || p.head_dim == 1) &&
-         (p.v.stride[3] == 1 || p.value_dim == 1) && !p.has_weights;
+  return p.q_len * p.group() <= kDecodeMaxRows && (p.k.dtype == p.v.dtype || DecodeStaged(p)) &&
+         (p.k.stride[3] == 1 || p.head_dim == 1) && (p.v.stride[3] == 1 || p.value_dim == 1) &&
+         !p.has_weights;
 }
 
 // Whether the problem's bf16 products may run on the AVX512_BF16 dot
@@ -55,7 +69,7 @@ inline bool DecodeApplies(const SdpaProblem& p) {
 // one per kv head (per tensor or per head: a per-channel view constant along
 // the head dims).
 inline bool Bf16DotApplies(const SdpaProblem& p) {
-  return p.Bf16Products() &&
+  return p.Bf16Products() && !DecodeStaged(p) &&
          (p.k_scale.layout != KvScales::kPerChannel || p.k_scale.t.stride[3] == 0);
 }
 
@@ -78,6 +92,7 @@ struct DecodePlan {
   bool prefetch_l2;       // StreamPrefetchLevel() == kL2
   bool bf16;              // bf16 products: q, K, V and P rounded (RoundToBf16)
   bool bf16_dot;          // bf16 on the AVX512_BF16 dot products (decode_bf16.h)
+  bool staged;            // DecodeStaged: rows staged as fp32 (rounded under bf16)
   float* partial_out;     // [B * Hkv][chunks][rows][Dv]
   float* partial_stats;   // [B * Hkv][chunks][rows][2]: running max (log2), sum
   size_t scratch_floats;  // per worker thread
@@ -122,11 +137,13 @@ inline size_t DecodeScoreStride(size_t lanes) { return static_cast<size_t>(kDeco
 // stride].
 // With bf16_dot, then the P pairs and their nonzero masks of a batch of
 // runs (Bf16DecodeValues); the queries' floats hold their bf16 pairs.
+// Staged (DecodeStaged), then kStageKeys staged rows.
 inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lanes, bool bf16_dot) {
   const size_t dim = (static_cast<size_t>(p.head_dim) + lanes - 1) / lanes * lanes;
   return PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim) +
          PadFloats(static_cast<size_t>(kDecodeRun * rows) * DecodeScoreStride(lanes)) +
-         (bf16_dot ? PadFloats(Bf16DecodeScratchWords(kDecodeChunk, kDecodeMaxRuns)) : 0);
+         (bf16_dot ? PadFloats(Bf16DecodeScratchWords(kDecodeChunk, kDecodeMaxRuns)) : 0) +
+         (DecodeStaged(p) ? PadFloats(static_cast<size_t>(kStageKeys) * StageStride(p)) : 0);
 }
 
 }  // namespace hwyattn

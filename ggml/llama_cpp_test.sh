@@ -22,21 +22,23 @@
 #      per chunk: -b = -c; none declined) and hwyattn is as close to the
 #      reference as ggml's own flash attention: mean KL divergence at most 25%
 #      above the CPU backend's, the same top token at no fewer positions
-#      (2 points of slack), perplexity within 1% of the reference's (or, for
-#      a block cache, no further from it than the CPU backend's).
+#      (2 points of slack), perplexity within 1% of the reference's (for a
+#      block cache, of the CPU backend's with the same cache, or within the
+#      estimate's standard error of it).
 #      Why not tighter: on this model any change of an attention output, even
 #      of one ulp, moves the mean KL divergence to ~0.006 and the top token at
 #      ~5% of the positions (measured: every output x (1 + 1e-7) does; so does
 #      an F16 instead of an F32 cache with -fa off), so two correct
 #      implementations differ by that much; a wrong mask, scale or head
 #      mapping moves them by orders of magnitude (docs/TESTING.md).
-#   4. Greedy generation (64 tokens, three prompts): the texts of the fp32
+#   4. Greedy generation (64 tokens, $PROMPTS of three prompts): the texts of the fp32
 #      reference, of the CPU backend's flash attention and of hwyattn, with
 #      how far each agrees with the reference (the same chaos: informational).
 #
 # Usage: llama_cpp_test.sh <libggml-hwyattn.so built against llama.cpp's ggml>
 # Environment: CHUNKS (default 2), CTX (default 512), THREADS (default 2),
-# CACHE_TYPES (default "f16 q8_0 q4_0": the -ctk / -ctv of step 2).
+# CACHE_TYPES (default "f16 q8_0 q4_0": the -ctk / -ctv of step 2), PROMPTS
+# (default 1: the greedy texts of step 4, informational, up to 3).
 # Exit 77 (skipped, with the reason) when the PyPI packages cannot be had or
 # the backend was not built against llama.cpp's ggml.
 set -euo pipefail
@@ -46,6 +48,7 @@ CHUNKS=${CHUNKS:-2}
 CTX=${CTX:-512}
 THREADS=${THREADS:-2}
 CACHE_TYPES=${CACHE_TYPES:-f16 q8_0 q4_0}
+PROMPTS=${PROMPTS:-1}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/llama_cpp.sh
 source "$here/../scripts/llama_cpp.sh"
@@ -94,6 +97,9 @@ perplexity() {  # <log> <backend or ""> <flags...>: llama-perplexity on the text
 value_of() {  # <log> <label>: the number after the label
   sed -n "s/^$2 *: *\([-0-9.e+]*\).*/\1/p" "$1" | tail -1
 }
+error_of() {  # <log> <label>: the standard error after the label's number (x ± e)
+  sed -n "s/^$2 *: *[-0-9.e+]* *± *\([-0-9.e+]*\).*/\1/p" "$1" | tail -1
+}
 
 start=$SECONDS
 reference=(-fa off -ctk f32 -ctv f32)
@@ -130,7 +136,7 @@ check_cache() {
          "layers x $CHUNKS ubatches make $expected" >&2
     exit 1
   fi
-  local kld_cpu kld_hwy top_cpu top_hwy ppl_base ppl_cpu ppl_hwy
+  local kld_cpu kld_hwy top_cpu top_hwy ppl_base ppl_cpu ppl_hwy ppl_err
   kld_cpu=$(value_of "$cpu" "Mean    KLD")
   kld_hwy=$(value_of "$hwy" "Mean    KLD")
   top_cpu=$(value_of "$cpu" "Same top p")
@@ -138,25 +144,29 @@ check_cache() {
   ppl_base=$(value_of "$hwy" "Mean PPL(base)")
   ppl_cpu=$(value_of "$cpu" "Mean PPL(Q)")
   ppl_hwy=$(value_of "$hwy" "Mean PPL(Q)")
+  ppl_err=$(error_of "$hwy" "Mean PPL(Q)")
   printf '%-34s %12s %12s %10s\n' "vs fp32 reference (-fa off)" "mean KLD" "same top %" "PPL" \
     "CPU backend, -fa on, $type cache" "$kld_cpu" "$top_cpu" "$ppl_cpu" \
     "CPU + hwyattn, -fa on, $type cache" "$kld_hwy" "$top_hwy" "$ppl_hwy" \
     "reference (F32, -fa off)" "0" "100" "$ppl_base"
   python3 - "$type" "$kld_cpu" "$kld_hwy" "$top_cpu" "$top_hwy" "$ppl_base" "$ppl_cpu" \
-    "$ppl_hwy" <<'EOF' || exit 1
+    "$ppl_hwy" "${ppl_err:-0}" <<'EOF' || exit 1
 import sys
 kind = sys.argv[1]
-kld_cpu, kld_hwy, top_cpu, top_hwy, ppl_base, ppl_cpu, ppl_hwy = map(float, sys.argv[2:])
+kld_cpu, kld_hwy, top_cpu, top_hwy, ppl_base, ppl_cpu, ppl_hwy, ppl_err = map(float, sys.argv[2:])
 fails = []
 if kld_hwy > 1.25 * kld_cpu:
     fails.append(f"mean KLD {kld_hwy:g} is more than 25% above the CPU backend's {kld_cpu:g}")
 if top_hwy < top_cpu - 2:
     fails.append(f"same top token at {top_hwy}% of positions, the CPU backend's at {top_cpu}%")
-# A block cache's own rounding moves the perplexity (q4_0: by a few %):
-# within 1% of the reference's, or no further from it than the CPU backend's.
-if abs(ppl_hwy / ppl_base - 1) > max(1e-2, abs(ppl_cpu / ppl_base - 1)):
-    fails.append(f"perplexity {ppl_hwy} is further from the reference's {ppl_base} than 1% and"
-                 f" than the CPU backend's {ppl_cpu}")
+# A block cache's own rounding moves the perplexity (q4_0: by ~20%), and two
+# correct attentions over it differ by the same chaos as above: within 1% of
+# the reference's, or of the CPU backend's with the same cache, or as close
+# to that as llama-perplexity's own standard error of the estimate.
+if min(abs(ppl_hwy / ppl_base - 1), abs(ppl_hwy / ppl_cpu - 1)) > 1e-2 and \
+        abs(ppl_hwy - ppl_cpu) > ppl_err:
+    fails.append(f"perplexity {ppl_hwy} is not within 1% of the reference's {ppl_base} nor of the"
+                 f" CPU backend's {ppl_cpu}, nor within its standard error {ppl_err} of the latter")
 for f in fails:
     print(f"FAIL ({kind} cache):", f, file=sys.stderr)
 sys.exit(1 if fails else 0)
@@ -171,7 +181,7 @@ echo "$((1 + 2 * $(wc -w <<<"$CACHE_TYPES"))) llama-perplexity runs ($CHUNKS chu
 prompts=("The capital of France is"
          "Here is a short poem about the sea:"
          "def fibonacci(n):")
-for i in "${!prompts[@]}"; do
+for ((i = 0; i < PROMPTS && i < ${#prompts[@]}; ++i)); do
   for who in ref cpu hwy; do
     with=
     flags=("${flash[@]}")

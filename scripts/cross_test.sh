@@ -12,7 +12,8 @@
 #            attention suites at 512 bits (vq=4: SVE2_BF16), at 128 bits
 #            capped at SVE2_128 (vq=1: the SVE kernels' own bf16 rounding
 #            rule, no dot products), on NEON with BF16 ("max" with sve=off:
-#            NEON_BF16, NEON's BFDOT tiles) and on the fallback; target_test
+#            NEON_BF16, NEON's BFDOT tiles); the fallback is picked when
+#            capped (target_test) and tested on x86; target_test
 #            checks each CPU's choice against the table below
 #            (HWYATTN_TEST_EXPECT_TARGET, or the HWYATTN_TARGET cap).
 #   ppc64el  POWER, little-endian: the attention suites on the portable
@@ -51,11 +52,11 @@ stamp() { echo "cross_test.sh: $* ($(date +%T), ${SECONDS}s)"; }
 # every leg the library picks itself ("native", -L native), the tests
 # registered once, and the capped legs named. Emulation is 20-100x slower
 # than the build machine, so only the legs that hold each architecture's
-# own code run everything: the NEON and SVE_256 tiles (the shapes of real
-# Arm servers); the other SVE widths and the fallbacks run the attention
-# suites, without the cases whose cost is sequence length rather than
-# code ($quick: the benchmark shapes, the 36-head decode), which the x86
-# legs of the same portable code run in full.
+# own code run every suite: the NEON tiles in full, the SVE_256 tiles (the
+# shapes of real Arm servers) without the cases whose cost is sequence
+# length rather than code ($quick: the benchmark shapes, the 36-head
+# decode); the other SVE widths run the attention suites so, and the
+# portable fallback runs on x86 (its EMU128 legs: the same code).
 once='^(capi_test|reference_test|cpp_binding_test|softmax_test|matmul_test|tanh_test|oom_test|examples\..*)$'
 quick='-Sdpa/BenchShapeTest.*:Sdpa/DecodeTest.*_Lk1300'
 runs_for() {
@@ -64,8 +65,8 @@ runs_for() {
       local attention='(sdpa|kv_attention|merge|bf16|target)_test\.native|softmax_test|matmul_test'
       echo "cortex-a72;NEON;-L ^native$;"
       echo "cortex-a72;NEON;-R $once;"
-      echo "cortex-a72;NEON;-R ^(target_test\.(NEON|foreign_name|EMU128)|sdpa_test\.EMU128)$;$quick"
-      echo "max,sve-max-vq=2;SVE_256_BF16;-L ^native$;"
+      echo "cortex-a72;NEON;-R ^target_test\.(NEON|foreign_name|EMU128)$;"
+      echo "max,sve-max-vq=2;SVE_256_BF16;-L ^native$;$quick"
       echo "max,sve-max-vq=2;SVE_256_BF16;-R ^(softmax_test|matmul_test|tanh_test|target_test\.NEON)$;"
       echo "max,sve-max-vq=4;SVE2_BF16;-R ^($attention)$;$quick"
       echo "max,sve-max-vq=1;SVE2_128;-R ^($attention)$;$quick;SVE2_128"

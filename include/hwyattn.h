@@ -271,7 +271,9 @@ typedef enum hwyattn_dtype {
    * offset m), in the machine's byte order, then the numbers. In the 4- and
    * 5-bit formats element j < 16 of a block is the low nibble of qs[j] and
    * element j + 16 its high nibble; Q5's fifth bit of element j is bit j of
-   * the 32-bit little-endian qh.
+   * the 32-bit little-endian qh (on a big-endian machine ggml's own C stores
+   * qh in the machine's order: there Q5 blocks from ggml differ in those 4
+   * bytes).
    *
    *   HWYATTN_Q8_0    d, int8 qs[32]            d * q                34 bytes
    *   HWYATTN_Q4_0    d, uint8 qs[16]           d * (nibble - 8)     18 bytes

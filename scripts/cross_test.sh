@@ -62,7 +62,7 @@ quick='-Sdpa/BenchShapeTest.*:Sdpa/DecodeTest.*_Lk1300'
 runs_for() {
   case $1 in
     arm64)
-      local attention='(sdpa|kv_attention|merge|bf16|target)_test\.native|softmax_test|matmul_test'
+      local attention='(sdpa|kv_attention|blocks|merge|bf16|target)_test\.native|softmax_test|matmul_test'
       echo "cortex-a72;NEON;-L ^native$;"
       echo "cortex-a72;NEON;-R $once;"
       echo "cortex-a72;NEON;-R ^target_test\.(NEON|foreign_name|EMU128)$;"
@@ -78,9 +78,9 @@ runs_for() {
       echo ";SCALAR;-R ^((sdpa|kv_attention|target)_test\.native|capi_test)$;$quick"
       ;;
     s390x)
-      # Big-endian: the suites that build F16/BF16/int8 tensors and caches
-      # and pack bf16 pairs.
-      echo ";SCALAR;-R ^((sdpa|kv_attention|target|paged|bf16)_test\.native|capi_test)$;$quick"
+      # Big-endian: the suites that build F16/BF16/int8 tensors and caches,
+      # pack bf16 pairs and read ggml's blocks (fp16 scales in machine order).
+      echo ";SCALAR;-R ^((sdpa|kv_attention|blocks|target|paged|bf16)_test\.native|capi_test)$;$quick"
       ;;
   esac
 }

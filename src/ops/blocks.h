@@ -123,6 +123,12 @@ inline void DequantizeBlocks(Dtype t, const unsigned char* HWY_RESTRICT src, int
   });
 }
 
+// DequantizeBlocks compiled once, in blocks.cc, with the compiler's
+// vectorization (for the baseline target): for callers whose own file is
+// not auto-vectorized (the decode kernel's, -fno-tree-vectorize), 4-8x the
+// scalar loops' speed there.
+void DequantizeRow(Dtype t, const unsigned char* src, int64_t n, float* out);
+
 // dst = the n values of x (a multiple of kBlockElems) in the block format t,
 // the bytes of ggml's quantize_row_<t>_ref (blocks.cc).
 void QuantizeBlocks(Dtype t, const float* x, int64_t n, unsigned char* dst);

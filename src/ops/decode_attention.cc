@@ -549,7 +549,7 @@ void StageRows(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh
     const int64_t at = p.KeyRowOffset(t, b, kvh, j + i);
     float* HWY_RESTRICT row = dst + static_cast<size_t>(i) * ld;
     if (IsBlockDtype(t.dtype)) {
-      DequantizeBlocks(t.dtype, t.BytesAt(at), dim, row);
+      DequantizeRow(t.dtype, t.BytesAt(at), dim, row);  // vectorized (blocks.cc)
     } else {
       DispatchFloatDtype(t.dtype, [&](auto tag) {
         using T = decltype(tag);

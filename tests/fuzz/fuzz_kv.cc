@@ -83,7 +83,7 @@ void ExpectError(hwyattn_status s, const std::vector<std::pair<const Block*, std
 
 int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   const int64_t Hkv = in.ConsumeIntegralInRange(1, 3), G = in.ConsumeIntegralInRange(1, 3);
-  const int64_t S = in.ConsumeIntegralInRange(1, 9);
+  const int64_t Hq = Hkv * G, S = in.ConsumeIntegralInRange(1, 9);
   const hwyattn_dtype dtypes[12] = {HWYATTN_F32,    HWYATTN_F16,    HWYATTN_BF16, HWYATTN_I8,
                                     HWYATTN_F8E4M3, HWYATTN_F8E5M2, HWYATTN_Q8_0, HWYATTN_Q4_0,
                                     HWYATTN_Q4_1,   HWYATTN_Q5_0,   HWYATTN_Q5_1, HWYATTN_IQ4_NL};

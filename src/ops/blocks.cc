@@ -174,18 +174,17 @@ void DequantizeRow(Dtype t, const unsigned char* src, int64_t n, float* out) {
 }
 
 void QuantizeBlocks(Dtype t, const float* x, int64_t n, unsigned char* dst) {
-  void (*block)(const float*, unsigned char*) = nullptr;
-  switch (t) {
-    case Dtype::kQ8_0: block = QuantizeQ8_0; break;
-    case Dtype::kQ4_0: block = QuantizeSymmetric<4>; break;
-    case Dtype::kQ4_1: block = QuantizeOffset<4>; break;
-    case Dtype::kQ5_0: block = QuantizeSymmetric<5>; break;
-    case Dtype::kQ5_1: block = QuantizeOffset<5>; break;
-    case Dtype::kIQ4_NL: block = QuantizeIq4nl; break;
-    default: HWY_ABORT("hwyattn: QuantizeBlocks of dtype %d", static_cast<int>(t));
-  }
-  const size_t bytes = BlockBytes(t);
-  for (int64_t i = 0; i < n; i += kBlockElems, dst += bytes) block(x + i, dst);
+  DispatchBlockDtype(t, [&](auto type) {
+    constexpr Dtype kType = decltype(type)::value;
+    void (*block)(const float*, unsigned char*) = kType == Dtype::kQ8_0   ? QuantizeQ8_0
+                                                  : kType == Dtype::kQ4_0 ? QuantizeSymmetric<4>
+                                                  : kType == Dtype::kQ4_1 ? QuantizeOffset<4>
+                                                  : kType == Dtype::kQ5_0 ? QuantizeSymmetric<5>
+                                                  : kType == Dtype::kQ5_1 ? QuantizeOffset<5>
+                                                                          : QuantizeIq4nl;
+    const size_t bytes = BlockBytes(kType);
+    for (int64_t i = 0; i < n; i += kBlockElems, dst += bytes) block(x + i, dst);
+  });
 }
 
 }  // namespace hwyattn

@@ -51,6 +51,7 @@ const char* DtypeName(hwyattn_dtype t) {
     case HWYATTN_Q5_0: return "Q5_0";
     case HWYATTN_Q5_1: return "Q5_1";
     case HWYATTN_IQ4_NL: return "IQ4_NL";
+    case HWYATTN_I4: return "I4";
   }
   return "unknown";
 }
@@ -68,7 +69,8 @@ static_assert(static_cast<int>(Dtype::kF32) == HWYATTN_F32 &&
                   static_cast<int>(Dtype::kQ4_1) == HWYATTN_Q4_1 &&
                   static_cast<int>(Dtype::kQ5_0) == HWYATTN_Q5_0 &&
                   static_cast<int>(Dtype::kQ5_1) == HWYATTN_Q5_1 &&
-                  static_cast<int>(Dtype::kIQ4_NL) == HWYATTN_IQ4_NL,
+                  static_cast<int>(Dtype::kIQ4_NL) == HWYATTN_IQ4_NL &&
+                  static_cast<int>(Dtype::kI4) == HWYATTN_I4,
               "Dtype mirrors hwyattn_dtype");
 static_assert(static_cast<int>(Causal::kNone) == HWYATTN_CAUSAL_NONE &&
                   static_cast<int>(Causal::kTopLeft) == HWYATTN_CAUSAL_TOP_LEFT &&
@@ -81,7 +83,8 @@ static_assert(static_cast<int>(Precision::kF32) == HWYATTN_PRECISION_F32 &&
 constexpr unsigned Bit(hwyattn_dtype t) { return 1u << static_cast<unsigned>(t); }
 constexpr unsigned kFloatTypes = Bit(HWYATTN_F32) | Bit(HWYATTN_F16) | Bit(HWYATTN_BF16);
 // The element types of quantized caches (numbers times the cache's scales).
-constexpr unsigned kQuantizedTypes = Bit(HWYATTN_I8) | Bit(HWYATTN_F8E4M3) | Bit(HWYATTN_F8E5M2);
+constexpr unsigned kQuantizedTypes =
+    Bit(HWYATTN_I8) | Bit(HWYATTN_I4) | Bit(HWYATTN_F8E4M3) | Bit(HWYATTN_F8E5M2);
 // ggml's block formats (their scales inside): K/V of hwyattn_sdpa and caches.
 constexpr unsigned kBlockTypes = Bit(HWYATTN_Q8_0) | Bit(HWYATTN_Q4_0) | Bit(HWYATTN_Q4_1) |
                                  Bit(HWYATTN_Q5_0) | Bit(HWYATTN_Q5_1) | Bit(HWYATTN_IQ4_NL);
@@ -205,9 +208,30 @@ hwyattn_status Check(const char* name, const char* const* dim_names, const hwyat
       }
     }
   }
+  // I4's rows start on a byte: the last dimension with stride 1, every
+  // other stride even (in elements).
+  const bool nibbles = v.dtype == Dtype::kI4;
+  if (nibbles) {
+    char buf[96];
+    if (v.shape[3] > 1 && v.stride[3] != 1) {
+      return Fail(kInvalid,
+                  "%s has stride %" PRId64 "; dtype I4 needs stride 1 there (two per byte)",
+                  out->Dim(3, buf, sizeof(buf)), v.stride[3]);
+    }
+    for (int i = 0; i < 3; ++i) {
+      if (v.stride[i] % 2 != 0) {
+        return Fail(kInvalid,
+                    "%s has stride %" PRId64
+                    ", which splits a byte of dtype I4 (two per byte): strides count "
+                    "elements and must be even",
+                    out->Dim(i, buf, sizeof(buf)), v.stride[i]);
+      }
+    }
+  }
   const size_t size = blocks ? BlockBytes(v.dtype) : DtypeSize(v.dtype);
-  const uint64_t units =
-      blocks ? (static_cast<uint64_t>(last) + 1) / kBlockElems : static_cast<uint64_t>(last) + 1;
+  const uint64_t units = blocks    ? (static_cast<uint64_t>(last) + 1) / kBlockElems
+                         : nibbles ? static_cast<uint64_t>(last) / 2 + 1
+                                   : static_cast<uint64_t>(last) + 1;
   uint64_t bytes;
   if (__builtin_mul_overflow(units, size, &bytes)) {
     return Fail(kInvalid,
@@ -1062,31 +1086,35 @@ hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* c
   HWYATTN_RETURN_IF_ERROR(Check("cache: v", kCacheVNames, &cache->v, cache_types, cache_types, cv));
   const int64_t P = ck->view.shape[0], Hkv = ck->view.shape[1], S = ck->view.shape[2];
   const int64_t D = ck->view.shape[3], Dv = cv->view.shape[3];
-  // I8 and FP8 caches have one dtype (and scales); float and block formats mix.
+  // I8, I4 and FP8 caches have one dtype (and scales); float and block formats mix.
   if (cache->v.dtype != cache->k.dtype &&
       ((kQuantizedTypes & (Bit(cache->k.dtype) | Bit(cache->v.dtype))) != 0)) {
     return Fail(kInvalid,
-                "cache: v has dtype %s but k has %s; an I8 or FP8 cache has one dtype for K "
-                "and V",
+                "cache: v has dtype %s but k has %s; an I8, I4 or FP8 cache has one dtype for "
+                "K and V",
                 DtypeName(cache->v.dtype), DtypeName(cache->k.dtype));
   }
   HWYATTN_RETURN_IF_ERROR(CheckDim(*cv, 0, P, false, "k's num_pages is"));
   HWYATTN_RETURN_IF_ERROR(CheckDim(*cv, 1, Hkv, false, "k's kv heads is"));
   HWYATTN_RETURN_IF_ERROR(CheckDim(*cv, 2, S, false, "k's page_size is"));
   const bool quantized = (kQuantizedTypes & Bit(cache->k.dtype)) != 0;
-  const bool fp8 = quantized && cache->k.dtype != HWYATTN_I8;
+  const bool fp8 = quantized && cache->k.dtype != HWYATTN_I8 && cache->k.dtype != HWYATTN_I4;
   if (fp8 && cache->k_scale == nullptr && cache->v_scale == nullptr) {
     view->k_scales = view->v_scales = KvScales::kPerChannel;
     view->k_scale = view->v_scale = UnitScale();
   } else if (quantized) {
     if (cache->k_scale == nullptr || cache->v_scale == nullptr) {
+      const char* missing = cache->k_scale == nullptr ? "k_scale" : "v_scale";
+      if (fp8) {
+        return Fail(kInvalid,
+                    "cache: %s is NULL but %s is not; an FP8 cache takes both scale tensors "
+                    "or neither (scale 1)",
+                    missing, cache->k_scale == nullptr ? "v_scale" : "k_scale");
+      }
       return Fail(kInvalid,
-                  fp8 ? "cache: %s is NULL but %s is not; an FP8 cache takes both scale tensors "
-                        "or neither (scale 1)"
-                      : "cache: %s is NULL but the cache is I8, which needs both scale tensors "
-                        "(per token, per channel, per kv head or per tensor)%s",
-                  cache->k_scale == nullptr ? "k_scale" : "v_scale",
-                  fp8 ? (cache->k_scale == nullptr ? "v_scale" : "k_scale") : "");
+                  "cache: %s is NULL but the cache is %s, which needs both scale tensors "
+                  "(per token, per channel, per kv head or per tensor)",
+                  missing, DtypeName(cache->k.dtype));
     }
     HWYATTN_RETURN_IF_ERROR(
         CheckScales("cache: k_scale", cache->k_scale, P, Hkv, S, D, cks, &view->k_scales));
@@ -1098,8 +1126,8 @@ hwyattn_status CheckCache(const hwyattn_kv_cache* cache_arg, hwyattn_kv_cache* c
     const bool blocks = (kBlockTypes & (Bit(cache->k.dtype) | Bit(cache->v.dtype))) != 0;
     return Fail(kInvalid,
                 blocks ? "cache: %s is given but the cache is %s, a block format whose scales "
-                         "are inside its blocks; scales are for I8 and FP8 caches only"
-                       : "cache: %s is given but the cache is %s; scales are for I8 and FP8 "
+                         "are inside its blocks; scales are for I8, I4 and FP8 caches only"
+                       : "cache: %s is given but the cache is %s; scales are for I8, I4 and FP8 "
                          "caches only",
                 cache->k_scale != nullptr ? "k_scale" : "v_scale",
                 DtypeName((kBlockTypes & Bit(cache->k.dtype)) ? cache->k.dtype : cache->v.dtype));

@@ -56,7 +56,7 @@ hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache, const hwyattn_tens
 // Checks rank and shape of a would-be contiguous tensor and returns its element
 // count in *count.
 // Whether `raw` (an enum's bits) is one of hwyattn_dtype's values.
-inline bool IsDtype(int64_t raw) { return raw >= HWYATTN_F32 && raw <= HWYATTN_IQ4_NL; }
+inline bool IsDtype(int64_t raw) { return raw >= HWYATTN_F32 && raw <= HWYATTN_I4; }
 
 hwyattn_status ValidateShape(const char* name, int32_t rank, const int64_t* shape, int64_t* count);
 

@@ -302,7 +302,20 @@ typedef enum hwyattn_dtype {
   HWYATTN_Q4_1 = 9,
   HWYATTN_Q5_0 = 10,
   HWYATTN_Q5_1 = 11,
-  HWYATTN_IQ4_NL = 12
+  HWYATTN_IQ4_NL = 12,
+  /* Signed int4 in [-8, 7], two per byte: element 2i of a row is the low
+   * nibble of byte i, element 2i + 1 the high nibble (two's complement).
+   * Like I8 (and with I8's scale layouts: per token, per channel, per kv
+   * head, per tensor; KIVI's choice is per-channel K with per-token V), the
+   * value is x * scale, and it is accepted only as the K/V pages of an
+   * hwyattn_kv_cache, K and V both I4. Strides count elements: the last
+   * dimension (D, Dv) must have stride 1 and every other stride must be
+   * even, so that each row starts on a byte (a row of D elements takes
+   * (D + 1) / 2 bytes; with an odd D the last high nibble is padding, never
+   * read). data may sit at any byte. hwyattn_kv_cache_write quantizes as
+   * for I8 with 7 for 127: per token, scale = max |x| / 7; x / scale
+   * rounded to nearest even and saturated to [-8, 7], NaN to 0. */
+  HWYATTN_I4 = 13
 } hwyattn_dtype;
 
 typedef struct hwyattn_tensor {
@@ -315,7 +328,8 @@ typedef struct hwyattn_tensor {
 
 /** Fills *t as a dense row-major tensor over `data` (the last dimension has
  *  stride 1; strides count elements, so a block format's rows are dense
- *  blocks when its last size is a multiple of 32). Returns
+ *  blocks when its last size is a multiple of 32, and I4's rows dense
+ *  bytes when its last size is even). Returns
  *  HWYATTN_INVALID_ARGUMENT for a NULL t/shape, a rank outside 1..4, a size
  *  < 1 or an element count that overflows int64. */
 HWYATTN_API hwyattn_status hwyattn_tensor_contiguous(hwyattn_tensor* t, void* data,
@@ -608,10 +622,11 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
  *  prefix) as long as they read it; hwyattn_kv_cache_write must not write a
  *  slot twice in one call.
  *
- *    k  [num_pages, Hkv, page_size, D]   F32, F16, BF16, I8, F8E4M3, F8E5M2
- *                                        or a block format (Q8_0 ... IQ4_NL)
+ *    k  [num_pages, Hkv, page_size, D]   F32, F16, BF16, I8, I4, F8E4M3,
+ *                                        F8E5M2 or a block format (Q8_0 ...
+ *                                        IQ4_NL)
  *    v  [num_pages, Hkv, page_size, Dv]  the dtype of k; or, when neither
- *                                        is I8 or FP8, any of F32, F16,
+ *                                        is I8, I4 or FP8, any of F32, F16,
  *                                        BF16 and the block formats
  *
  *  Any element strides (>= 0, no two elements of k, or of v, on one
@@ -622,14 +637,15 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
  *  element. Rank 4 (a lower rank is right-aligned as for every tensor:
  *  num_pages = 1).
  *
- *  Quantized caches: I8 (symmetric int8) and FP8 (HWYATTN_F8E4M3,
- *  HWYATTN_F8E5M2). Element x stands for x * scale, with the scale from
+ *  Quantized caches: I8 (symmetric int8), I4 (symmetric int4, two per
+ *  byte: see hwyattn_dtype) and FP8 (HWYATTN_F8E4M3, HWYATTN_F8E5M2).
+ *  Element x stands for x * scale, with the scale from
  *  k_scale (keys) or v_scale (values), F32 tensors each in one of these
  *  layouts:
  *    per token    [num_pages, Hkv, page_size, 1]: one scale per token and
  *                 kv head, at the token's slot; hwyattn_kv_cache_write
- *                 computes and stores it (max |x| / 127 for I8, / 448 for
- *                 E4M3, / 57344 for E5M2);
+ *                 computes and stores it (max |x| / 127 for I8, / 7 for
+ *                 I4, / 448 for E4M3, / 57344 for E5M2);
  *    per channel  [1, Hkv, 1, D] (k_scale) or [1, Hkv, 1, Dv] (v_scale):
  *                 one scale per kv head and channel;
  *    per kv head  [1, Hkv, 1, 1];
@@ -639,13 +655,14 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
  *  and by the attention, and each value must be finite and > 0 (else
  *  HWYATTN_INVALID_ARGUMENT naming the element). A shape that fits two
  *  layouts (page_size = num_pages = 1) is per token. The two tensors may
- *  use different layouts. I8 caches need both tensors; FP8 caches take both
+ *  use different layouts (KIVI's int4 recipe: per-channel K, per-token V).
+ *  I8 and I4 caches need both tensors; FP8 caches take both
  *  or neither (NULL: scale 1, the fp8 numbers are the values). Any other
  *  shape, a dtype other than F32, or scales on an F32/F16/BF16 cache is
  *  HWYATTN_INVALID_ARGUMENT. Strides are free as for k and v.
  *
- *  The kernels dequantize exactly (an int8 or fp8 number times its scale,
- *  fp32) and accumulate in fp32 as for float caches.
+ *  The kernels dequantize exactly (an int8, int4 or fp8 number times its
+ *  scale, fp32) and accumulate in fp32 as for float caches.
  *
  *  block_table: optional int32 [num_seqs, block_table_stride], the pages of
  *  each sequence of the batch in order (vLLM's block_tables). Only the first
@@ -671,11 +688,12 @@ HWYATTN_API hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor*
 typedef struct hwyattn_kv_cache {
   uint32_t struct_size; /* sizeof(hwyattn_kv_cache); hwyattn_kv_cache_init sets it */
   int32_t reserved0;    /* must be 0 (HWYATTN_UNSUPPORTED otherwise): padding made explicit */
-  hwyattn_tensor k;     /* [num_pages, Hkv, page_size, D]  F32, F16, BF16, I8, F8E4M3,
-                           F8E5M2 or a block format (HWYATTN_Q8_0 ... HWYATTN_IQ4_NL) */
-  hwyattn_tensor v;     /* [num_pages, Hkv, page_size, Dv] same dtype as k (I8, FP8),
-                           else any float or block format */
-  const hwyattn_tensor* k_scale; /* I8 (required) and FP8 (optional) only, F32: per token
+  hwyattn_tensor k;     /* [num_pages, Hkv, page_size, D]  F32, F16, BF16, I8, I4,
+                           F8E4M3, F8E5M2 or a block format (HWYATTN_Q8_0 ...
+                           HWYATTN_IQ4_NL) */
+  hwyattn_tensor v;     /* [num_pages, Hkv, page_size, Dv] same dtype as k (I8, I4,
+                           FP8), else any float or block format */
+  const hwyattn_tensor* k_scale; /* I8, I4 (required) and FP8 (optional) only, F32: per token
                                     [num_pages, Hkv, page_size, 1], per channel
                                     [1, Hkv, 1, D], per kv head [1, Hkv, 1, 1] or per
                                     tensor [1, 1, 1, 1]; NULL for other caches. A
@@ -761,7 +779,8 @@ HWYATTN_API void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size);
  *  fp8 or int8 number is a float); the result is within fp32 rounding of
  *  the exact attention over the dequantized cache. The quantization's own
  *  error (against the values before hwyattn_kv_cache_write quantized them)
- *  is about max|x| / 254 per element for I8 with per-token scales, and
+ *  is about max|x| / 254 per element for I8 with per-token scales (max|x|
+ *  / 14 for I4), and
  *  2^-4 (E4M3) or 2^-3 (E5M2) of each element's magnitude for FP8, plus
  *  the flush of values below the format's subnormals (2^-9 * scale, 2^-16
  *  * scale).
@@ -874,6 +893,10 @@ HWYATTN_API hwyattn_status hwyattn_kv_attention(const hwyattn_tensor* q,
  *      (v_scale), each finite and > 0 (else HWYATTN_INVALID_ARGUMENT); q_d =
  *      x_d / scale_d rounded the same way and clamped to [-127, 127] (values
  *      beyond 127 * scale_d saturate).
+ *  I4 likewise with 7 for 127: per-token scale = max_d |x_d| / 7; q_d
+ *  rounded to nearest even and clamped to [-8, 7] (NaN to 0), stored as
+ *  nibbles (element 2i the low nibble of byte i; an odd D's last high
+ *  nibble, padding, is written 0).
  *  FP8 (E4M3, E5M2), per row likewise: per-token scales are max_d |x_d| /
  *  448 (E4M3) or / 57344 (E5M2), stored at the token's slot (an all-zero
  *  row stores scale 0 and values 0); other layouts read scale_d; no scale

@@ -22,9 +22,10 @@
 //   describe (a programming error, like a wrong std::vector size).
 // - Tensor views (ConstTensorView for inputs, TensorView for outputs) from a
 //   pointer and a shape (dense, row-major), a pointer, a shape and strides,
-//   or a std::vector<float> of exactly the shape's element count. A view
-//   never owns memory: what it points to must outlive every call that uses
-//   it.
+//   a std::vector<float> of exactly the shape's element count, or a
+//   std::vector<uint8_t> of exactly dense_bytes(dtype, shape) bytes (the
+//   byte dtypes: FP8, ggml's block formats, I4). A view never owns memory:
+//   what it points to must outlive every call that uses it.
 // - SdpaOptions: a builder for hwyattn_sdpa_options. The scale is a
 //   std::optional<float>: unset means the default 1/sqrt(head_dim); an
 //   explicit 0 is rejected (INVALID_ARGUMENT). The C ABI reads scale 0 as
@@ -220,7 +221,61 @@ enum class DType : int {
   // pages of a KvCache. E4M3 "fn" (max 448, no infinities), E5M2 (max 57344).
   kF8E4M3 = HWYATTN_F8E4M3,
   kF8E5M2 = HWYATTN_F8E5M2,
+  // ggml's block formats, byte for byte (llama.cpp's -ctk / -ctv cache types;
+  // layouts in hwyattn.h): blocks of 32 elements of a row, each an fp16 d (and
+  // m) then the numbers; k and v of sdpa, pages of a KvCache (no scales()).
+  // The last size a multiple of 32; shapes and strides count elements.
+  kQ8_0 = HWYATTN_Q8_0,      // 34 bytes per 32 elements: d * q
+  kQ4_0 = HWYATTN_Q4_0,      // 18 bytes: d * (nibble - 8)
+  kQ4_1 = HWYATTN_Q4_1,      // 20 bytes: d * nibble + m
+  kQ5_0 = HWYATTN_Q5_0,      // 22 bytes: d * (q5 - 16)
+  kQ5_1 = HWYATTN_Q5_1,      // 24 bytes: d * q5 + m
+  kIQ4_NL = HWYATTN_IQ4_NL,  // 18 bytes: d * level[nibble]
+  // Signed int4 in [-8, 7], two per byte (element 2i the low nibble of byte
+  // i), x * scale with scales() as kI8's: only the pages of a KvCache (K and V
+  // both). A row of D elements takes (D + 1) / 2 bytes; strides count elements
+  // and must be even (an odd D pads each row: stride D + 1, as dense_strides
+  // and the byte-vector views give it).
+  kI4 = HWYATTN_I4,
 };
+
+// How a dtype stores a row: `elements` consecutive elements take `bytes`
+// bytes (1 in 4 for kF32, 1 in 1 for kI8, 32 in 34 for kQ8_0, 2 in 1 for kI4).
+// {0, 0} for a value that is not an hwyattn_dtype.
+struct DTypeStorage {
+  int64_t elements;
+  int64_t bytes;
+};
+constexpr DTypeStorage dtype_storage(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kF32: return {1, 4};
+    case DType::kF16:
+    case DType::kBF16: return {1, 2};
+    case DType::kBool:
+    case DType::kI8:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: return {1, 1};
+    case DType::kQ8_0: return {32, 34};
+    case DType::kQ4_0:
+    case DType::kIQ4_NL: return {32, 18};
+    case DType::kQ4_1: return {32, 20};
+    case DType::kQ5_0: return {32, 22};
+    case DType::kQ5_1: return {32, 24};
+    case DType::kI4: return {2, 1};
+  }
+  return {0, 0};
+}
+
+// The bytes of a row of n >= 1 elements: n * 4 (kF32), n * 2 (kF16, kBF16), n
+// (the byte dtypes), n / 32 * block bytes (the block formats: n / 32 * 34 for
+// kQ8_0), (n + 1) / 2 (kI4). -1 for n < 1, an n that is not a multiple of 32
+// in a block format, an unknown dtype or an overflow.
+constexpr int64_t row_bytes(DType dtype, int64_t n) noexcept {
+  const DTypeStorage s = dtype_storage(dtype);
+  if (s.elements == 0 || n < 1 || (s.elements == 32 && n % 32 != 0)) return -1;
+  const int64_t units = n / s.elements + (n % s.elements != 0 ? 1 : 0);
+  return units > std::numeric_limits<int64_t>::max() / s.bytes ? -1 : units * s.bytes;
+}
 
 // A list of sizes or strides, e.g. {2, 8, 128, 64}, or a std::vector<int64_t>.
 // hwyattn tensors have 1 to 4 dimensions; a view built from more is an
@@ -243,6 +298,53 @@ class Dims {
   int64_t dims_[4] = {0, 0, 0, 0};
   size_t size_ = 0;
 };
+
+namespace detail {
+// The strides (in elements) of dense rows of whole bytes over `shape`: the
+// last 1, the one before it the row's elements rounded up to whole storage
+// units (kI4's odd D: D + 1); false for a shape or dtype that has none.
+inline bool DenseStrides(DType dtype, const Dims& shape, int64_t* strides, int64_t* bytes) {
+  const size_t rank = shape.size();
+  if (rank < 1 || rank > 4) return false;
+  for (size_t i = 0; i < rank; ++i) {
+    if (shape[i] < 1) return false;
+  }
+  const DTypeStorage s = dtype_storage(dtype);
+  const int64_t row = row_bytes(dtype, shape[rank - 1]);
+  if (row < 0) return false;
+  int64_t elements = row / s.bytes * s.elements, total = row;
+  strides[rank - 1] = 1;
+  for (size_t i = rank - 1; i-- > 0;) {
+    strides[i] = elements;
+    if (elements > std::numeric_limits<int64_t>::max() / shape[i] ||
+        total > std::numeric_limits<int64_t>::max() / shape[i]) {
+      return false;
+    }
+    elements *= shape[i];
+    total *= shape[i];
+  }
+  *bytes = total;
+  return true;
+}
+}  // namespace detail
+
+// The bytes of a dense tensor of `shape` (1 to 4 sizes, each >= 1) in
+// `dtype`: the leading sizes times row_bytes(dtype, last size), e.g. a kQ8_0
+// pool {P, Hkv, S, 128} takes P * Hkv * S * 136 bytes. -1 where row_bytes is,
+// or for a shape of another rank or with a size < 1.
+inline int64_t dense_bytes(DType dtype, const Dims& shape) {
+  int64_t strides[4], bytes = -1;
+  return detail::DenseStrides(dtype, shape, strides, &bytes) ? bytes : -1;
+}
+
+// The strides (in elements) of dense rows of whole bytes over `shape`: the
+// row-major strides, except that kI4's odd last size pads each row to a
+// byte (stride D + 1). Empty where dense_bytes is -1.
+inline std::vector<int64_t> dense_strides(DType dtype, const Dims& shape) {
+  int64_t strides[4], bytes = -1;
+  if (!detail::DenseStrides(dtype, shape, strides, &bytes)) return {};
+  return std::vector<int64_t>(strides, strides + shape.size());
+}
 
 // A read-only view of caller memory as an hwyattn_tensor: the inputs q, k, v,
 // a mask, the merge_states partials. Copying a view copies the descriptor, not
@@ -290,6 +392,16 @@ class ConstTensorView {
     CheckCount(data.size());
   }
   ConstTensorView(const std::vector<float>&&, Dims) = delete;
+  // Dense rows over a byte vector whose size is exactly dense_bytes(dtype,
+  // shape): the pages or k/v of a byte dtype (FP8, BOOL, the block formats,
+  // kI4: strides from dense_strides, so kI4's odd D pads each row), or any
+  // dtype's bytes. Throws an INVALID_ARGUMENT Error for another size or a
+  // shape the dtype cannot store (a block format's last size not a multiple
+  // of 32). The vector must outlive the view.
+  ConstTensorView(const std::vector<uint8_t>& bytes, DType dtype, Dims shape) {
+    InitBytes(bytes.data(), bytes.size(), dtype, shape);
+  }
+  ConstTensorView(const std::vector<uint8_t>&&, DType, Dims) = delete;
 
   // The C descriptor, for calls this binding does not wrap.
   const hwyattn_tensor& c_tensor() const noexcept { return t_; }
@@ -308,6 +420,7 @@ class ConstTensorView {
   }
 
  protected:
+  ConstTensorView() = default;  // for TensorView's byte-vector constructor
   void CheckCount(size_t size) const {
     const int64_t n = num_elements();
     if (static_cast<uint64_t>(n) != size) {
@@ -317,6 +430,32 @@ class ConstTensorView {
   }
   static std::string RankMessage(size_t rank) {
     return "shape: rank is " + std::to_string(rank) + "; must be 1..4";
+  }
+  void InitBytes(const void* data, size_t size, DType dtype, const Dims& shape) {
+    if (shape.size() < 1 || shape.size() > 4) throw detail::Invalid(RankMessage(shape.size()));
+    int64_t strides[4], bytes = -1;
+    const DTypeStorage s = dtype_storage(dtype);
+    if (!detail::DenseStrides(dtype, shape, strides, &bytes)) {
+      std::string why = "shape: a size < 1, too many elements or an unknown dtype";
+      if (s.elements == 32 && shape[shape.size() - 1] % 32 != 0) {
+        why = "shape: the last size is " + std::to_string(shape[shape.size() - 1]) +
+              "; a block format stores whole blocks of 32 elements";
+      }
+      throw detail::Invalid(why);
+    }
+    if (static_cast<uint64_t>(bytes) != size) {
+      throw detail::Invalid("data: the vector holds " + std::to_string(size) +
+                            " bytes but the shape needs " + std::to_string(bytes) + " (" +
+                            std::to_string(s.bytes) + " bytes per " + std::to_string(s.elements) +
+                            " elements)");
+    }
+    t_.data = const_cast<void*>(data);
+    t_.dtype = static_cast<hwyattn_dtype>(dtype);
+    t_.rank = static_cast<int32_t>(shape.size());
+    for (size_t i = 0; i < 4; ++i) {
+      t_.shape[i] = i < shape.size() ? shape[i] : 1;
+      t_.stride[i] = i < shape.size() ? strides[i] : 0;
+    }
   }
 
   hwyattn_tensor t_ = {};
@@ -336,6 +475,12 @@ class TensorView : public ConstTensorView {
     CheckCount(data.size());
   }
   TensorView(std::vector<float>&&, Dims) = delete;
+  // As ConstTensorView's byte-vector constructor, over writable bytes (a
+  // KvCache's pages).
+  TensorView(std::vector<uint8_t>& bytes, DType dtype, Dims shape) {
+    InitBytes(bytes.data(), bytes.size(), dtype, shape);
+  }
+  TensorView(std::vector<uint8_t>&&, DType, Dims) = delete;
 
   void* data() const noexcept { return t_.data; }
 };
@@ -552,16 +697,23 @@ inline void merge_states(const std::vector<ConstTensorView>& outs,
 // A KV cache in the caller's memory (hwyattn_kv_cache): a pool of pages that
 // the library reads (kv_attention) and writes (kv_cache_write), never owns.
 //
-//   k  [num_pages, Hkv, page_size, D]   F32, F16, BF16, I8, F8E4M3 or F8E5M2
-//   v  [num_pages, Hkv, page_size, Dv]  the dtype of k
+//   k  [num_pages, Hkv, page_size, D]   F32, F16, BF16, I8, F8E4M3, F8E5M2, a
+//                                       block format (kQ8_0 ... kIQ4_NL) or I4
+//   v  [num_pages, Hkv, page_size, Dv]  the dtype of k; or, k and v both float
+//                                       or block dtypes, any two of those
 //
 // Any strides: vLLM's [pages, Hkv, page, D] is the dense view, FlashAttention's
 // [pages, page, Hkv, D] the same shape with strides {page*Hkv*D, D, Hkv*D, 1}.
-// I8 pages need scales() (FP8 pages take them or not: scale 1): F32 per
-// token [num_pages, Hkv, page_size, 1] (written by kv_cache_write, so that
-// memory is written too), or per channel [1, Hkv, 1, D] / [1, Hkv, 1, Dv],
-// per kv head [1, Hkv, 1, 1] or per tensor [1] (fixed by the caller, each
-// finite and > 0). block_table():
+// Shapes and strides count elements for every dtype; a block format's or
+// kI4's pool takes dense_bytes(dtype, {P, Hkv, S, D}) bytes, e.g.
+//   std::vector<uint8_t> kpool(hwyattn::dense_bytes(DType::kQ8_0, {P, Hkv, S, D}));
+//   TensorView(kpool, DType::kQ8_0, {P, Hkv, S, D})
+// (the byte-vector view checks the size). The block formats carry their
+// scales; I8 and I4 pages need scales() (FP8 pages take them or not: scale
+// 1): F32 per token [num_pages, Hkv, page_size, 1] (written by
+// kv_cache_write, so that memory is written too), or per channel
+// [1, Hkv, 1, D] / [1, Hkv, 1, Dv], per kv head [1, Hkv, 1, 1] or per tensor
+// [1] (fixed by the caller, each finite and > 0). block_table():
 // int32 [num_seqs, stride], the pages of each sequence of a batch in order;
 // without one, sequence s is page s (a padded contiguous cache whose
 // page_size is each sequence's capacity).

@@ -37,7 +37,7 @@ inline size_t DtypeSize(hwyattn_dtype dtype) {
     case HWYATTN_I8:
     case HWYATTN_F8E4M3:
     case HWYATTN_F8E5M2: return 1;
-    default: return 0;  // a block format (not accepted by libhwyattn_mpi) or unknown
+    default: return 0;  // a packed format (blocks, I4: not accepted by libhwyattn_mpi) or unknown
   }
 }
 

@@ -261,7 +261,7 @@ bool PlanFlash(Job* job) {
   // quantized cache's are dequantized and rounded into the fp32 panels instead.
   plan.bf16_dot =
       p.Bf16Products() && Bf16DotFor(GetFlashKernels().target, Bf16DotKernel::kPrefill) &&
-      p.k_scale.layout == KvScales::kNone && !IsBlockDtype(p.k.dtype) && !IsBlockDtype(p.v.dtype);
+      p.k_scale.layout == KvScales::kNone && !IsPackedDtype(p.k.dtype) && !IsPackedDtype(p.v.dtype);
   // The plan's geometry is what the kernel and the scratch layout read.
   if (plan.bf16_dot) plan.geometry.key_tile = g.bf16_key_tile;
 

@@ -28,13 +28,20 @@ enum class Dtype : int32_t {
   kQ4_1 = 9,
   kQ5_0 = 10,
   kQ5_1 = 11,
-  kIQ4_NL = 12
+  kIQ4_NL = 12,
+  // Signed int4 (x * the cache's scale, as kI8), two per byte: element 2i
+  // of a row the low nibble of byte i, 2i + 1 the high one.
+  kI4 = 13
 };
 
 // Elements of one block of a block format.
 constexpr int64_t kBlockElems = 32;
 
 inline bool IsBlockDtype(Dtype t) { return t >= Dtype::kQ8_0 && t <= Dtype::kIQ4_NL; }
+
+// Dtypes whose elements are no C type (a block format, I4's nibbles): the
+// kernels read their rows only through src/ops/blocks.h, as fp32.
+inline bool IsPackedDtype(Dtype t) { return IsBlockDtype(t) || t == Dtype::kI4; }
 
 // Bytes of one block of the block format `t` (ggml-common.h's sizes).
 inline size_t BlockBytes(Dtype t) {
@@ -61,16 +68,18 @@ inline size_t DtypeSize(Dtype t) {
 }
 
 // The byte offset of element `offset` of a tensor of dtype `t`: the one
-// home of the addressing of block formats, whose element offsets (rows,
-// heads, pages) are multiples of kBlockElems (validation).
+// home of the addressing of packed formats, whose element offsets (rows,
+// heads, pages) are multiples of kBlockElems, or even for I4 (validation).
 inline int64_t ByteOffset(Dtype t, int64_t offset) {
   if (IsBlockDtype(t)) return offset / kBlockElems * static_cast<int64_t>(BlockBytes(t));
+  if (t == Dtype::kI4) return offset / 2;
   return offset * static_cast<int64_t>(DtypeSize(t));
 }
 
 // Bytes per element on average (a block format's scales included).
 inline double ElementBytes(Dtype t) {
   if (IsBlockDtype(t)) return static_cast<double>(BlockBytes(t)) / kBlockElems;
+  if (t == Dtype::kI4) return 0.5;
   return static_cast<double>(DtypeSize(t));
 }
 

@@ -2,8 +2,10 @@
 //
 // The C++ binding (include/hwyattn.hpp): hwyattn::sdpa, merge_states and
 // the KV cache (kv_cache_write, kv_attention over paged and contiguous F32,
-// BF16 and I8 caches) against the double-precision oracle (tests/reference.h,
-// given C structs built here by hand, not by the binding), the error paths
+// BF16, I8, ggml block-format and I4 caches; the packed ones decoded by this
+// file's own reader of hwyattn.h's layouts) against the double-precision
+// oracle (tests/reference.h, given C structs built here by hand, not by the
+// binding), the byte-size helpers and byte-vector views, the error paths
 // in both styles (exceptions and Result), the refusal of an explicit scale
 // of 0, and the RAII MultiheadAttention against the C calls' bits. Compiled with
 // -std=c++17 -Wall -Wextra -pedantic -Werror, so the header is held to that.
@@ -972,6 +974,308 @@ TEST(CppKv, Errors) {
   EXPECT_NE(std::string(r.error().what()).find("mask"), std::string::npos) << r.error().what();
   EXPECT_TRUE(AllEqual(out, kPattern));
   EXPECT_TRUE(AllEqual(kpool, kPattern) && AllEqual(vpool, kPattern));
+}
+
+// ---------------------------------------------------------------------------
+// ggml's block formats and int4: byte sizes, caches, sdpa's k/v
+// ---------------------------------------------------------------------------
+
+static_assert(hwyattn::row_bytes(DType::kQ8_0, 128) == 136, "4 blocks of 34 bytes");
+static_assert(hwyattn::row_bytes(DType::kI4, 17) == 9, "two per byte, the last half used");
+static_assert(hwyattn::row_bytes(DType::kQ4_0, 48) == -1, "not whole blocks");
+static_assert(hwyattn::row_bytes(DType::kF32, 3) == 12, "");
+
+// An IEEE binary16's value.
+double HalfValue(uint16_t h) {
+  const int e = (h >> 10) & 31;
+  const double m = h & 1023;
+  double mag = e == 0 ? std::ldexp(m, -24) : std::ldexp(1.0 + m / 1024.0, e - 15);
+  if (e == 31) mag = m == 0 ? INFINITY : NAN;
+  return (h >> 15) ? -mag : mag;
+}
+
+// Element j of ggml block b, from hwyattn.h's table: an fp16 d (and m) in the
+// machine's byte order, element j < 16 the low nibble of qs[j] and j + 16 its
+// high nibble, Q5's fifth bit j bit j of the little-endian 32-bit qh. Returned
+// as the float the kernels load (exact: d * q; Q4_1 / Q5_1's d * q + m rounded
+// once to fp32).
+float BlockElement(DType dtype, const uint8_t* b, int64_t bytes, int j) {
+  static const int kIq4NlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                       1,    13,   25,  38,  53,  69,  89,  113};
+  const auto half = [b](int at) {
+    uint16_t h;
+    std::memcpy(&h, b + at, 2);
+    return HalfValue(h);
+  };
+  const double d = half(0);
+  if (dtype == DType::kQ8_0) return static_cast<float>(d * static_cast<int8_t>(b[2 + j]));
+  const uint8_t* qs = b + bytes - 16;
+  int q = j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
+  if (dtype == DType::kQ5_0 || dtype == DType::kQ5_1) {
+    const uint8_t* p = b + (dtype == DType::kQ5_1 ? 4 : 2);
+    const uint32_t qh = p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24;
+    q |= static_cast<int>((qh >> j) & 1u) << 4;
+  }
+  switch (dtype) {
+    case DType::kQ4_0: return static_cast<float>(d * (q - 8));
+    case DType::kQ5_0: return static_cast<float>(d * (q - 16));
+    case DType::kIQ4_NL: return static_cast<float>(d * kIq4NlLevels[q]);
+    default: return static_cast<float>(d * q + half(2));  // Q4_1, Q5_1
+  }
+}
+
+// Dense block rows [rows, dim] decoded to floats.
+std::vector<float> DecodeBlocks(DType dtype, const std::vector<uint8_t>& bytes, int64_t rows,
+                                int64_t dim) {
+  const int64_t bb = hwyattn::dtype_storage(dtype).bytes;
+  std::vector<float> x(static_cast<size_t>(rows * dim));
+  for (int64_t i = 0; i < rows * dim; ++i) {
+    x[static_cast<size_t>(i)] =
+        BlockElement(dtype, bytes.data() + (i / 32) * bb, bb, static_cast<int>(i % 32));
+  }
+  return x;
+}
+
+TEST(CppKv, BlockFormatsMatchTheDecodedBytes) {
+  struct Format {
+    DType dtype;
+    int64_t block_bytes;
+    double step;  // each value within step * the block's max |x| of the input
+  };
+  const Format formats[] = {{DType::kQ8_0, 34, 1 / 127.0}, {DType::kQ4_0, 18, 1 / 7.0},
+                            {DType::kQ4_1, 20, 1 / 7.0},   {DType::kQ5_0, 22, 1 / 15.0},
+                            {DType::kQ5_1, 24, 1 / 28.0},  {DType::kIQ4_NL, 18, 1 / 7.0}};
+  for (const Format& f : formats) {
+    SCOPED_TRACE(static_cast<int>(f.dtype));
+    const KvStep st(4, 2, 64, 32, {9, 6, 1, 7}, {3, 1, 1, 7}, 606);
+    const int64_t P = 11, S = 4, H = st.Hkv;
+    const Paging pg(st.kv_len, S, P, 13);
+    EXPECT_EQ(hwyattn::row_bytes(f.dtype, st.D), 2 * f.block_bytes);
+    std::vector<uint8_t> kpool(static_cast<size_t>(hwyattn::dense_bytes(f.dtype, {P, H, S, st.D})));
+    std::vector<uint8_t> vpool(
+        static_cast<size_t>(hwyattn::dense_bytes(f.dtype, {P, H, S, st.Dv})));
+    ASSERT_EQ(kpool.size(), static_cast<size_t>(P * H * S * 2 * f.block_bytes));
+    const KvCache cache = KvCache(TensorView(kpool, f.dtype, {P, H, S, st.D}),
+                                  TensorView(vpool, f.dtype, {P, H, S, st.Dv}))
+                              .block_table(pg.table, pg.stride);
+    st.Write(cache, [&](size_t s, int64_t t) { return pg.Slot(s, t); });
+    std::vector<float> kf = DecodeBlocks(f.dtype, kpool, P * H * S, st.D);
+    std::vector<float> vf = DecodeBlocks(f.dtype, vpool, P * H * S, st.Dv);
+    for (size_t s = 0; s < st.kv_len.size(); ++s) {
+      for (int64_t t = 0; t < st.kv_len[s]; ++t) {
+        const int64_t page = pg.Slot(s, t) / S, off = pg.Slot(s, t) % S;
+        for (int64_t h = 0; h < H; ++h) {
+          const float* x = &st.k[s][static_cast<size_t>((t * H + h) * st.D)];
+          const float* got = &kf[static_cast<size_t>(((page * H + h) * S + off) * st.D)];
+          for (int64_t c0 = 0; c0 < st.D; c0 += 32) {
+            double amax = 0.0;
+            for (int64_t c = c0; c < c0 + 32; ++c) amax = std::max(amax, std::fabs(x[c] * 1.0));
+            for (int64_t c = c0; c < c0 + 32; ++c) {
+              ASSERT_LE(std::fabs(got[c] - static_cast<double>(x[c])), amax * f.step * 1.01)
+                  << "seq " << s << " token " << t << " head " << h << " [" << c << "]";
+            }
+          }
+        }
+      }
+    }
+    std::vector<float> out(static_cast<size_t>(st.T * st.Hq * st.Dv), kPattern);
+    std::vector<float> lse(static_cast<size_t>(st.T * st.Hq), kPattern);
+    hwyattn::kv_attention(
+        st.Q(), cache, KvBatch(st.q_start, st.kv_len), TensorView(out, {st.T, st.Hq, st.Dv}),
+        SdpaOptions().causal(Causal::kBottomRight).lse(TensorView(lse, {st.T, st.Hq})));
+    // The oracle over an F32 cache of the decoded values.
+    hwyattn_kv_cache c =
+        CCache(kf.data(), vf.data(), HWYATTN_F32, {P, H, S, st.D}, {P, H, S, st.Dv});
+    c.block_table = pg.table.data();
+    c.block_table_stride = pg.stride;
+    hwyattn_sdpa_options o = COptions();
+    o.scale = 0.125f;  // 1/sqrt(64)
+    o.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+    const hwyattn_tensor cq = st.CQ();
+    const hwyattn_kv_batch cb = st.CBatch();
+    const hwyattn_test::KvRefResult ref = KvReference(cq, c, cb, o);
+    EXPECT_LT(RelErr(out, ref.out), kTol);
+    EXPECT_LT(RelErr(lse, ref.lse), kTol);
+  }
+}
+
+TEST(CppSdpa, BlockFormatKeysAndValues) {
+  // k and v as llama.cpp's quantized cache holds them: Q5_0 rows written by
+  // kv_cache_write into one page of Lk slots, read by sdpa in place; v also
+  // as F32 (k and v may differ).
+  const int64_t Hq = 4, H = 2, Lq = 5, Lk = 40, D = 64, Dv = 32;
+  const std::vector<float> kx = Random(static_cast<size_t>(Lk * H * D), 71);
+  const std::vector<float> vx = Random(static_cast<size_t>(Lk * H * Dv), 72);
+  std::vector<uint8_t> kb(static_cast<size_t>(hwyattn::dense_bytes(DType::kQ5_0, {1, H, Lk, D})));
+  std::vector<uint8_t> vb(static_cast<size_t>(hwyattn::dense_bytes(DType::kQ5_0, {1, H, Lk, Dv})));
+  std::vector<int64_t> slots(static_cast<size_t>(Lk));
+  for (int64_t t = 0; t < Lk; ++t) slots[static_cast<size_t>(t)] = t;
+  hwyattn::kv_cache_write(KvCache(TensorView(kb, DType::kQ5_0, {1, H, Lk, D}),
+                                  TensorView(vb, DType::kQ5_0, {1, H, Lk, Dv})),
+                          ConstTensorView(kx, {Lk, H, D}), ConstTensorView(vx, {Lk, H, Dv}), slots);
+  const std::vector<float> kf = DecodeBlocks(DType::kQ5_0, kb, H * Lk, D);
+  const std::vector<float> vf = DecodeBlocks(DType::kQ5_0, vb, H * Lk, Dv);
+  std::vector<float> vplain(vf);  // the decoded values as an F32 v
+  const std::vector<float> q = Random(static_cast<size_t>(Hq * Lq * D), 73);
+  std::vector<float> out(static_cast<size_t>(Hq * Lq * Dv), kPattern);
+  hwyattn::sdpa(ConstTensorView(q, {1, Hq, Lq, D}),
+                ConstTensorView(kb, DType::kQ5_0, {1, H, Lk, D}),
+                ConstTensorView(vb, DType::kQ5_0, {1, H, Lk, Dv}), TensorView(out, {1, Hq, Lq, Dv}),
+                SdpaOptions().causal(Causal::kBottomRight));
+  hwyattn_sdpa_options o = COptions();
+  o.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+  const hwyattn_tensor cq = CDense(q.data(), {1, Hq, Lq, D});
+  const hwyattn_tensor ck = CDense(kf.data(), {1, H, Lk, D});
+  const hwyattn_tensor cv = CDense(vf.data(), {1, H, Lk, Dv});
+  const hwyattn_test::RefResult ref = Reference(cq, ck, cv, o);
+  EXPECT_LT(RelErr(out, ref.out), kTol);
+  std::fill(out.begin(), out.end(), kPattern);
+  hwyattn::sdpa(ConstTensorView(q, {1, Hq, Lq, D}),
+                ConstTensorView(kb, DType::kQ5_0, {1, H, Lk, D}),
+                ConstTensorView(vplain, {1, H, Lk, Dv}), TensorView(out, {1, Hq, Lq, Dv}),
+                SdpaOptions().causal(Causal::kBottomRight));
+  EXPECT_LT(RelErr(out, ref.out), kTol);
+}
+
+// An I4 cache (pages of (D + 1) / 2 bytes a row, an odd D padding each row)
+// with K scales per token (k_channel empty) or per channel [1, Hkv, 1, D], V
+// scales per token: the numbers the write leaves, and attention against the
+// oracle over an I8 cache holding the same numbers and scales.
+void Int4Case(int64_t D, int64_t Dv, const std::vector<float>& k_channel, uint32_t seed) {
+  const KvStep st(4, 2, D, Dv, {9, 6, 1, 7}, {3, 1, 1, 7}, seed);
+  const int64_t P = 11, S = 4, H = st.Hkv;
+  const Paging pg(st.kv_len, S, P, seed);
+  std::vector<uint8_t> kpool(static_cast<size_t>(hwyattn::dense_bytes(DType::kI4, {P, H, S, D})));
+  std::vector<uint8_t> vpool(static_cast<size_t>(hwyattn::dense_bytes(DType::kI4, {P, H, S, Dv})));
+  const int64_t krow = (D + 1) / 2, vrow = (Dv + 1) / 2;
+  ASSERT_EQ(kpool.size(), static_cast<size_t>(P * H * S * krow));
+  EXPECT_EQ(hwyattn::dense_strides(DType::kI4, {P, H, S, D}),
+            (std::vector<int64_t>{H * S * 2 * krow, S * 2 * krow, 2 * krow, 1}));
+  std::vector<float> ks(static_cast<size_t>(P * H * S), kPattern), vs = ks;
+  const bool per_channel = !k_channel.empty();
+  const KvCache cache = KvCache(TensorView(kpool, DType::kI4, {P, H, S, D}),
+                                TensorView(vpool, DType::kI4, {P, H, S, Dv}))
+                            .scales(per_channel ? ConstTensorView(k_channel, {1, H, 1, D})
+                                                : ConstTensorView(TensorView(ks, {P, H, S, 1})),
+                                    TensorView(vs, {P, H, S, 1}))
+                            .block_table(pg.table, pg.stride);
+  st.Write(cache, [&](size_t s, int64_t t) { return pg.Slot(s, t); });
+  // The numbers, as an I8 pool [P, H, S, D] for the oracle.
+  const auto unpack = [](const std::vector<uint8_t>& pool, int64_t rows, int64_t dim,
+                         int64_t row_bytes) {
+    std::vector<int8_t> x(static_cast<size_t>(rows * dim));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < dim; ++c) {
+        const uint8_t b = pool[static_cast<size_t>(r * row_bytes + c / 2)];
+        const int n = c % 2 == 0 ? (b & 15) : (b >> 4);
+        x[static_cast<size_t>(r * dim + c)] = static_cast<int8_t>(n >= 8 ? n - 16 : n);
+      }
+    }
+    return x;
+  };
+  std::vector<int8_t> k8 = unpack(kpool, P * H * S, D, krow);
+  std::vector<int8_t> v8 = unpack(vpool, P * H * S, Dv, vrow);
+  for (size_t s = 0; s < st.kv_len.size(); ++s) {
+    for (int64_t t = 0; t < st.kv_len[s]; ++t) {
+      const int64_t page = pg.Slot(s, t) / S, off = pg.Slot(s, t) % S;
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t row = (page * H + h) * S + off;
+        const float* x = &st.k[s][static_cast<size_t>((t * H + h) * D)];
+        const float* y = &st.v[s][static_cast<size_t>((t * H + h) * Dv)];
+        float amax = 0.0f;
+        for (int64_t c = 0; c < Dv; ++c) amax = std::max(amax, std::fabs(y[c]));
+        EXPECT_EQ(vs[static_cast<size_t>(row)], amax / 7.0f) << s << " " << t << " " << h;
+        if (!per_channel) {
+          amax = 0.0f;
+          for (int64_t c = 0; c < D; ++c) amax = std::max(amax, std::fabs(x[c]));
+          EXPECT_EQ(ks[static_cast<size_t>(row)], amax / 7.0f) << s << " " << t << " " << h;
+        }
+        for (int64_t c = 0; c < D; ++c) {
+          const float scale = per_channel ? k_channel[static_cast<size_t>(h * D + c)]
+                                          : ks[static_cast<size_t>(row)];
+          const float want = std::max(-8.0f, std::min(7.0f, std::nearbyint(x[c] / scale)));
+          ASSERT_EQ(k8[static_cast<size_t>(row * D + c)], want)
+              << "seq " << s << " token " << t << " head " << h << " k[" << c << "]";
+        }
+        if (D % 2 == 1) {
+          EXPECT_EQ(kpool[static_cast<size_t>(row * krow + krow - 1)] >> 4, 0) << "padding";
+        }
+      }
+    }
+  }
+  std::vector<float> out(static_cast<size_t>(st.T * st.Hq * Dv), kPattern);
+  hwyattn::kv_attention(st.Q(), cache, KvBatch(st.q_start, st.kv_len),
+                        TensorView(out, {st.T, st.Hq, Dv}),
+                        SdpaOptions().scale(0.4f).causal(Causal::kBottomRight));
+  hwyattn_kv_cache c = CCache(k8.data(), v8.data(), HWYATTN_I8, {P, H, S, D}, {P, H, S, Dv});
+  const hwyattn_tensor cks =
+      per_channel ? CDense(k_channel.data(), {1, H, 1, D}) : CDense(ks.data(), {P, H, S, 1});
+  const hwyattn_tensor cvs = CDense(vs.data(), {P, H, S, 1});
+  c.k_scale = &cks;
+  c.v_scale = &cvs;
+  c.block_table = pg.table.data();
+  c.block_table_stride = pg.stride;
+  hwyattn_sdpa_options o = COptions();
+  o.scale = 0.4f;
+  o.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
+  const hwyattn_tensor cq = st.CQ();
+  const hwyattn_kv_batch cb = st.CBatch();
+  EXPECT_LT(RelErr(out, KvReference(cq, c, cb, o).out), kTol);
+}
+
+TEST(CppKv, Int4PerTokenScales) { Int4Case(16, 12, {}, 707); }
+
+TEST(CppKv, Int4PerChannelKPerTokenVOddDims) {
+  // KIVI's layout; D = 17, Dv = 9: each row's last high nibble is padding.
+  std::vector<float> channel(2 * 17);
+  for (size_t i = 0; i < channel.size(); ++i) channel[i] = 0.15f + 0.01f * static_cast<float>(i);
+  Int4Case(17, 9, channel, 808);
+}
+
+TEST(CppKv, PackedByteSizes) {
+  EXPECT_EQ(hwyattn::dense_bytes(DType::kQ8_0, {2, 2, 4, 64}), 16 * 68);
+  EXPECT_EQ(hwyattn::dense_bytes(DType::kIQ4_NL, {3, 32}), 3 * 18);
+  EXPECT_EQ(hwyattn::dense_bytes(DType::kI4, {2, 2, 4, 17}), 16 * 9);
+  EXPECT_EQ(hwyattn::dense_bytes(DType::kBF16, {5, 3}), 30);
+  EXPECT_EQ(hwyattn::dense_bytes(DType::kQ4_1, {2, 40}), -1);
+  EXPECT_EQ(hwyattn::dense_strides(DType::kQ8_0, {2, 2, 4, 64}),
+            (std::vector<int64_t>{512, 256, 64, 1}));
+  EXPECT_TRUE(hwyattn::dense_strides(DType::kQ8_0, {2, 0, 4, 64}).empty());
+
+  // A byte vector one block short of the shape: the view says so.
+  std::vector<uint8_t> shorter(16 * 68 - 34);
+  try {
+    const TensorView t(shorter, DType::kQ8_0, {2, 2, 4, 64});
+    FAIL() << "no exception: " << t.rank();
+  } catch (const hwyattn::Error& e) {
+    EXPECT_EQ(e.status(), HWYATTN_INVALID_ARGUMENT);
+    EXPECT_STREQ(e.what(),
+                 "data: the vector holds 1054 bytes but the shape needs 1088 (34 bytes per 32 "
+                 "elements)");
+  }
+  std::vector<uint8_t> i4(16 * 9 + 1);
+  EXPECT_THROW(ConstTensorView(i4, DType::kI4, {2, 2, 4, 17}), hwyattn::Error);
+  i4.pop_back();
+  EXPECT_EQ(ConstTensorView(i4, DType::kI4, {2, 2, 4, 17}).stride(2), 18);
+  try {
+    const ConstTensorView t(shorter, DType::kQ8_0, {2, 2, 4, 40});
+    FAIL() << "no exception: " << t.rank();
+  } catch (const hwyattn::Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "shape: the last size is 40; a block format stores whole blocks of 32 elements");
+  }
+  // A raw pointer view the binding cannot size: the library refuses D = 48.
+  std::vector<uint8_t> pool(4096);
+  const KvCache cache(TensorView(pool.data(), DType::kQ8_0, {2, 2, 4, 48}),
+                      TensorView(pool.data() + 2048, DType::kQ8_0, {2, 2, 4, 48}));
+  const std::vector<float> kn(2 * 48, 0.5f);
+  const hwyattn::Result<void> r =
+      hwyattn::try_kv_cache_write(cache, ConstTensorView(kn, {1, 2, 48}),
+                                  ConstTensorView(kn, {1, 2, 48}), std::vector<int64_t>{0});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status(), HWYATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(r.error().what()).find("32"), std::string::npos) << r.error().what();
+  EXPECT_TRUE(std::all_of(pool.begin(), pool.end(), [](uint8_t b) { return b == 0; }));
 }
 
 }  // namespace

@@ -1443,6 +1443,41 @@ std::vector<BadCase> KvCases() {
        [](Env& x) { x.key.t.dtype = HWYATTN_Q4_1; },
        kInvalid,
        {"key: dtype Q4_1 is a K/V cache format"}},
+      // I4: cache pages only, K and V both I4, rows starting on a byte.
+      {"SdpaKI4",
+       Entry::kSdpa,
+       [](Env& x) { x.k.t.dtype = HWYATTN_I4; },
+       kInvalid,
+       {"k: dtype I4 is accepted only for the K/V pages", "hwyattn_kv_cache"}},
+      {"CacheI4OddSlotStride",
+       w,
+       [](Env& x) {
+         x.kcache.k.dtype = x.kcache.v.dtype = HWYATTN_I4;
+         x.kcache.k.stride[2] = 9;
+       },
+       kInvalid,
+       {"cache: k:", "has stride 9, which splits a byte of dtype I4", "must be even"}},
+      {"CacheI4HeadDimStride2",
+       a,
+       [](Env& x) {
+         x.kcache.k.dtype = x.kcache.v.dtype = HWYATTN_I4;
+         x.kcache.v.stride[3] = 2;
+       },
+       kInvalid,
+       {"cache: v:", "has stride 2; dtype I4 needs stride 1 there"}},
+      {"CacheI4KI8V",
+       a,
+       [](Env& x) { x.kcache.k.dtype = HWYATTN_I4; },
+       kInvalid,
+       {"cache: v has dtype I8 but k has I4"}},
+      {"CacheI4NoKScale",
+       w,
+       [](Env& x) {
+         x.kcache.k.dtype = x.kcache.v.dtype = HWYATTN_I4;
+         x.kcache.k_scale = nullptr;
+       },
+       kInvalid,
+       {"cache: k_scale is NULL but the cache is I4"}},
       // NULL arguments.
       {"QNull", a, [](Env& x) { x.kq_arg = nullptr; }, kInvalid, {"q is NULL"}},
       {"CacheNull", a, [](Env& x) { x.kcache_arg = nullptr; }, kInvalid, {"cache is NULL"}},

@@ -57,11 +57,14 @@ const char* ScalesName(Scales s) {
   return "?";
 }
 bool IsQuantized(hwyattn_dtype d) {
-  return d == HWYATTN_I8 || d == HWYATTN_F8E4M3 || d == HWYATTN_F8E5M2;
+  return d == HWYATTN_I8 || d == HWYATTN_I4 || d == HWYATTN_F8E4M3 || d == HWYATTN_F8E5M2;
 }
 // The magnitude a calibrated scale maps a tensor's largest |x| to.
 float QuantizedMax(hwyattn_dtype d) {
-  return d == HWYATTN_F8E4M3 ? 448.0f : d == HWYATTN_F8E5M2 ? 57344.0f : 127.0f;
+  return d == HWYATTN_F8E4M3   ? 448.0f
+         : d == HWYATTN_F8E5M2 ? 57344.0f
+         : d == HWYATTN_I4     ? 7.0f
+                               : 127.0f;
 }
 
 struct KvSpec {
@@ -174,8 +177,8 @@ struct KvSetup {
     }
     // The pool, filled with garbage that must never be read: NaN for float
     // caches, NaN scales for I8.
-    kpool.assign(StorageBytes(spec.dtype, P * Hkv * S * D), 0xFF);
-    vpool.assign(StorageBytes(VDtype(), P * Hkv * S * Dv), 0xFF);
+    kpool.assign(StorageBytes(spec.dtype, P * Hkv * S * RowElems(spec.dtype, D)), 0xFF);
+    vpool.assign(StorageBytes(VDtype(), P * Hkv * S * RowElems(VDtype(), Dv)), 0xFF);
     Describe(&tk, kpool.data(), spec.dtype, D);
     Describe(&tv, vpool.data(), VDtype(), Dv);
     hwyattn_kv_cache_init(&cache);
@@ -249,7 +252,14 @@ struct KvSetup {
     return spec.v_dtype < 0 ? spec.dtype : static_cast<hwyattn_dtype>(spec.v_dtype);
   }
 
-  // A [P, Hkv, S, dim] pool tensor, dense in vLLM's order or FlashAttention's.
+  // Elements between rows of `dim`: dim, or for I4 with an odd dim one
+  // more (its rows start on a byte).
+  static int64_t RowElems(hwyattn_dtype dtype, int64_t dim) {
+    return dtype == HWYATTN_I4 ? (dim + 1) / 2 * 2 : dim;
+  }
+
+  // A [P, Hkv, S, dim] pool tensor, dense (rows RowElems apart) in vLLM's
+  // order or FlashAttention's.
   void Describe(hwyattn_tensor* t, void* data, hwyattn_dtype dtype, int64_t dim) const {
     std::memset(t, 0, sizeof(*t));
     t->data = data;
@@ -257,11 +267,12 @@ struct KvSetup {
     t->rank = 4;
     const int64_t shape[4] = {P, spec.Hkv, S, dim};
     std::copy(shape, shape + 4, t->shape);
+    const int64_t ld = RowElems(dtype, dim);
     if (spec.nhd) {
-      const int64_t st[4] = {S * spec.Hkv * dim, dim, spec.Hkv * dim, 1};
+      const int64_t st[4] = {S * spec.Hkv * ld, ld, spec.Hkv * ld, 1};
       std::copy(st, st + 4, t->stride);
     } else {
-      const int64_t st[4] = {spec.Hkv * S * dim, S * dim, dim, 1};
+      const int64_t st[4] = {spec.Hkv * S * ld, S * ld, ld, 1};
       std::copy(st, st + 4, t->stride);
     }
   }
@@ -446,6 +457,9 @@ std::vector<CaseSpec> OracleCases() {
       {HWYATTN_F8E4M3, Scales::kToken, Scales::kChannel},
       {HWYATTN_F8E5M2, Scales::kNone, Scales::kNone},
       {HWYATTN_F8E5M2, Scales::kHead, Scales::kToken},
+      {HWYATTN_I4, Scales::kToken, Scales::kToken},
+      {HWYATTN_I4, Scales::kChannel, Scales::kToken},  // KIVI's
+      {HWYATTN_I4, Scales::kHead, Scales::kChannel},
   };
   for (const Quantized& qc : quantized) {
     KvSpec s = base;
@@ -499,6 +513,25 @@ std::vector<CaseSpec> OracleCases() {
     s.page_size = 17;
     s.nhd = true;
     add("I8Page17Nhd", s);
+  }
+  {
+    // I4 with odd head dims (rows padded to a byte, the pad nibble never
+    // read), NHD pages, and a long head dim past one 32-element span.
+    KvSpec s = base;
+    s.dtype = HWYATTN_I4;
+    s.k_scales = Scales::kChannel;
+    s.D = 15;
+    s.Dv = 7;
+    s.page_size = 17;
+    s.nhd = true;
+    add("I4OddDimsPage17Nhd", s);
+    s.D = 72;
+    s.Dv = 40;
+    s.nhd = false;
+    s.window_left = 9;
+    s.softcap = 0.75f;
+    s.sinks = true;
+    add("I4D72Modifiers", s);
   }
   {
     KvSpec s = base;
@@ -1214,6 +1247,112 @@ TEST(KvCacheWrite, Int8BothLayoutsAnyThreads) {
     }
     hwyattn_set_num_threads(0);
     EXPECT_TRUE(results[0] == results[1] && results[0] == results[2]);
+  }
+}
+
+// I4 writes against the header's rule computed here: I8's with 7 for 127
+// (per token scale = max |x| / 7; x / scale to nearest even, saturated to
+// [-8, 7], NaN -> 0), two's complement nibbles, element 2i low; odd head dims
+// (rows padded to a byte: the pad nibble is the row's own), K per token or
+// per channel (with values past -8 and 7 scales), V per channel, NHD pages.
+TEST(KvCacheWrite, Int4NibblesBothLayouts) {
+  const int64_t P = 3, Hkv = 2, S = 8, D = 37, Dv = 6, T = 20, ldk = D + 1;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+  std::vector<float> kn(static_cast<size_t>(T * Hkv * D)), vn(static_cast<size_t>(T * Hkv * Dv));
+  for (float& x : kn) x = dist(rng);
+  for (float& x : vn) x = dist(rng);
+  for (int64_t d = 0; d < D; ++d) kn[static_cast<size_t>(3 * Hkv * D + d)] = 0.0f;  // scale 0
+  kn[static_cast<size_t>(5 * Hkv * D + 2)] = kNaN;
+  for (int64_t d = 0; d < D; ++d)  // scale exactly 1 (max 7): ties at .5
+    kn[static_cast<size_t>(7 * Hkv * D + d)] = 0.5f * static_cast<float>(d % 15) - 3.5f;
+  kn[static_cast<size_t>(7 * Hkv * D)] = 7.0f;
+  auto nibble = [](const std::vector<unsigned char>& bytes, int64_t e) {
+    const int n = e % 2 == 0 ? bytes[static_cast<size_t>(e / 2)] & 0xF
+                             : bytes[static_cast<size_t>(e / 2)] >> 4;
+    return n >= 8 ? n - 16 : n;
+  };
+  auto want = [](float x, float scale) {
+    if (scale == 0.0f) return 0;
+    const float y = x / scale;
+    if (std::isnan(y)) return 0;
+    return static_cast<int>(std::nearbyint(std::min(7.0f, std::max(-8.0f, y))));
+  };
+  for (int k_token = 0; k_token < 2; ++k_token) {
+    std::vector<float> vch(static_cast<size_t>(Hkv * Dv)), kch(static_cast<size_t>(Hkv * D));
+    for (size_t i = 0; i < vch.size(); ++i) vch[i] = 0.2f + 0.05f * static_cast<float>(i);
+    for (size_t i = 0; i < kch.size(); ++i) kch[i] = 0.1f * static_cast<float>(1 + i % 7);
+    // NHD pages [P, S, Hkv, ld]: K rows padded to 38 elements, V's 6.
+    std::vector<unsigned char> kp(static_cast<size_t>(P * S * Hkv * ldk / 2), 0x99),
+        vp(static_cast<size_t>(P * S * Hkv * Dv / 2), 0x99);
+    std::vector<float> kst(static_cast<size_t>(P * S * Hkv), -1.0f);
+    hwyattn_kv_cache c;
+    hwyattn_kv_cache_init(&c);
+    const int64_t ks[4] = {P, Hkv, S, D}, vs[4] = {P, Hkv, S, Dv};
+    ASSERT_EQ(hwyattn_tensor_contiguous(&c.k, kp.data(), HWYATTN_I4, 4, ks), HWYATTN_OK);
+    ASSERT_EQ(hwyattn_tensor_contiguous(&c.v, vp.data(), HWYATTN_I4, 4, vs), HWYATTN_OK);
+    const int64_t kst4[4] = {S * Hkv * ldk, ldk, Hkv * ldk, 1},
+                  vst4[4] = {S * Hkv * Dv, Dv, Hkv * Dv, 1};
+    std::copy(kst4, kst4 + 4, c.k.stride);
+    std::copy(vst4, vst4 + 4, c.v.stride);
+    hwyattn_tensor tks, tvs;
+    const int64_t tok[4] = {P, Hkv, S, 1}, kchs[4] = {1, Hkv, 1, D}, vchs[4] = {1, Hkv, 1, Dv};
+    if (k_token) {
+      ASSERT_EQ(hwyattn_tensor_contiguous(&tks, kst.data(), HWYATTN_F32, 4, tok), HWYATTN_OK);
+      const int64_t st[4] = {S * Hkv, 1, Hkv, 1};
+      std::copy(st, st + 4, tks.stride);
+    } else {
+      ASSERT_EQ(hwyattn_tensor_contiguous(&tks, kch.data(), HWYATTN_F32, 4, kchs), HWYATTN_OK);
+    }
+    ASSERT_EQ(hwyattn_tensor_contiguous(&tvs, vch.data(), HWYATTN_F32, 4, vchs), HWYATTN_OK);
+    c.k_scale = &tks;
+    c.v_scale = &tvs;
+    std::vector<int64_t> slot(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) slot[t] = (t * 7 + 3) % (P * S);
+    hwyattn_tensor tkn, tvn;
+    const int64_t kns[3] = {T, Hkv, D}, vns[3] = {T, Hkv, Dv};
+    ASSERT_EQ(hwyattn_tensor_contiguous(&tkn, kn.data(), HWYATTN_F32, 3, kns), HWYATTN_OK);
+    ASSERT_EQ(hwyattn_tensor_contiguous(&tvn, vn.data(), HWYATTN_F32, 3, vns), HWYATTN_OK);
+    ASSERT_EQ(hwyattn_kv_cache_write(&c, &tkn, &tvn, slot.data(), nullptr), HWYATTN_OK)
+        << hwyattn_last_error();
+    std::vector<bool> written(static_cast<size_t>(P * S), false);
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t page = slot[t] / S, off = slot[t] % S;
+      written[static_cast<size_t>(slot[t])] = true;
+      for (int64_t h = 0; h < Hkv; ++h) {
+        const float* x = &kn[static_cast<size_t>((t * Hkv + h) * D)];
+        float scale = 0.0f;
+        if (k_token) {
+          float m = 0.0f;
+          for (int64_t d = 0; d < D; ++d)
+            if (!std::isnan(x[d])) m = std::max(m, std::fabs(x[d]));
+          scale = m / 7.0f;
+          ASSERT_EQ(kst[static_cast<size_t>((page * S + off) * Hkv + h)], scale) << "token " << t;
+        }
+        const int64_t krow = page * kst4[0] + off * kst4[2] + h * kst4[1];
+        for (int64_t d = 0; d < D; ++d) {
+          const float sc = k_token ? scale : kch[static_cast<size_t>(h * D + d)];
+          ASSERT_EQ(nibble(kp, krow + d), want(x[d], sc))
+              << "k token " << t << " head " << h << " d " << d << " x " << x[d];
+        }
+        const float* y = &vn[static_cast<size_t>((t * Hkv + h) * Dv)];
+        const int64_t vrow = page * vst4[0] + off * vst4[2] + h * vst4[1];
+        for (int64_t d = 0; d < Dv; ++d) {
+          ASSERT_EQ(nibble(vp, vrow + d), want(y[d], vch[static_cast<size_t>(h * Dv + d)]))
+              << "v token " << t << " head " << h << " d " << d;
+        }
+      }
+    }
+    // Slots never written keep their bytes.
+    for (int64_t slot_i = 0; slot_i < P * S; ++slot_i) {
+      if (written[static_cast<size_t>(slot_i)]) continue;
+      const int64_t page = slot_i / S, off = slot_i % S;
+      for (int64_t h = 0; h < Hkv; ++h) {
+        const int64_t krow = page * kst4[0] + off * kst4[2] + h * kst4[1];
+        for (int64_t e = 0; e < ldk / 2; ++e)
+          ASSERT_EQ(kp[static_cast<size_t>(krow / 2 + e)], 0x99);
+      }
+    }
   }
 }
 

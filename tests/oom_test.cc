@@ -216,7 +216,7 @@ TEST(OutOfMemory, MhaBf16WeightsCreateAndForward) {
 // tiny sequence in one batch, over an I8 paged cache: the gather buffer and
 // each sequence's attention scratch are all reserved before any row is
 // written) and hwyattn_kv_cache_write (its duplicate-slot check and its row
-// buffers), on the library's threads and on the pools. `dtype`: I8 or FP8
+// buffers), on the library's threads and on the pools. `dtype`: I8, I4 or FP8
 // (K scales per token; V per token too, or per tensor), or a block format
 // of `block_bytes` per 32 elements (no scales; K and V of different formats
 // when `v_dtype` is given).
@@ -301,6 +301,7 @@ void KvAttentionAndWrite(hwyattn_dtype dtype, bool v_per_tensor, size_t block_by
 }
 
 TEST(OutOfMemory, KvAttentionAndWriteI8) { KvAttentionAndWrite(HWYATTN_I8, false); }
+TEST(OutOfMemory, KvAttentionAndWriteI4) { KvAttentionAndWrite(HWYATTN_I4, false); }
 TEST(OutOfMemory, KvAttentionAndWriteF8E4M3) { KvAttentionAndWrite(HWYATTN_F8E4M3, true); }
 // ggml's blocks: Q8_0 K (34 bytes a block) with an F32 V (4 x 32 bytes).
 TEST(OutOfMemory, KvAttentionAndWriteQ8_0KF32V) {

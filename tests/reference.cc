@@ -129,6 +129,7 @@ const char* DtypeName(hwyattn_dtype dtype) {
     case HWYATTN_Q5_0: return "Q5_0";
     case HWYATTN_Q5_1: return "Q5_1";
     case HWYATTN_IQ4_NL: return "IQ4_NL";
+    case HWYATTN_I4: return "I4";
   }
   return "BadDtype";
 }
@@ -147,6 +148,7 @@ size_t BlockBytes(hwyattn_dtype dtype) {
 
 size_t StorageBytes(hwyattn_dtype dtype, int64_t elements) {
   if (BlockBytes(dtype) != 0) return static_cast<size_t>((elements + 31) / 32) * BlockBytes(dtype);
+  if (dtype == HWYATTN_I4) return static_cast<size_t>((elements + 1) / 2);
   return static_cast<size_t>(elements) * DtypeSize(dtype);
 }
 
@@ -190,7 +192,7 @@ size_t DtypeSize(hwyattn_dtype dtype) {
     case HWYATTN_I8:
     case HWYATTN_F8E4M3:
     case HWYATTN_F8E5M2: return 1;
-    default: return 0;  // a block format (BlockBytes) or unknown
+    default: return 0;  // a block format (BlockBytes), I4 (two per byte) or unknown
   }
 }
 
@@ -218,6 +220,10 @@ double ReadElement(const hwyattn_tensor& t, const int64_t idx[4]) {
   if (BlockBytes(t.dtype) != 0) {
     return BlockElement(t.dtype, base + offset / 32 * static_cast<int64_t>(BlockBytes(t.dtype)),
                         static_cast<int>(offset % 32));
+  }
+  if (t.dtype == HWYATTN_I4) {  // element 2i: the low nibble of byte i, two's complement
+    const int nibble = offset % 2 == 0 ? base[offset / 2] & 0xF : base[offset / 2] >> 4;
+    return static_cast<double>(nibble >= 8 ? nibble - 16 : nibble);
   }
   const unsigned char* p = base + offset * static_cast<int64_t>(DtypeSize(t.dtype));
   switch (t.dtype) {
@@ -485,7 +491,7 @@ double ReadCacheValue(const hwyattn_kv_cache& cache, bool values, int64_t page, 
   const int64_t idx[4] = {page, head, offset, d};
   const double x = ReadElement(t, idx);
   const hwyattn_tensor* scale = values ? cache.v_scale : cache.k_scale;
-  if (t.dtype != HWYATTN_I8 &&
+  if (t.dtype != HWYATTN_I8 && t.dtype != HWYATTN_I4 &&
       (t.dtype == HWYATTN_F32 || t.dtype == HWYATTN_F16 || t.dtype == HWYATTN_BF16 ||
        BlockBytes(t.dtype) != 0 || scale == nullptr)) {
     return x;  // a float or block cache, or an FP8 cache without scales (scale 1)
@@ -514,8 +520,9 @@ bool ReferenceKvAttention(const hwyattn_tensor& q, const hwyattn_kv_cache& cache
       Hq % Hkv != 0) {
     return Fail(error, "inconsistent q/cache shapes");
   }
-  if (cache.k.dtype == HWYATTN_I8 && (cache.k_scale == nullptr || cache.v_scale == nullptr)) {
-    return Fail(error, "I8 cache without scales");
+  if ((cache.k.dtype == HWYATTN_I8 || cache.k.dtype == HWYATTN_I4) &&
+      (cache.k_scale == nullptr || cache.v_scale == nullptr)) {
+    return Fail(error, "I8 or I4 cache without scales");
   }
   if (batch.num_seqs < 1 || batch.q_start[0] != 0 || batch.q_start[batch.num_seqs] != T) {
     return Fail(error, "q_start does not cover [0, T)");

@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"math"
+	"strings"
 	"unsafe"
 )
 
@@ -30,13 +31,43 @@ const (
 	// CacheF8E5M2: OCP fp8 E5M2 (IEEE-like, max 57344) pages, as bits
 	// (F8E5M2Pages); scales as CacheF8E4M3's.
 	CacheF8E5M2 CacheDType = C.HWYATTN_F8E5M2
+
+	// ggml's block formats, byte for byte (llama.cpp's -ctk / -ctv cache
+	// types; include/hwyattn.h has the layouts): blocks of 32 elements of
+	// a row, each an fp16 scale d (and offset m) and the numbers; no scale
+	// tensors. D and Dv must be multiples of 32. Their pages are bytes
+	// (Q8_0Pages, ...), RowLen(dtype, D) = D / 32 * BlockBytes(dtype) of
+	// them per row; KVCacheWrite quantizes as ggml's reference quantizers
+	// do (the same bytes).
+
+	// CacheQ8_0: 34 bytes per 32 elements, d * q (Q8_0Pages).
+	CacheQ8_0 CacheDType = C.HWYATTN_Q8_0
+	// CacheQ4_0: 18 bytes per 32 elements, d * (nibble - 8) (Q4_0Pages).
+	CacheQ4_0 CacheDType = C.HWYATTN_Q4_0
+	// CacheQ4_1: 20 bytes per 32 elements, d * nibble + m (Q4_1Pages).
+	CacheQ4_1 CacheDType = C.HWYATTN_Q4_1
+	// CacheQ5_0: 22 bytes per 32 elements, d * (q5 - 16) (Q5_0Pages).
+	CacheQ5_0 CacheDType = C.HWYATTN_Q5_0
+	// CacheQ5_1: 24 bytes per 32 elements, d * q5 + m (Q5_1Pages).
+	CacheQ5_1 CacheDType = C.HWYATTN_Q5_1
+	// CacheIQ4_NL: 18 bytes per 32 elements, d * level[nibble] (IQ4_NLPages).
+	CacheIQ4_NL CacheDType = C.HWYATTN_IQ4_NL
+
+	// CacheI4: signed int4 in [-8, 7], two per byte (element 2i the low
+	// nibble of byte i) (I4Pages); value = x * scale with KScale and VScale
+	// as for CacheI8 (required; KIVI: per-channel K, per-token V). A row of
+	// D elements takes (D + 1) / 2 bytes.
+	CacheI4 CacheDType = C.HWYATTN_I4
 )
 
 // Pages is the memory of a cache's K or V pages: one of F32Pages,
 // F16Pages, BF16Pages, I8Pages, F8E4M3Pages or F8E5M2Pages (Go has no
-// half-precision or fp8 type: those pages hold the bits).
+// half-precision or fp8 type: those pages hold the bits), or the bytes of
+// a packed dtype: Q8_0Pages, Q4_0Pages, Q4_1Pages, Q5_0Pages, Q5_1Pages,
+// IQ4_NLPages (ggml's blocks) or I4Pages (int4 pairs).
 type Pages interface {
-	// pages is the first element, the element count and the C dtype.
+	// pages is the first element, the slice's length (elements, or bytes
+	// of a packed dtype) and the C dtype.
 	pages() (unsafe.Pointer, int, C.hwyattn_dtype)
 }
 
@@ -57,6 +88,27 @@ type F8E4M3Pages []uint8
 
 // F8E5M2Pages are OCP fp8 E5M2 pages, as their bits.
 type F8E5M2Pages []uint8
+
+// Q8_0Pages are ggml Q8_0 pages, as their bytes (34 per 32 elements).
+type Q8_0Pages []byte
+
+// Q4_0Pages are ggml Q4_0 pages, as their bytes (18 per 32 elements).
+type Q4_0Pages []byte
+
+// Q4_1Pages are ggml Q4_1 pages, as their bytes (20 per 32 elements).
+type Q4_1Pages []byte
+
+// Q5_0Pages are ggml Q5_0 pages, as their bytes (22 per 32 elements).
+type Q5_0Pages []byte
+
+// Q5_1Pages are ggml Q5_1 pages, as their bytes (24 per 32 elements).
+type Q5_1Pages []byte
+
+// IQ4_NLPages are ggml IQ4_NL pages, as their bytes (18 per 32 elements).
+type IQ4_NLPages []byte
+
+// I4Pages are int4 pages, two numbers a byte (value = x * scale).
+type I4Pages []byte
 
 func first[T any](s []T) unsafe.Pointer {
 	if len(s) == 0 {
@@ -83,11 +135,145 @@ func (p F8E4M3Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
 func (p F8E5M2Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
 	return first(p), len(p), C.HWYATTN_F8E5M2
 }
+func (p Q8_0Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_Q8_0
+}
+func (p Q4_0Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_Q4_0
+}
+func (p Q4_1Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_Q4_1
+}
+func (p Q5_0Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_Q5_0
+}
+func (p Q5_1Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_Q5_1
+}
+func (p IQ4_NLPages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_IQ4_NL
+}
+func (p I4Pages) pages() (unsafe.Pointer, int, C.hwyattn_dtype) {
+	return first(p), len(p), C.HWYATTN_I4
+}
+
+// packing is how a dtype's slice holds elements: elems elements in each
+// unit of bytes bytes (32 in 34 for Q8_0, 2 in 1 for I4); bytes 0: one
+// element per slice entry.
+func packing(dtype CacheDType) (elems, bytes int64) {
+	switch dtype {
+	case CacheQ8_0:
+		return 32, 34
+	case CacheQ4_0, CacheIQ4_NL:
+		return 32, 18
+	case CacheQ4_1:
+		return 32, 20
+	case CacheQ5_0:
+		return 32, 22
+	case CacheQ5_1:
+		return 32, 24
+	case CacheI4:
+		return 2, 1
+	}
+	return 1, 0
+}
+
+// BlockBytes is the bytes of one block of 32 elements of a block format
+// (34 for CacheQ8_0, 18 for CacheQ4_0 and CacheIQ4_NL, 20, 22, 24 for
+// CacheQ4_1, CacheQ5_0, CacheQ5_1); 0 for the other dtypes.
+func BlockBytes(dtype CacheDType) int64 {
+	if elems, bytes := packing(dtype); elems == 32 {
+		return bytes
+	}
+	return 0
+}
+
+// RowLen is the length of the Pages slice that holds a row of dim elements
+// of dtype: dim for the number types (F32Pages ... F8E5M2Pages), its bytes
+// for the packed ones: dim / 32 * BlockBytes(dtype) (dim a multiple of 32,
+// else an error) or (dim + 1) / 2 for CacheI4.
+func RowLen(dtype CacheDType, dim int64) (int64, error) {
+	if dim < 1 {
+		return 0, invalidf("RowLen: dim is %d; must be >= 1", dim)
+	}
+	elems, bytes := packing(dtype)
+	if bytes == 0 {
+		return dim, nil
+	}
+	if elems == 32 && dim%32 != 0 {
+		return 0, invalidf("RowLen: a row of %d elements is not whole blocks of 32 (dtype %d)", dim, dtype)
+	}
+	return (dim + elems - 1) / elems * bytes, nil
+}
+
+// PagesLen is the length of the Pages slice of dense pages [numPages,
+// kvHeads, pageSize, dim] of dtype (elements, or bytes of a packed dtype):
+// numPages * kvHeads * pageSize * RowLen(dtype, dim).
+func PagesLen(dtype CacheDType, numPages, kvHeads, pageSize, dim int64) (int, error) {
+	n, err := RowLen(dtype, dim)
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range []int64{numPages, kvHeads, pageSize} {
+		if d < 1 {
+			return 0, invalidf("PagesLen: sizes [%d, %d, %d, %d]; each must be >= 1", numPages, kvHeads, pageSize, dim)
+		}
+		if n > math.MaxInt/d {
+			return 0, invalidf("PagesLen: [%d, %d, %d, %d] has too many elements", numPages, kvHeads, pageSize, dim)
+		}
+		n *= d
+	}
+	return int(n), nil
+}
+
+// describePages is describe for a cache's K or V: a packed dtype's Data
+// counts bytes while Shape and Strides count elements, and nil Strides are
+// dense rows of whole bytes (an odd D of I4 pads each row's last byte).
+func describePages(name string, p *PageTensor) (C.hwyattn_tensor, unsafe.Pointer, error) {
+	ptr, n, dtype := p.Data.pages()
+	elems, bytes := packing(CacheDType(dtype))
+	if bytes == 0 {
+		d, err := describe(name, n, p.Shape, p.Strides, dtype)
+		return d, ptr, err
+	}
+	strides := p.Strides
+	if strides == nil && len(p.Shape) >= 1 && len(p.Shape) <= 4 {
+		row, err := RowLen(CacheDType(dtype), p.Shape[len(p.Shape)-1])
+		if err != nil {
+			return C.hwyattn_tensor{}, nil, invalidf("%s: %s", name, err.(*Error).Message)
+		}
+		strides = make([]int64, len(p.Shape))
+		acc := row / bytes * elems // the elements of a row, padding included
+		strides[len(strides)-1] = 1
+		for i := len(p.Shape) - 2; i >= 0; i-- {
+			strides[i] = acc
+			if p.Shape[i] > 0 && acc > math.MaxInt64/p.Shape[i] {
+				return C.hwyattn_tensor{}, nil, invalidf("%s: shape %v has more than 2^63 elements", name, p.Shape)
+			}
+			acc *= p.Shape[i]
+		}
+	}
+	d, err := describe(name, math.MaxInt, p.Shape, strides, dtype) // the shape and strides alone
+	if err != nil {
+		return d, nil, err
+	}
+	last := int64(0)
+	for i := 0; i < int(d.rank); i++ {
+		last += (int64(d.shape[i]) - 1) * int64(d.stride[i])
+	}
+	if need := (last/elems + 1) * bytes; int64(n) < need {
+		return d, nil, invalidf("%s: data has %d bytes but shape %v with strides %v needs %d (%d bytes per %d elements)",
+			name, n, p.Shape, strides, need, bytes, elems)
+	}
+	return d, ptr, nil
+}
 
 // PageTensor is a cache's K or V: [num_pages, Hkv, page_size, D] over Data,
 // with Shape and Strides as in Tensor (Strides nil = dense, vLLM's layout;
 // FlashAttention's [pages, page, Hkv, D] memory is Strides {page*Hkv*D, D,
-// Hkv*D, 1}).
+// Hkv*D, 1}). Shape and Strides count elements for every dtype, also when
+// Data holds the bytes of a packed one (ggml's blocks: strides multiples
+// of 32; I4: even strides; Strides nil: dense rows of RowLen bytes each).
 type PageTensor struct {
 	Data    Pages
 	Shape   []int64
@@ -118,24 +304,24 @@ type KVCache struct {
 
 // NewKVCache allocates a zero cache of numPages pages of pageSize slots in
 // vLLM's dense layout: K [numPages, kvHeads, pageSize, headDim], V [..,
-// valueDim]. An I8 cache gets per-token scales [numPages, kvHeads,
-// pageSize, 1], an fp8 cache none (scale 1); for other scales, set KScale
-// and VScale yourself.
+// valueDim] (PagesLen entries each: the packed dtypes' bytes). An I8 or I4
+// cache gets per-token scales [numPages, kvHeads, pageSize, 1], an fp8
+// cache none (scale 1), a block format none (its scales are in the
+// blocks); for other scales, set KScale and VScale yourself.
 func NewKVCache(dtype CacheDType, numPages, kvHeads, pageSize, headDim, valueDim int64) (*KVCache, error) {
 	count := func(last int64) (int64, error) {
-		n := int64(1)
 		for _, d := range []int64{numPages, kvHeads, pageSize, last} {
 			if d < 1 {
 				return 0, invalidf("NewKVCache: sizes %v; each must be >= 1",
 					[]int64{numPages, kvHeads, pageSize, headDim, valueDim})
 			}
-			if n > math.MaxInt/d {
-				return 0, invalidf("NewKVCache: [%d, %d, %d, %d] has too many elements",
-					numPages, kvHeads, pageSize, last)
-			}
-			n *= d
 		}
-		return n, nil
+		n, err := PagesLen(dtype, numPages, kvHeads, pageSize, last)
+		if err != nil {
+			msg := strings.TrimPrefix(strings.TrimPrefix(err.(*Error).Message, "PagesLen: "), "RowLen: ")
+			return 0, invalidf("NewKVCache: %s", msg)
+		}
+		return int64(n), nil
 	}
 	n, err := count(headDim)
 	if err != nil {
@@ -165,9 +351,27 @@ func NewKVCache(dtype CacheDType, numPages, kvHeads, pageSize, headDim, valueDim
 		c.K.Data, c.V.Data = make(F8E4M3Pages, n), make(F8E4M3Pages, nv)
 	case CacheF8E5M2:
 		c.K.Data, c.V.Data = make(F8E5M2Pages, n), make(F8E5M2Pages, nv)
+	case CacheQ8_0:
+		c.K.Data, c.V.Data = make(Q8_0Pages, n), make(Q8_0Pages, nv)
+	case CacheQ4_0:
+		c.K.Data, c.V.Data = make(Q4_0Pages, n), make(Q4_0Pages, nv)
+	case CacheQ4_1:
+		c.K.Data, c.V.Data = make(Q4_1Pages, n), make(Q4_1Pages, nv)
+	case CacheQ5_0:
+		c.K.Data, c.V.Data = make(Q5_0Pages, n), make(Q5_0Pages, nv)
+	case CacheQ5_1:
+		c.K.Data, c.V.Data = make(Q5_1Pages, n), make(Q5_1Pages, nv)
+	case CacheIQ4_NL:
+		c.K.Data, c.V.Data = make(IQ4_NLPages, n), make(IQ4_NLPages, nv)
+	case CacheI4:
+		c.K.Data, c.V.Data = make(I4Pages, n), make(I4Pages, nv)
+		ks := NewTensor(numPages, kvHeads, pageSize, 1)
+		vs := NewTensor(numPages, kvHeads, pageSize, 1)
+		c.KScale, c.VScale = &ks, &vs
 	default:
 		return nil, invalidf("NewKVCache: dtype %d; must be CacheF32, CacheF16, CacheBF16, CacheI8, "+
-			"CacheF8E4M3 or CacheF8E5M2", dtype)
+			"CacheF8E4M3, CacheF8E5M2, CacheQ8_0, CacheQ4_0, CacheQ4_1, CacheQ5_0, CacheQ5_1, "+
+			"CacheIQ4_NL or CacheI4", dtype)
 	}
 	return c, nil
 }
@@ -198,8 +402,7 @@ func (c *KVCache) describe(descs *[C.HWYATTN_GO_KV_NUM_SLOTS]C.hwyattn_tensor,
 		if p.t.Data == nil {
 			return invalidf("%s.Data is nil", p.name)
 		}
-		ptr, n, dtype := p.t.Data.pages()
-		d, err := describe(p.name, n, p.t.Shape, p.t.Strides, dtype)
+		d, ptr, err := describePages(p.name, p.t)
 		if err != nil {
 			return err
 		}
@@ -227,8 +430,9 @@ func (c *KVCache) describe(descs *[C.HWYATTN_GO_KV_NUM_SLOTS]C.hwyattn_tensor,
 // into slot slots[t] of the cache (page slots[t] / page_size, offset
 // slots[t] % page_size, every kv head; a negative slot skips the token),
 // converting to the cache's dtype: F32 exactly, F16 and BF16 rounded to
-// nearest even, I8 quantized (per-token scales max|x| / 127 stored at the
-// token's slot, or the caller's per-channel scales). slots has exactly T
+// nearest even, I8 and I4 quantized (per-token scales max|x| / 127 or / 7
+// stored at the token's slot, or the caller's per-channel scales), ggml's
+// block formats as ggml's reference quantizers do. slots has exactly T
 // entries; a slot written twice in one call is an error. On error nothing
 // is written. Call it before KVAttention, with KVLen counting the written
 // tokens.

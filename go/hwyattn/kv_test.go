@@ -4,9 +4,9 @@ package hwyattn
 
 // KVCacheWrite and KVAttention against a float64 oracle written here from
 // include/hwyattn.h's rules: the pages the write leaves (exact F32, BF16
-// rounded by hand, I8 within half a quantization step), and attention of
-// mixed batches (chunked prefill, decode, full prefill) over paged and
-// contiguous caches.
+// rounded by hand, I8 and I4 within half a quantization step, ggml's block
+// formats decoded here from their bytes), and attention of mixed batches
+// (chunked prefill, decode, full prefill) over paged and contiguous caches.
 
 import (
 	"errors"
@@ -14,6 +14,7 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // kvRefOptions are the rules the oracle applies; scale 0 = 1/sqrt(D).
@@ -549,7 +550,326 @@ func TestKVErrors(t *testing.T) {
 		}
 		untouched(c.name)
 	}
-	if _, err := NewKVCache(CacheF8E5M2+1, 1, 1, 1, 1, 1); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := NewKVCache(CacheI4+1, 1, 1, 1, 1, 1); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("NewKVCache with a bad dtype: %v", err)
+	}
+}
+
+// f16Value is an IEEE binary16's value.
+func f16Value(b uint16) float64 {
+	e, m := int(b>>10)&31, float64(b&1023)
+	var v float64
+	switch {
+	case e == 0:
+		v = math.Ldexp(m, -24)
+	case e == 31 && m == 0:
+		v = math.Inf(1)
+	case e == 31:
+		v = math.NaN()
+	default:
+		v = math.Ldexp(1+m/1024, e-15)
+	}
+	if b>>15 != 0 {
+		v = -v
+	}
+	return v
+}
+
+var iq4NLLevels = [16]float64{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+// blockElement is element j of ggml block b of dtype, from
+// include/hwyattn.h's table: an fp16 d (and m) in the machine's byte order,
+// element j < 16 the low nibble of qs[j], j + 16 its high nibble, Q5's
+// fifth bit j bit j of the little-endian 32-bit qh.
+func blockElement(dtype CacheDType, b []byte, j int) float64 {
+	half := func(at int) float64 {
+		if isLittleEndian() {
+			return f16Value(uint16(b[at]) | uint16(b[at+1])<<8)
+		}
+		return f16Value(uint16(b[at])<<8 | uint16(b[at+1]))
+	}
+	d := half(0)
+	if dtype == CacheQ8_0 {
+		return d * float64(int8(b[2+j]))
+	}
+	qs := b[len(b)-16:]
+	q := int(qs[j%16] & 15)
+	if j >= 16 {
+		q = int(qs[j-16] >> 4)
+	}
+	if dtype == CacheQ5_0 || dtype == CacheQ5_1 {
+		at := 2
+		if dtype == CacheQ5_1 {
+			at = 4
+		}
+		qh := uint32(b[at]) | uint32(b[at+1])<<8 | uint32(b[at+2])<<16 | uint32(b[at+3])<<24
+		q |= int((qh>>j)&1) << 4
+	}
+	switch dtype {
+	case CacheQ4_0:
+		return d * float64(q-8)
+	case CacheQ5_0:
+		return d * float64(q-16)
+	case CacheIQ4_NL:
+		return d * iq4NLLevels[q]
+	}
+	return float64(float32(d*float64(q) + half(2))) // Q4_1, Q5_1: d * q + m rounded once to fp32
+}
+
+// pagesBytes is the bytes of a packed Pages value.
+func pagesBytes(p Pages) []byte {
+	switch x := p.(type) {
+	case Q8_0Pages:
+		return x
+	case Q4_0Pages:
+		return x
+	case Q4_1Pages:
+		return x
+	case Q5_0Pages:
+		return x
+	case Q5_1Pages:
+		return x
+	case IQ4_NLPages:
+		return x
+	case I4Pages:
+		return x
+	}
+	return nil
+}
+
+func isLittleEndian() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}
+
+// Every block format, paged: the write, attention of a mixed batch, and the
+// oracle over the pages decoded here (each value within a step of its
+// block's largest input magnitude).
+func TestKVBlockFormats(t *testing.T) {
+	for i, f := range []struct {
+		name  string
+		dtype CacheDType
+		bb    int
+		step  float64
+	}{
+		{"Q8_0", CacheQ8_0, 34, 1.0 / 127}, {"Q4_0", CacheQ4_0, 18, 1.0 / 7}, {"Q4_1", CacheQ4_1, 20, 1.0 / 7},
+		{"Q5_0", CacheQ5_0, 22, 1.0 / 15}, {"Q5_1", CacheQ5_1, 24, 1.0 / 28}, {"IQ4_NL", CacheIQ4_NL, 18, 1.0 / 7},
+	} {
+		t.Run(f.name, func(t *testing.T) {
+			r := rand.New(rand.NewSource(int64(31 + i)))
+			const Hq, Hkv, D, Dv, P, S = 4, 2, 64, 32, 11, 4
+			st := newKVStep(r, Hq, Hkv, D, Dv, []int32{9, 6, 1, 7}, []int32{3, 1, 1, 7})
+			if BlockBytes(f.dtype) != int64(f.bb) {
+				t.Fatalf("BlockBytes %d, want %d", BlockBytes(f.dtype), f.bb)
+			}
+			cache, err := NewKVCache(f.dtype, P, Hkv, S, D, Dv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kb, vb := pagesBytes(cache.K.Data), pagesBytes(cache.V.Data)
+			if len(kb) != P*Hkv*S*D/32*f.bb || len(vb) != P*Hkv*S*Dv/32*f.bb {
+				t.Fatalf("pages of %d and %d bytes", len(kb), len(vb))
+			}
+			table, stride := paging(r, st.kvLen, S, P)
+			cache.BlockTable, cache.BlockTableStride = table, int64(stride)
+			slot := func(s, tok int) int64 { return int64(table[s*stride+tok/S])*S + int64(tok%S) }
+			st.write(t, cache, slot)
+			element := func(b []byte, dim, s, tok, h, d int) float64 {
+				sl := int(slot(s, tok))
+				row := (sl/S*Hkv+h)*S + sl%S
+				at := (row*dim/32 + d/32) * f.bb
+				return blockElement(f.dtype, b[at:at+f.bb], d%32)
+			}
+			key := func(s, tok, h, d int) float64 { return element(kb, D, s, tok, h, d) }
+			val := func(s, tok, h, d int) float64 { return element(vb, Dv, s, tok, h, d) }
+			for s := range st.kvLen {
+				for tok := 0; tok < int(st.kvLen[s]); tok++ {
+					for h := 0; h < Hkv; h++ {
+						for c0 := 0; c0 < D; c0 += 32 {
+							amax := 0.0
+							for d := c0; d < c0+32; d++ {
+								amax = math.Max(amax, math.Abs(st.raw(0, s, tok, h, d)))
+							}
+							for d := c0; d < c0+32; d++ {
+								if e := math.Abs(key(s, tok, h, d) - st.raw(0, s, tok, h, d)); e > amax*f.step*1.01 {
+									t.Fatalf("seq %d token %d head %d k[%d]: off by %g (block max %g)", s, tok, h, d, e, amax)
+								}
+							}
+						}
+					}
+				}
+			}
+			out := NewTensor(int64(st.T), Hq, Dv)
+			lse := NewTensor(int64(st.T), Hq)
+			if err := KVAttention(Tensor{Data: st.q, Shape: []int64{int64(st.T), Hq, D}}, cache,
+				KVBatch{QStart: st.qStart, KVLen: st.kvLen}, &out, &Options{Causal: CausalBottomRight, LSE: &lse}); err != nil {
+				t.Fatal(err)
+			}
+			wantOut, wantLSE := refKVAttention(st.q, st.T, Hq, Hkv, D, Dv, key, val, st.qStart, st.kvLen, nil,
+				kvRefOptions{causal: true})
+			if e := maxRelErr(out.Data, wantOut); e > tolerance {
+				t.Errorf("out: relative error %g", e)
+			}
+			if e := maxRelErr(lse.Data, wantLSE); e > tolerance {
+				t.Errorf("lse: relative error %g", e)
+			}
+		})
+	}
+}
+
+// i4Case: an I4 cache with K scales per token (kChannel nil) or per
+// channel [1, Hkv, 1, D], V scales per token; odd D pads each row's last
+// byte. The numbers the write leaves, and attention against the oracle.
+func i4Case(t *testing.T, seed int64, D, Dv int, kChannel []float32) {
+	r := rand.New(rand.NewSource(seed))
+	const Hq, Hkv, P, S = 4, 2, 11, 4
+	st := newKVStep(r, Hq, Hkv, D, Dv, []int32{9, 6, 1, 7}, []int32{3, 1, 1, 7})
+	cache, err := NewKVCache(CacheI4, P, Hkv, S, int64(D), int64(Dv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	krow, vrow := (D+1)/2, (Dv+1)/2
+	if n, _ := PagesLen(CacheI4, P, Hkv, S, int64(D)); n != P*Hkv*S*krow || len(cache.K.Data.(I4Pages)) != n {
+		t.Fatalf("PagesLen %d; want %d", n, P*Hkv*S*krow)
+	}
+	if kChannel != nil {
+		cache.KScale = &Tensor{Data: kChannel, Shape: []int64{1, Hkv, 1, int64(D)}}
+	}
+	table, stride := paging(r, st.kvLen, S, P)
+	cache.BlockTable, cache.BlockTableStride = table, int64(stride)
+	slot := func(s, tok int) int64 { return int64(table[s*stride+tok/S])*S + int64(tok%S) }
+	st.write(t, cache, slot)
+	kp, vp := cache.K.Data.(I4Pages), cache.V.Data.(I4Pages)
+	row := func(s, tok, h int) int { sl := int(slot(s, tok)); return (sl/S*Hkv+h)*S + sl%S }
+	number := func(p I4Pages, rowBytes, s, tok, h, d int) float64 {
+		b := p[row(s, tok, h)*rowBytes+d/2]
+		x := int(b & 15)
+		if d%2 == 1 {
+			x = int(b >> 4)
+		}
+		if x >= 8 {
+			x -= 16
+		}
+		return float64(x)
+	}
+	kScale := func(s, tok, h, d int) float64 {
+		if kChannel != nil {
+			return float64(kChannel[h*D+d])
+		}
+		return float64(cache.KScale.Data[row(s, tok, h)])
+	}
+	for s := range st.kvLen {
+		for tok := 0; tok < int(st.kvLen[s]); tok++ {
+			for h := 0; h < Hkv; h++ {
+				amax := 0.0
+				for d := 0; d < Dv; d++ {
+					amax = math.Max(amax, math.Abs(st.raw(1, s, tok, h, d)))
+				}
+				if got, want := cache.VScale.Data[row(s, tok, h)], float32(amax)/7; got != want {
+					t.Errorf("seq %d token %d head %d: v scale %g, want %g", s, tok, h, got, want)
+				}
+				for d := 0; d < D; d++ {
+					x := float64(float32(st.raw(0, s, tok, h, d)) / float32(kScale(s, tok, h, d)))
+					want := math.Max(-8, math.Min(7, math.RoundToEven(x)))
+					if got := number(kp, krow, s, tok, h, d); got != want {
+						t.Errorf("seq %d token %d head %d k[%d]: %g, want %g (x / scale = %g)", s, tok, h, d, got, want, x)
+					}
+				}
+				if D%2 == 1 && kp[row(s, tok, h)*krow+krow-1]>>4 != 0 {
+					t.Errorf("seq %d token %d head %d: the padding nibble is set", s, tok, h)
+				}
+			}
+		}
+	}
+	key := func(s, tok, h, d int) float64 { return number(kp, krow, s, tok, h, d) * kScale(s, tok, h, d) }
+	val := func(s, tok, h, d int) float64 {
+		return number(vp, vrow, s, tok, h, d) * float64(cache.VScale.Data[row(s, tok, h)])
+	}
+	out := NewTensor(int64(st.T), Hq, int64(Dv))
+	if err := KVAttention(Tensor{Data: st.q, Shape: []int64{int64(st.T), Hq, int64(D)}}, cache,
+		KVBatch{QStart: st.qStart, KVLen: st.kvLen}, &out, &Options{Scale: Scale(0.4), Causal: CausalBottomRight}); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := refKVAttention(st.q, st.T, Hq, Hkv, D, Dv, key, val, st.qStart, st.kvLen, nil,
+		kvRefOptions{scale: float64(float32(0.4)), causal: true})
+	if e := maxRelErr(out.Data, want); e > tolerance {
+		t.Errorf("out: relative error %g", e)
+	}
+}
+
+func TestKVI4PerTokenScales(t *testing.T) { i4Case(t, 61, 16, 12, nil) }
+
+// KIVI's layout (per-channel K, per-token V) with odd D and Dv.
+func TestKVI4ChannelKTokenVOddDims(t *testing.T) {
+	ch := make([]float32, 2*17)
+	for i := range ch {
+		ch[i] = 0.15 + 0.01*float32(i)
+	}
+	i4Case(t, 62, 17, 9, ch)
+}
+
+func TestKVPackedSizes(t *testing.T) {
+	for _, c := range []struct {
+		dtype CacheDType
+		dim   int64
+		want  int64
+	}{{CacheQ8_0, 64, 68}, {CacheQ4_0, 32, 18}, {CacheQ5_1, 96, 72}, {CacheIQ4_NL, 128, 72},
+		{CacheI4, 17, 9}, {CacheF32, 17, 17}, {CacheF8E4M3, 5, 5}} {
+		if got, err := RowLen(c.dtype, c.dim); err != nil || got != c.want {
+			t.Errorf("RowLen(%d, %d) = %d, %v; want %d", c.dtype, c.dim, got, err, c.want)
+		}
+	}
+	if _, err := RowLen(CacheQ4_1, 48); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "not whole blocks of 32") {
+		t.Errorf("RowLen of 48 Q4_1 elements: %v", err)
+	}
+	if _, err := NewKVCache(CacheQ8_0, 2, 1, 4, 40, 32); !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "NewKVCache: a row of 40 elements") {
+		t.Errorf("NewKVCache with D 40: %v", err)
+	}
+
+	// A Q8_0 pool one block short: the Go side refuses it, naming bytes.
+	q := Tensor{Data: make([]float32, 4*64), Shape: []int64{1, 4, 64}}
+	out := NewTensor(1, 4, 32)
+	cache, err := NewKVCache(CacheQ8_0, 2, 2, 4, 64, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := KVBatch{QStart: []int32{0, 1}, KVLen: []int32{1}}
+	if err := KVAttention(q, cache, batch, &out, nil); err != nil {
+		t.Fatalf("the right sizes: %v", err)
+	}
+	short := *cache
+	short.K.Data = cache.K.Data.(Q8_0Pages)[:2*2*4*68-34]
+	err = KVAttention(q, &short, batch, &out, nil)
+	if !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "cache.K: data has 1054 bytes but shape [2 2 4 64] with strides [512 256 64 1] needs 1088 (34 bytes per 32 elements)") {
+		t.Errorf("short Q8_0 pages: %v", err)
+	}
+	kn := Tensor{Data: make([]float32, 2*64), Shape: []int64{1, 2, 64}}
+	vn := Tensor{Data: make([]float32, 2*32), Shape: []int64{1, 2, 32}}
+	short = *cache
+	short.V.Data = Q8_0Pages(make([]byte, 2*2*4*34-1))
+	if err := KVCacheWrite(&short, kn, vn, []int64{0}); !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "cache.V: data has 543 bytes") {
+		t.Errorf("short Q8_0 V pages: %v", err)
+	}
+	// Rows that are not whole blocks (the library's rule: strides multiples of 32).
+	odd := *cache
+	odd.K.Strides = []int64{512, 256, 40, 1}
+	if err := KVAttention(q, &odd, batch, &out, nil); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "32") {
+		t.Errorf("Q8_0 rows of 40 elements: %v", err)
+	}
+
+	// An I4 pool one byte short of [2, 2, 4, 17]: rows of 9 bytes.
+	c4, err := NewKVCache(CacheI4, 2, 2, 4, 17, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c4.K.Data = c4.K.Data.(I4Pages)[:2*2*4*9-1]
+	q17 := Tensor{Data: make([]float32, 4*17), Shape: []int64{1, 4, 17}}
+	out17 := NewTensor(1, 4, 17)
+	if err := KVAttention(q17, c4, batch, &out17, nil); !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "cache.K: data has 143 bytes but shape [2 2 4 17] with strides [144 72 18 1] needs 144 (1 bytes per 2 elements)") {
+		t.Errorf("short I4 pages: %v", err)
 	}
 }

@@ -26,10 +26,11 @@ from . import _capi
 from ._attention import sdpa
 from ._merge import merge_states
 from ._mha import MultiheadAttention
-from ._kv import KVCache, kv_attention, kv_cache_write
+from ._kv import KVCache, cache_row_size, kv_attention, kv_cache_write
 
 __all__ = [
-    "sdpa", "merge_states", "MultiheadAttention", "KVCache", "kv_attention", "kv_cache_write", "Error", "InvalidArgumentError", "UnsupportedError",
+    "sdpa", "merge_states", "MultiheadAttention", "KVCache", "kv_attention", "kv_cache_write",
+    "cache_row_size", "Error", "InvalidArgumentError", "UnsupportedError",
     "OutOfMemoryError", "version", "abi_version", "simd_target", "set_num_threads",
     "get_num_threads", "library_path", "ABI_VERSION",
 ]

@@ -5,7 +5,7 @@ import ctypes
 
 import numpy as np
 
-from . import _capi
+from . import _capi, _quant
 from ._capi import InvalidArgumentError
 from ._dlpack import adapt
 
@@ -267,10 +267,38 @@ def _batch(shape):
     return shape[0] if len(shape) == 4 else 1
 
 
+def _kv_dtype_names(kv_dtype):
+    """(k's, v's) block format names of sdpa's kv_dtype (None: a float array)."""
+    names = (kv_dtype, kv_dtype) if kv_dtype is None or isinstance(kv_dtype, str) else kv_dtype
+    try:
+        k_name, v_name = names
+    except (TypeError, ValueError):
+        k_name = v_name = ""
+    for n in (k_name, v_name):
+        if n is not None and n not in _quant.BLOCK_FORMATS:
+            raise _invalid("kv_dtype is %r; must be None, one of %s, or a pair of them (k's, "
+                           "v's; None for a float array). int4 is a KV-cache dtype only" %
+                           (kv_dtype, ", ".join("'%s'" % b for b in _quant.BLOCK_FORMATS)))
+    return k_name, v_name
+
+
+def _kv_input(x, name, block, bits_dtype, dim):
+    """(descriptor, array) of k or v: a float input, or with a block format
+    name the uint8 array of its bytes (last dimension: the bytes of a row of
+    `dim` elements, None = what they hold)."""
+    if block is None:
+        return input_tensor(x, name, bits_dtype)
+    a, named = adapt(x, name)
+    if named is not None:
+        raise TypeError("%s: dtype %s; %s data is a uint8 array of its bytes" %
+                        (name, named, block))
+    return _quant.tensor(np.asarray(a), name, block, dim)
+
+
 def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
          window_left=0, window_right=0, softcap=0.0, alibi_slopes=None, sinks=None,
          return_weights=False, return_lse=False, precision=None, out=None, out_dtype=None,
-         input_dtype=None):
+         input_dtype=None, kv_dtype=None):
     """Scaled dot-product attention: softmax(q k^T * scale + mask) v.
 
     q: [B, Hq, Lq, D], k: [B, Hkv, Lk, D], v: [B, Hkv, Lk, Dv] (float32 or
@@ -315,6 +343,15 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
     input_dtype: 'bfloat16' reads uint16 q, k, v arrays as bfloat16 bits
         (in place; numpy has no bfloat16), e.g. a torch bf16 tensor's
         .view(torch.int16).numpy().view(np.uint16).
+    kv_dtype: k and v in one of ggml's block formats, read in place (as
+        llama.cpp's quantized KV cache): 'q8_0', 'q4_0', 'q4_1', 'q5_0',
+        'q5_1' or 'iq4_nl' for both, or a pair (k's, v's) with None for a
+        float one. Such a k or v is a uint8 array of the bytes whose last
+        dimension is the bytes of a row, [B, Hkv, Lk, D // 32 * 34] for
+        q8_0 (18 bytes per 32 elements for q4_0 and iq4_nl, 20 q4_1, 22
+        q5_0, 24 q5_1; D and Dv multiples of 32; k's rows are checked
+        against q's D), as gguf-py's quantize() returns it; the other
+        strides must be whole blocks.
 
     A query row whose keys are all blocked gets zeros (PyTorch gives NaN).
     Returns out [B, Hq, Lq, Dv] (float32, q's rank), or the tuple
@@ -322,12 +359,13 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
     Raises hwyattn.Error (InvalidArgumentError, a ValueError, for bad
     shapes) with the library's explanation.
     """
+    k_block, v_block = _kv_dtype_names(kv_dtype)
     tq, q = input_tensor(q, "q", input_dtype)
-    tk, k = input_tensor(k, "k", input_dtype)
-    tv, v = input_tensor(v, "v", input_dtype)
+    tk, k = _kv_input(k, "k", k_block, input_dtype, q.shape[-1])
+    tv, v = _kv_input(v, "v", v_block, input_dtype, None)
     lead = q.shape[:-1]  # [B, Hq, Lq] right-aligned
     lk = k.shape[-2] if k.ndim >= 2 else 1
-    out_shape = lead + (v.shape[-1],)
+    out_shape = lead + (tv.shape[tv.rank - 1],)  # Dv: elements, also of a block format's bytes
     opts = Options(scale, causal, mask, kv_len, batch=_batch(q.shape), window_left=window_left,
                    window_right=window_right, softcap=softcap, alibi_slopes=alibi_slopes,
                    sinks=sinks, heads=q.shape[-3] if q.ndim >= 3 else 1, precision=precision)

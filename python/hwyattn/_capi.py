@@ -30,6 +30,14 @@ BOOL = 3
 I8 = 4
 F8E4M3 = 5
 F8E5M2 = 6
+# ggml's block formats (llama.cpp's -ctk / -ctv cache types) and int4
+Q8_0 = 7
+Q4_0 = 8
+Q4_1 = 9
+Q5_0 = 10
+Q5_1 = 11
+IQ4_NL = 12
+I4 = 13
 
 # hwyattn_causal
 CAUSAL_NONE = 0

@@ -6,22 +6,26 @@ import ctypes
 
 import numpy as np
 
-from . import _capi
+from . import _capi, _quant
 from ._attention import Options, input_tensor, output_tensor, tensor
 from ._capi import InvalidArgumentError
 from ._dlpack import adapt
 
 # Cache dtypes by name: (the library's code, the numpy storage dtype). numpy
 # has no bfloat16 or fp8: their pages are uint16 / uint8 arrays of the bits,
-# named by a cache_dtype / dtype argument (PyTorch's names).
+# named by a cache_dtype / dtype argument (PyTorch's names). Nor has it
+# ggml's block formats (llama.cpp's -ctk names) or int4: their pages are
+# uint8 arrays whose last dimension counts the bytes of a row (see _quant).
 _CACHE_DTYPES = {"float32": (_capi.F32, np.float32), "float16": (_capi.F16, np.float16),
                  "bfloat16": (_capi.BF16, np.uint16), "int8": (_capi.I8, np.int8),
                  "float8_e4m3fn": (_capi.F8E4M3, np.uint8),
                  "float8_e5m2": (_capi.F8E5M2, np.uint8)}
+_CACHE_DTYPES.update((name, (_quant.code(name), np.uint8)) for name in _quant.PACKED)
 # What an array's own numpy dtype means without a name.
 _IMPLICIT = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16",
              np.dtype(np.int8): "int8"}
-_QUANTIZED = ("int8", "float8_e4m3fn", "float8_e5m2")
+# The dtypes with scale tensors.
+_QUANTIZED = ("int8", "int4", "float8_e4m3fn", "float8_e5m2")
 
 
 def _cache_dtype_name(dtype):
@@ -34,8 +38,24 @@ def _cache_dtype_name(dtype):
         name = None
     if name is None:
         raise TypeError("cache dtype %r; must be one of %s (bfloat16 and fp8 pages are uint16 / uint8 "
-                        "arrays of their bits)" % (dtype, ", ".join(sorted(_CACHE_DTYPES))))
+                        "arrays of their bits; the block formats' and int4's uint8 arrays of "
+                        "their bytes)" % (dtype, ", ".join(sorted(_CACHE_DTYPES))))
     return name
+
+
+def cache_row_size(dtype, dim):
+    """The last dimension of a page array holding rows of `dim` elements of
+    cache dtype `dtype`: `dim` for float32, float16, bfloat16, int8 and fp8
+    (elements of the array's dtype), the bytes of a row for the packed
+    dtypes (uint8 arrays): dim // 32 * 34 for 'q8_0', * 18 for 'q4_0' and
+    'iq4_nl', * 20 for 'q4_1', * 22 for 'q5_0', * 24 for 'q5_1' (dim a
+    multiple of 32, else InvalidArgumentError), (dim + 1) // 2 for 'int4'.
+    E.g. np.zeros((pages, Hkv, page_size, cache_row_size('q8_0', 128)),
+    np.uint8) is a q8_0 pool of head_dim 128."""
+    name = _cache_dtype_name(dtype)
+    if name in _quant.PACKED:
+        return _quant.row_bytes(name, dim)
+    return int(dim)
 
 
 def _pages_code(a, name, cache_dtype):
@@ -44,8 +64,9 @@ def _pages_code(a, name, cache_dtype):
     if cache_dtype is None:
         if a.dtype not in _IMPLICIT:
             raise TypeError("%s: array dtype %s; float32, float16 or int8 pages, or pass "
-                            "cache_dtype='bfloat16' (uint16), 'float8_e4m3fn' or 'float8_e5m2' "
-                            "(uint8)" % (name, a.dtype))
+                            "cache_dtype='bfloat16' (uint16), 'float8_e4m3fn', 'float8_e5m2', "
+                            "'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'iq4_nl' or 'int4' (uint8)"
+                            % (name, a.dtype))
         return _CACHE_DTYPES[_IMPLICIT[a.dtype]][0]
     code, storage = _CACHE_DTYPES[_cache_dtype_name(cache_dtype)]
     if a.dtype != np.dtype(storage):
@@ -89,13 +110,22 @@ def _pages(k, v, cache_dtype):
     return np.asarray(k), np.asarray(v), cache_dtype
 
 
-def _cache_struct(k, v, k_scale, v_scale, block_table, keep, cache_dtype=None):
-    """An hwyattn_kv_cache over the arrays (kept alive in `keep`)."""
+def _page_tensor(a, name, cache_dtype, dim):
+    """(hwyattn_tensor, array) of pages `a`; a packed dtype's uint8 pages
+    hold rows of `dim` elements (None: what the bytes hold)."""
+    if cache_dtype is not None and _cache_dtype_name(cache_dtype) in _quant.PACKED:
+        return _quant.tensor(a, name, _cache_dtype_name(cache_dtype), dim)
+    return tensor(a, name, _pages_code(a, name, cache_dtype))
+
+
+def _cache_struct(k, v, k_scale, v_scale, block_table, keep, cache_dtype=None, dims=(None, None)):
+    """An hwyattn_kv_cache over the arrays (kept alive in `keep`); dims: D
+    and Dv when known (the packed dtypes' pages count bytes)."""
     c = _capi.KvCache()
     _capi.init_struct("hwyattn_kv_cache", c)
     k, v, cache_dtype = _pages(k, v, cache_dtype)
-    c.k, ka = tensor(k, "k", _pages_code(k, "k", cache_dtype))
-    c.v, va = tensor(v, "v", _pages_code(v, "v", cache_dtype))
+    c.k, ka = _page_tensor(k, "k_cache", cache_dtype, dims[0])
+    c.v, va = _page_tensor(v, "v_cache", cache_dtype, dims[1])
     keep += [ka, va]
     for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
         if s is None:
@@ -124,10 +154,15 @@ def kv_cache_write(k_cache, v_cache, k_new, v_new, slots, *, k_scale=None, v_sca
     slots[t] (negative: skipped) of pages the caller owns (vLLM's
     reshape_and_cache): k_cache, v_cache [num_pages, Hkv, page_size, D] /
     [.., Dv] arrays, written in place (any strides), converted to the
-    cache's dtype (rounded to nearest even; int8 and fp8 quantized with
-    k_scale / v_scale as in kv_attention: per-token scales are computed and
-    written, the other layouts read). cache_dtype as in kv_attention;
-    input_dtype='bfloat16' reads uint16 k_new / v_new as bfloat16 bits.
+    cache's dtype (rounded to nearest even; int8, int4 and fp8 quantized
+    with k_scale / v_scale as in kv_attention: per-token scales are computed
+    and written, the other layouts read; the block formats quantized as
+    ggml's reference quantizers do, the same bytes). cache_dtype as in
+    kv_attention: the pages of a block format or of int4 are uint8 arrays
+    [num_pages, Hkv, page_size, cache_row_size(cache_dtype, D)], checked
+    against k_new's D and v_new's Dv (InvalidArgumentError, a ValueError,
+    naming the sizes). input_dtype='bfloat16' reads uint16 k_new / v_new as
+    bfloat16 bits.
     """
     keep = []
     for name, a in (("k_cache", k_cache), ("v_cache", v_cache)):
@@ -148,9 +183,10 @@ def kv_cache_write(k_cache, v_cache, k_new, v_new, slots, *, k_scale=None, v_sca
                 isinstance(s, np.ndarray) and s.dtype == np.float32 and s.flags.writeable):
             raise TypeError("%s: per-token scales are written: they must be a writeable float32 "
                             "array" % name)
-    cache = _cache_struct(k_cache, v_cache, k_scale, v_scale, None, keep, cache_dtype)
     tk, k_new = input_tensor(k_new, "k_new", input_dtype)
     tv, v_new = input_tensor(v_new, "v_new", input_dtype)
+    cache = _cache_struct(k_cache, v_cache, k_scale, v_scale, None, keep, cache_dtype,
+                          (k_new.shape[-1], v_new.shape[-1]))
     t = k_new.shape[0] if k_new.ndim == 3 else 1
     sl = _int_array(slots, "slots", np.int64, t)
     status = _capi.function("hwyattn_kv_cache_write")(
@@ -162,7 +198,8 @@ def kv_cache_write(k_cache, v_cache, k_new, v_new, slots, *, k_scale=None, v_sca
 def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_pos=None,
                  k_scale=None, v_scale=None, cache_dtype=None, scale=None, causal=True,
                  window_left=0, window_right=0, softcap=0.0, alibi_slopes=None, sinks=None,
-                 return_lse=False, precision=None, out=None, out_dtype=None, input_dtype=None):
+                 return_lse=False, precision=None, out=None, out_dtype=None, input_dtype=None,
+                 value_dim=None):
     """Attention of packed varlen queries over a (paged) KV cache.
 
     q: [T, Hq, D] float32/float16, the query tokens of all sequences one
@@ -172,6 +209,16 @@ def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_po
         [pages, page, Hkv, D] memory is k.transpose(0, 2, 1, 3)); bfloat16
         and fp8 pages are uint16 / uint8 arrays of the bits, named by
         cache_dtype ('bfloat16', 'float8_e4m3fn' or 'float8_e5m2').
+        ggml's block formats (llama.cpp's -ctk / -ctv names 'q8_0', 'q4_0',
+        'q4_1', 'q5_0', 'q5_1', 'iq4_nl'; D and Dv multiples of 32, no
+        scales: they are in the blocks) and 'int4' (two per byte, with
+        scales as int8) are uint8 arrays of the bytes whose last dimension
+        is the bytes of a row: [num_pages, Hkv, page_size, D // 32 * 34]
+        for q8_0 (18 bytes per 32 elements for q4_0 and iq4_nl, 20 q4_1,
+        22 q5_0, 24 q5_1), [.., (D + 1) // 2] for int4; see
+        hwyattn.cache_row_size. K's rows are checked against q's D
+        (InvalidArgumentError, a ValueError, naming the sizes). The other
+        strides must be whole blocks (in place, never copied).
     q_start: [num_seqs + 1] ints (cu_seqlens_q); kv_len: [num_seqs] ints,
         the keys of each sequence in the cache, this step's included.
     block_table: [num_seqs, max_pages] ints, the pages of each sequence in
@@ -185,6 +232,9 @@ def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_po
     causal: True (default: key position <= query position) or False; the
         modifiers as in hwyattn.sdpa, with these positions.
     precision, out, out_dtype, input_dtype (for q): as in hwyattn.sdpa.
+    value_dim: the packed dtypes only: Dv, checked against v_cache's bytes
+        (default: what the bytes hold, 2 * the bytes of a row for int4; so
+        needed only for int4 with an odd Dv).
     Returns out [T, Hq, Dv] (float32, or the out= array), and lse [T, Hq]
     with return_lse.
     """
@@ -192,7 +242,8 @@ def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_po
     tq, q = input_tensor(q, "q", input_dtype)
     if q.ndim != 3:
         raise _invalid("q: shape %s; must be [T, Hq, D]" % (q.shape,))
-    cache = _cache_struct(k_cache, v_cache, k_scale, v_scale, block_table, keep, cache_dtype)
+    cache = _cache_struct(k_cache, v_cache, k_scale, v_scale, block_table, keep, cache_dtype,
+                          (q.shape[-1], value_dim))
     qs = _int_array(q_start, "q_start", np.int32)
     n = qs.shape[0] - 1
     if qs.ndim != 1 or n < 1:
@@ -256,14 +307,24 @@ class KVCache(object):
     k, v: [num_pages, Hkv, page_size, D] / [.., Dv] arrays of `dtype`:
     float32, float16, int8, or by name 'bfloat16' (uint16 pages of the
     bits), 'float8_e4m3fn' or 'float8_e5m2' (uint8 pages of the bits).
-    scales, for int8 and fp8 caches: 'token' (k_scale, v_scale
+    The packed dtypes, by llama.cpp's -ctk / -ctv names: ggml's block
+    formats 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'iq4_nl' (head_dim and
+    value_dim multiples of 32; no scales, they are in the blocks) and
+    'int4' (signed, two per byte, scales as int8): k and v are then uint8
+    arrays of the bytes, [num_pages, Hkv, page_size, bytes of a row]
+    (hwyattn.cache_row_size: D // 32 * 34 for q8_0, (D + 1) // 2 for int4),
+    in ggml's block layout (hwyattn.h), which dequantized() decodes.
+    scales, for int8, int4 and fp8 caches: 'token' (k_scale, v_scale
     [num_pages, Hkv, page_size, 1] float32, computed by write as max|x| /
-    the format's largest number: 127, 448, 57344; int8's default), a pair
-    (k_scale, v_scale) of fixed float32 arrays of any layout of
-    hwyattn.kv_attention (per channel, kv head or tensor, e.g. vLLM's two
-    floats), or None (fp8 only: scale 1). channel_scales=(ks, vs) is
-    scales=(ks, vs) given as [Hkv, D] and [Hkv, Dv]. Slot s is offset
-    s % page_size of page s // page_size.
+    the format's largest number: 127, 7, 448, 57344; int8's and int4's
+    default), a pair (k_scale, v_scale) of fixed float32 arrays of any
+    layout of hwyattn.kv_attention (per channel, kv head or tensor, e.g.
+    vLLM's two floats), or None (fp8 only: scale 1). channel_scales=(ks, vs)
+    is scales=(ks, vs) given as [Hkv, D] and [Hkv, Dv]. KIVI's int4,
+    per-channel K with per-token V, is scales=(ks [1, Hkv, 1, D],
+    np.zeros((num_pages, Hkv, page_size, 1), np.float32)): a per-token
+    array is written by write. Slot s is offset s % page_size of page
+    s // page_size.
     """
 
     def __init__(self, num_pages, page_size, kv_heads, head_dim, value_dim=None,
@@ -272,8 +333,10 @@ class KVCache(object):
         self.dtype = _cache_dtype_name(dtype)
         storage = _CACHE_DTYPES[self.dtype][1]
         self.page_size = int(page_size)
-        self.k = _page_aligned_zeros((num_pages, kv_heads, page_size, head_dim), storage)
-        self.v = _page_aligned_zeros((num_pages, kv_heads, page_size, value_dim), storage)
+        self.head_dim, self.value_dim = int(head_dim), int(value_dim)
+        k_row, v_row = (cache_row_size(self.dtype, d) for d in (head_dim, value_dim))
+        self.k = _page_aligned_zeros((num_pages, kv_heads, page_size, k_row), storage)
+        self.v = _page_aligned_zeros((num_pages, kv_heads, page_size, v_row), storage)
         self.k_scale = self.v_scale = None
         if channel_scales is not None:
             if scales is not None:
@@ -282,9 +345,10 @@ class KVCache(object):
             scales = (ks.reshape(1, kv_heads, 1, head_dim), vs.reshape(1, kv_heads, 1, value_dim))
         if self.dtype not in _QUANTIZED:
             if scales is not None:
-                raise _invalid("scales are for int8 and fp8 caches only")
+                raise _invalid("scales are for int8, int4 and fp8 caches only (the block formats "
+                               "carry theirs in the blocks)")
             return
-        if scales is None and self.dtype == "int8":
+        if scales is None and self.dtype in ("int8", "int4"):
             scales = "token"
         if isinstance(scales, str):
             if scales != "token":
@@ -302,11 +366,15 @@ class KVCache(object):
                        v_scale=self.v_scale, cache_dtype=self.dtype)
 
     def dequantized(self):
-        """(k, v) as float64 arrays: the values the pages stand for (bfloat16
-        and fp8 decoded, int8 and fp8 times their scales)."""
+        """(k, v) as float64 arrays [num_pages, Hkv, page_size, D] / [.., Dv]:
+        the values the pages stand for (bfloat16 and fp8 decoded, the block
+        formats' blocks decoded, int8, int4 and fp8 times their scales)."""
         if self.dtype == "bfloat16":
             k, v = ((x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
                     for x in (self.k, self.v))
+        elif self.dtype in _quant.PACKED:
+            k = _quant.decode(self.dtype, self.k, self.head_dim)
+            v = _quant.decode(self.dtype, self.v, self.value_dim)
         elif self.dtype.startswith("float8"):
             table = _fp8_table(self.dtype)
             k, v = table[self.k], table[self.v]
@@ -319,6 +387,7 @@ class KVCache(object):
 
     def attend(self, q, q_start, kv_len, block_table=None, **kwargs):
         """hwyattn.kv_attention over this cache (see there for the arguments)."""
+        kwargs.setdefault("value_dim", self.value_dim)
         return kv_attention(q, self.k, self.v, q_start, kv_len, block_table=block_table,
                             k_scale=self.k_scale, v_scale=self.v_scale, cache_dtype=self.dtype,
                             **kwargs)

@@ -170,7 +170,7 @@ void QuantizeIq4nl(const float* x, unsigned char* y) {
 }  // namespace
 
 void DequantizeRow(Dtype t, const unsigned char* src, int64_t n, float* out) {
-  DequantizeBlocks(t, src, n, out);
+  DequantizeRowInline(t, src, n, out);
 }
 
 void QuantizeBlocks(Dtype t, const float* x, int64_t n, unsigned char* dst) {

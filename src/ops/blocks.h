@@ -17,6 +17,10 @@
 // bits), so a dequantized element is the exact value except Q4_1 / Q5_1's
 // "+ m", rounded once to nearest even.
 //
+// I4 (not a block format, but packed too: IsPackedDtype) is signed nibbles,
+// element 2i of a row the low nibble of byte i; its scales are the cache's
+// (as I8's) and the kernels apply them: its rows dequantize to the numbers.
+//
 // Dequantization is here (inline: the kernels' per-target code calls it
 // where they load a tile); quantization (hwyattn_kv_cache_write), which
 // must give ggml's reference quantizers' bytes, is in blocks.cc.
@@ -97,6 +101,31 @@ inline void DequantizeBlock(const unsigned char* HWY_RESTRICT block, float* HWY_
   }
 }
 
+// out[0, n) = the n signed nibbles from `bytes` (I4; the first in the low
+// nibble). Reads (n + 1) / 2 bytes.
+inline void DequantizeI4(const unsigned char* HWY_RESTRICT bytes, int64_t n,
+                         float* HWY_RESTRICT out) {
+  // (nibble ^ 8) - 8: the nibble as a two's complement int4.
+  for (int64_t i = 0; 2 * i + 1 < n; ++i) {
+    out[2 * i] = static_cast<float>(((bytes[i] & 0xF) ^ 8) - 8);
+    out[2 * i + 1] = static_cast<float>(((bytes[i] >> 4) ^ 8) - 8);
+  }
+  if (n % 2 != 0) out[n - 1] = static_cast<float>(((bytes[n / 2] & 0xF) ^ 8) - 8);
+}
+
+// out[0, n) = elements [d0, d0 + n) of a row in the packed format kType, with
+// d0 a multiple of kBlockElems and n = kBlockElems except at an I4 row's
+// end: the unit the packing loops dequantize.
+template <Dtype kType>
+inline void DequantizeSpan(const unsigned char* HWY_RESTRICT row, int64_t d0, int64_t n,
+                           float* HWY_RESTRICT out) {
+  if constexpr (kType == Dtype::kI4) {
+    DequantizeI4(row + d0 / 2, n, out);
+  } else {
+    DequantizeBlock<kType>(row + d0 / kBlockElems * static_cast<int64_t>(BlockBytes(kType)), out);
+  }
+}
+
 // Calls body(std::integral_constant<Dtype, t>) for the block format t: the
 // one switch over block formats.
 template <class Body>
@@ -113,17 +142,26 @@ HWY_INLINE void DispatchBlockDtype(Dtype t, const Body& body) {
   HWY_ABORT("hwyattn: dtype %d reached a kernel that reads block formats", static_cast<int>(t));
 }
 
-// out[0, n) = the n values (a multiple of kBlockElems) of the blocks at src.
-inline void DequantizeBlocks(Dtype t, const unsigned char* HWY_RESTRICT src, int64_t n,
-                             float* HWY_RESTRICT out) {
-  DispatchBlockDtype(t, [&](auto type) {
+// DispatchBlockDtype for a packed format (IsPackedDtype): a block format or I4.
+template <class Body>
+HWY_INLINE void DispatchPackedDtype(Dtype t, const Body& body) {
+  if (t == Dtype::kI4) return body(std::integral_constant<Dtype, Dtype::kI4>());
+  DispatchBlockDtype(t, body);
+}
+
+// out[0, n) = the n values of a row in the packed format t (for a block
+// format n is a multiple of kBlockElems).
+inline void DequantizeRowInline(Dtype t, const unsigned char* HWY_RESTRICT src, int64_t n,
+                                float* HWY_RESTRICT out) {
+  DispatchPackedDtype(t, [&](auto type) {
     constexpr Dtype kType = decltype(type)::value;
-    const size_t bytes = BlockBytes(kType);
-    for (int64_t i = 0; i < n; i += kBlockElems, src += bytes) DequantizeBlock<kType>(src, out + i);
+    for (int64_t i = 0; i < n; i += kBlockElems) {
+      DequantizeSpan<kType>(src, i, n - i < kBlockElems ? n - i : kBlockElems, out + i);
+    }
   });
 }
 
-// DequantizeBlocks compiled once, in blocks.cc, with the compiler's
+// DequantizeRowInline compiled once, in blocks.cc, with the compiler's
 // vectorization (for the baseline target): for callers whose own file is
 // not auto-vectorized (the decode kernel's, -fno-tree-vectorize), 4-8x the
 // scalar loops' speed there.

@@ -548,7 +548,7 @@ void StageRows(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh
   for (int64_t i = 0; i < n; ++i) {
     const int64_t at = p.KeyRowOffset(t, b, kvh, j + i);
     float* HWY_RESTRICT row = dst + static_cast<size_t>(i) * ld;
-    if (IsBlockDtype(t.dtype)) {
+    if (IsPackedDtype(t.dtype)) {
       DequantizeRow(t.dtype, t.BytesAt(at), dim, row);  // vectorized (blocks.cc)
     } else {
       DispatchFloatDtype(t.dtype, [&](auto tag) {

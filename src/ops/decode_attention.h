@@ -48,7 +48,7 @@ constexpr size_t kDecodeMaxRuns = 65;
 // per-worker buffer, and runs its F32 loops on them: no kernel instance per
 // format, and K and V may differ (a block format and a float one too).
 inline bool DecodeStaged(const SdpaProblem& p) {
-  return IsBlockDtype(p.k.dtype) || IsBlockDtype(p.v.dtype);
+  return IsPackedDtype(p.k.dtype) || IsPackedDtype(p.v.dtype);
 }
 constexpr int64_t kStageKeys = 32;
 // Floats between staged rows: the longer of D and Dv, in whole lines.

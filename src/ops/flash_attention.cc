@@ -226,15 +226,28 @@ void PackKeys(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT 
   }
 }
 
-// PackKeys of K in a block format (blocks.h): each row dequantized a
-// block at a time.
+// Elements [d0, d0 + n) of key (or value) j's row of t in the packed format
+// kType (blocks.h) into x as fp32 values: I4's numbers times the cache's
+// scales (s: k_scale or v_scale), a block format's as they are.
+template <Dtype kType>
+HWY_INLINE void PackedSpan(const SdpaProblem& p, const TensorView& t, const KvScale& s, int64_t b,
+                           int64_t kvh, int64_t j, int64_t d0, int64_t n, float* HWY_RESTRICT x) {
+  DequantizeSpan<kType>(t.BytesAt(p.KeyRowOffset(t, b, kvh, j)), d0, n, x);
+  if constexpr (kType == Dtype::kI4) {
+    int64_t step;
+    const float* scale = p.ScaleRow(s, b, kvh, j, &step) + d0 * step;
+    for (int64_t i = 0; i < n; ++i) x[i] *= scale[i * step];
+  }
+}
+
+// PackKeys of K in a packed format (blocks.h): each row dequantized a
+// block (of I4: 32 elements) at a time.
 template <bool kRound>
-void PackKeyBlocks(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
+void PackKeysPacked(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
   const int64_t dim = p.head_dim, key_end = p.KeyEnd(b);
   const int64_t panels = (key_end + kMR - 1) / kMR;
-  DispatchBlockDtype(p.k.dtype, [&](auto type) {
+  DispatchPackedDtype(p.k.dtype, [&](auto type) {
     constexpr Dtype kType = decltype(type)::value;
-    const size_t bytes = BlockBytes(kType);
     for (int64_t panel = 0; panel < panels; ++panel) {
       float* HWY_RESTRICT out = dst + panel * dim * kMR;
       for (size_t r = 0; r < kMR; ++r) {
@@ -243,11 +256,11 @@ void PackKeyBlocks(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_REST
           for (int64_t d = 0; d < dim; ++d) out[d * kMR + r] = 0.0f;
           continue;
         }
-        const unsigned char* row = p.k.BytesAt(p.KeyRowOffset(p.k, b, kvh, j));
-        for (int64_t d0 = 0; d0 < dim; d0 += kBlockElems, row += bytes) {
+        for (int64_t d0 = 0; d0 < dim; d0 += kBlockElems) {
+          const int64_t n = std::min(kBlockElems, dim - d0);
           float x[kBlockElems];
-          DequantizeBlock<kType>(row, x);
-          for (int64_t i = 0; i < kBlockElems; ++i) out[(d0 + i) * kMR + r] = Operand<kRound>(x[i]);
+          PackedSpan<kType>(p, p.k, p.k_scale, b, kvh, j, d0, n, x);
+          for (int64_t i = 0; i < n; ++i) out[(d0 + i) * kMR + r] = Operand<kRound>(x[i]);
         }
       }
     }
@@ -274,20 +287,19 @@ void PackValues(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRIC
   }
 }
 
-// PackValues of V in a block format.
+// PackValues of V in a packed format.
 template <bool kRound>
-void PackValueBlocks(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
+void PackValuesPacked(const SdpaProblem& p, int64_t b, int64_t kvh, float* HWY_RESTRICT dst) {
   const int64_t value_dim = p.value_dim, key_end = p.KeyEnd(b);
-  DispatchBlockDtype(p.v.dtype, [&](auto type) {
+  DispatchPackedDtype(p.v.dtype, [&](auto type) {
     constexpr Dtype kType = decltype(type)::value;
-    const size_t bytes = BlockBytes(kType);
     for (int64_t j = 0; j < key_end; ++j) {
-      const unsigned char* row = p.v.BytesAt(p.KeyRowOffset(p.v, b, kvh, j));
       float* HWY_RESTRICT out = dst + j * value_dim;
-      for (int64_t d0 = 0; d0 < value_dim; d0 += kBlockElems, row += bytes) {
-        DequantizeBlock<kType>(row, out + d0);
+      for (int64_t d0 = 0; d0 < value_dim; d0 += kBlockElems) {
+        const int64_t n = std::min(kBlockElems, value_dim - d0);
+        PackedSpan<kType>(p, p.v, p.v_scale, b, kvh, j, d0, n, out + d0);
         if (kRound) {
-          for (int64_t i = 0; i < kBlockElems; ++i) out[d0 + i] = Operand<true>(out[d0 + i]);
+          for (int64_t i = 0; i < n; ++i) out[d0 + i] = Operand<true>(out[d0 + i]);
         }
       }
     }
@@ -470,8 +482,8 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   const SdpaProblem& p = *plan.problem;
   float* k_dst = const_cast<float*>(plan.PackedK(b, kvh));
   const bool round = p.Bf16Products();
-  if (!plan.keys_in_place && IsBlockDtype(p.k.dtype)) {
-    round ? PackKeyBlocks<true>(p, b, kvh, k_dst) : PackKeyBlocks<false>(p, b, kvh, k_dst);
+  if (!plan.keys_in_place && IsPackedDtype(p.k.dtype)) {
+    round ? PackKeysPacked<true>(p, b, kvh, k_dst) : PackKeysPacked<false>(p, b, kvh, k_dst);
   } else if (!plan.keys_in_place) {
     DispatchCacheDtype(p.k.dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -480,8 +492,8 @@ void PackKV(const FlashPlan& plan, int64_t b, int64_t kvh) {
   }
   if (!plan.values_in_place) {
     float* v_dst = k_dst + plan.packed_k_floats;
-    if (IsBlockDtype(p.v.dtype)) {
-      round ? PackValueBlocks<true>(p, b, kvh, v_dst) : PackValueBlocks<false>(p, b, kvh, v_dst);
+    if (IsPackedDtype(p.v.dtype)) {
+      round ? PackValuesPacked<true>(p, b, kvh, v_dst) : PackValuesPacked<false>(p, b, kvh, v_dst);
     } else {
       DispatchCacheDtype(p.v.dtype, [&](auto tag) {
         using T = decltype(tag);

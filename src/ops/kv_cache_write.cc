@@ -7,8 +7,8 @@
 // the block formats as ggml's reference quantizers (src/ops/blocks.cc).
 // Their arithmetic runs in vectors on the buffer: max |x| over the row (NaNs
 // ignored), x / scale (fp32 division); then I8's NaN -> 0, clamped to
-// [-127, 127], rounded to nearest even, or FP8's rounding (FloatToFp8,
-// convert.h), one element at a time. Elementwise and with a fixed order
+// [-127, 127] (I4: [-8, 7]), rounded to nearest even, or FP8's rounding
+// (FloatToFp8, convert.h), one element at a time. Elementwise and with a fixed order
 // per row, so every target and every thread count gives the same bytes
 // (the maximum is order-free, the rest is per element).
 //
@@ -70,11 +70,12 @@ void Divide(float* HWY_RESTRICT buffer, const float* HWY_RESTRICT scales, bool p
   }
 }
 
-// buffer[d] = round_even(clamp(buffer[d], -127, 127)), NaN -> 0: I8's rule.
-void RoundToInt8(float* HWY_RESTRICT buffer, int64_t dim) {
+// buffer[d] = round_even(clamp(buffer[d], lo, hi)), NaN -> 0: I8's rule
+// ([-127, 127]) and I4's ([-8, 7]).
+void RoundToInt(float* HWY_RESTRICT buffer, int64_t dim, float lowest, float highest) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  const auto lo = hn::Set(df, -127.0f), hi = hn::Set(df, 127.0f);
+  const auto lo = hn::Set(df, lowest), hi = hn::Set(df, highest);
   for (int64_t d = 0; d < dim; d += lanes) {
     auto y = hn::Load(df, buffer + d);
     y = hn::IfThenZeroElse(hn::IsNaN(y), y);
@@ -96,16 +97,42 @@ float MaxAbs(const float* HWY_RESTRICT buffer, int64_t dim) {
 }
 
 // The magnitude a per-token scale maps the row's largest |x| to: 127 for
-// I8, the largest finite number for FP8.
+// I8, 7 for I4, the largest finite number for FP8.
 template <typename T>
 constexpr float QuantizedMax() {
   if constexpr (kIsFp8<T>) return Fp8Format<T>::kMax;
   return 127.0f;
 }
+constexpr float kI4Max = 7.0f;
+
+// A quantized cache's row in buffer divided by its scales (per token: max
+// |x| / `most`, computed here and stored at (page, h, offset) of `scale`).
+void DivideByScales(KvScales layout, const TensorView& scale, int64_t page, int64_t h,
+                    int64_t offset, int64_t dim, float most, float* HWY_RESTRICT buffer) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t padded = (dim + lanes - 1) / lanes * lanes;
+  float* scales = buffer + padded;  // per channel: this row's scales, padded with ones
+  if (layout == KvScales::kPerToken) {
+    const float s = MaxAbs(buffer, dim) / most;
+    scale.AsMutable<float>()[scale.Offset(page, h, offset, 0)] = s;
+    scales[0] = s;
+    if (s == 0.0f) {
+      for (int64_t d = 0; d < dim; ++d) buffer[d] = 0.0f;
+    } else {
+      Divide(buffer, scales, false, dim);
+    }
+  } else {
+    const float* sc = scale.As<float>() + scale.Offset(0, h, 0, 0);
+    for (int64_t d = 0; d < dim; ++d) scales[d] = sc[d * scale.stride[3]];
+    for (int64_t d = dim; d < padded; ++d) scales[d] = 1.0f;
+    Divide(buffer, scales, true, dim);
+  }
+}
 
 // Stores the row in buffer into (page, h, offset) of `dst` (and, with
 // per-token scales, its scale). A quantized cache's row is divided by its
-// scales first (per token: max |x| / QuantizedMax, computed here).
+// scales first (DivideByScales).
 void StoreRow(const TensorView& dst, KvScales layout, const TensorView& scale, int64_t page,
               int64_t h, int64_t offset, int64_t dim, float* HWY_RESTRICT buffer) {
   const int64_t at = dst.Offset(page, h, offset, 0), stride = dst.stride[3];
@@ -113,31 +140,24 @@ void StoreRow(const TensorView& dst, KvScales layout, const TensorView& scale, i
     QuantizeBlocks(dst.dtype, buffer, dim, const_cast<unsigned char*>(dst.BytesAt(at)));
     return;
   }
+  if (dst.dtype == Dtype::kI4) {  // nibbles, element 2i low (validation: stride 1)
+    DivideByScales(layout, scale, page, h, offset, dim, kI4Max, buffer);
+    RoundToInt(buffer, dim, -8.0f, 7.0f);
+    unsigned char* out = const_cast<unsigned char*>(dst.BytesAt(at));
+    for (int64_t d = 0; d < dim; d += 2) {
+      const int lo = static_cast<int>(buffer[d]);
+      const int hi = d + 1 < dim ? static_cast<int>(buffer[d + 1]) : 0;
+      out[d / 2] = static_cast<unsigned char>((lo & 0xF) | (hi & 0xF) << 4);
+    }
+    return;
+  }
   DispatchCacheDtype(dst.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* out = dst.AsMutable<T>() + at;
     if constexpr (kIsQuantized<T>) {
-      const DF df;
-      const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-      const int64_t padded = (dim + lanes - 1) / lanes * lanes;
-      float* scales = buffer + padded;  // per channel: this row's scales, padded with ones
-      if (layout == KvScales::kPerToken) {
-        const float s = MaxAbs(buffer, dim) / QuantizedMax<T>();
-        scale.AsMutable<float>()[scale.Offset(page, h, offset, 0)] = s;
-        scales[0] = s;
-        if (s == 0.0f) {
-          for (int64_t d = 0; d < dim; ++d) buffer[d] = 0.0f;
-        } else {
-          Divide(buffer, scales, false, dim);
-        }
-      } else {
-        const float* sc = scale.As<float>() + scale.Offset(0, h, 0, 0);
-        for (int64_t d = 0; d < dim; ++d) scales[d] = sc[d * scale.stride[3]];
-        for (int64_t d = dim; d < padded; ++d) scales[d] = 1.0f;
-        Divide(buffer, scales, true, dim);
-      }
+      DivideByScales(layout, scale, page, h, offset, dim, QuantizedMax<T>(), buffer);
       if constexpr (std::is_same_v<T, int8_t>) {
-        RoundToInt8(buffer, dim);
+        RoundToInt(buffer, dim, -127.0f, 127.0f);
         for (int64_t d = 0; d < dim; ++d) out[d * stride] = static_cast<int8_t>(buffer[d]);
       } else {
         for (int64_t d = 0; d < dim; ++d) out[d * stride] = FloatToFp8<T>(buffer[d]);

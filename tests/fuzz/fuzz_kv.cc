@@ -84,18 +84,25 @@ void ExpectError(hwyattn_status s, const std::vector<std::pair<const Block*, std
 int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   const int64_t Hkv = in.ConsumeIntegralInRange(1, 3), G = in.ConsumeIntegralInRange(1, 3);
   const int64_t Hq = Hkv * G, S = in.ConsumeIntegralInRange(1, 9);
-  const hwyattn_dtype dtypes[12] = {HWYATTN_F32,    HWYATTN_F16,    HWYATTN_BF16, HWYATTN_I8,
+  const hwyattn_dtype dtypes[13] = {HWYATTN_F32,    HWYATTN_F16,    HWYATTN_BF16, HWYATTN_I8,
                                     HWYATTN_F8E4M3, HWYATTN_F8E5M2, HWYATTN_Q8_0, HWYATTN_Q4_0,
-                                    HWYATTN_Q4_1,   HWYATTN_Q5_0,   HWYATTN_Q5_1, HWYATTN_IQ4_NL};
-  const hwyattn_dtype dtype = dtypes[in.ConsumeIntegralInRange(0, 11)];
-  // ggml's block formats: rows of blocks of 32 (and no scale tensors).
+                                    HWYATTN_Q4_1,   HWYATTN_Q5_0,   HWYATTN_Q5_1, HWYATTN_IQ4_NL,
+                                    HWYATTN_I4};
+  const hwyattn_dtype dtype = dtypes[in.ConsumeIntegralInRange(0, 12)];
+  // ggml's block formats: rows of blocks of 32 (and no scale tensors); I4:
+  // even head dims, so that dense rows start on a byte.
   const size_t block = hwyattn_test::BlockBytes(dtype);
-  const int64_t D = block ? 32 * in.ConsumeIntegralInRange(1, 2) : in.ConsumeIntegralInRange(1, 17);
-  const int64_t Dv = in.ConsumeBool() ? D
-                     : block          ? 32 * in.ConsumeIntegralInRange(1, 2)
-                                      : in.ConsumeIntegralInRange(1, 17);
-  const bool quantized = dtype == HWYATTN_I8 || dtype == HWYATTN_F8E4M3 || dtype == HWYATTN_F8E5M2;
-  const bool fp8 = quantized && dtype != HWYATTN_I8;
+  const bool int4 = dtype == HWYATTN_I4;
+  auto draw_dim = [&] {
+    return block  ? 32 * in.ConsumeIntegralInRange(1, 2)
+           : int4 ? 2 * in.ConsumeIntegralInRange(1, 9)
+                  : in.ConsumeIntegralInRange(1, 17);
+  };
+  const int64_t D = draw_dim();
+  const int64_t Dv = in.ConsumeBool() ? D : draw_dim();
+  const bool quantized =
+      dtype == HWYATTN_I8 || int4 || dtype == HWYATTN_F8E4M3 || dtype == HWYATTN_F8E5M2;
+  const bool fp8 = quantized && dtype != HWYATTN_I8 && !int4;
   // Scale layouts: 0 per token, 1 per channel, 2 per kv head, 3 per tensor.
   const int k_layout = in.ConsumeIntegralInRange(0, 3), v_layout = in.ConsumeIntegralInRange(0, 3);
   const bool k_token = k_layout == 0, v_token = v_layout == 0;
@@ -140,7 +147,7 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   // (huge keys make huge scores, whose float32 roundings the tolerance
   // must then allow: ScoreTolerance).
   const bool small_keys = fp8 && in.ConsumeBool();
-  const size_t es = block ? 1 : hwyattn_test::DtypeSize(dtype);  // block formats: bytes
+  const size_t es = block || int4 ? 1 : hwyattn_test::DtypeSize(dtype);  // packed: bytes
   Block kp(hwyattn_test::StorageBytes(dtype, P * Hkv * S * D)),
       vp(hwyattn_test::StorageBytes(dtype, P * Hkv * S * Dv));
   for (Block* b : {&kp, &vp}) {
@@ -154,7 +161,7 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
           const uint16_t h = hwyattn_test::FloatToF16(x);
           memcpy(b->data.get() + e - 1, &h, 2);
         }
-      } else if (dtype == HWYATTN_I8) {
+      } else if (dtype == HWYATTN_I8 || int4) {
         b->data[e] = static_cast<unsigned char>(in.ConsumeIntegral<uint8_t>());
       } else if (fp8) {  // any finite number (NaN and infinities become small ones)
         uint8_t x = in.ConsumeIntegral<uint8_t>();

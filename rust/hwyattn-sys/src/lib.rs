@@ -69,6 +69,29 @@ pub const HWYATTN_I8: hwyattn_dtype = 4;
 pub const HWYATTN_F8E4M3: hwyattn_dtype = 5;
 /// OCP FP8 E5M2 (IEEE-like, max 57344), stored as `u8`; as `HWYATTN_F8E4M3`.
 pub const HWYATTN_F8E5M2: hwyattn_dtype = 6;
+/// ggml's Q8_0 block (llama.cpp's `-ctk q8_0`): 32 elements of the last
+/// dimension in 34 bytes, an fp16 d in the machine's byte order then
+/// `i8 qs[32]`, value d * q. The block formats (`HWYATTN_Q8_0` ..
+/// `HWYATTN_IQ4_NL`) are accepted as k/v of `hwyattn_sdpa` and as the pages
+/// of an `hwyattn_kv_cache` (no scale tensors); the last dimension a
+/// multiple of 32 with stride 1, the other strides (in elements) multiples
+/// of 32. The header has the layouts.
+pub const HWYATTN_Q8_0: hwyattn_dtype = 7;
+/// ggml's Q4_0 block: d, `u8 qs[16]` (18 bytes), value d * (nibble - 8).
+pub const HWYATTN_Q4_0: hwyattn_dtype = 8;
+/// ggml's Q4_1 block: d, m, `u8 qs[16]` (20 bytes), value d * nibble + m.
+pub const HWYATTN_Q4_1: hwyattn_dtype = 9;
+/// ggml's Q5_0 block: d, `u8 qh[4]`, `u8 qs[16]` (22 bytes), value d * (q5 - 16).
+pub const HWYATTN_Q5_0: hwyattn_dtype = 10;
+/// ggml's Q5_1 block: d, m, `u8 qh[4]`, `u8 qs[16]` (24 bytes), value d * q5 + m.
+pub const HWYATTN_Q5_1: hwyattn_dtype = 11;
+/// ggml's IQ4_NL block: d, `u8 qs[16]` (18 bytes), value `d * level[nibble]`.
+pub const HWYATTN_IQ4_NL: hwyattn_dtype = 12;
+/// Signed int4 in [-8, 7], two per byte (element 2i the low nibble of byte
+/// i), value x * scale with I8's scale layouts; only as the pages of an
+/// `hwyattn_kv_cache` (K and V both I4). Strides count elements: the last
+/// is 1, the others even.
+pub const HWYATTN_I4: hwyattn_dtype = 13;
 
 /// `enum hwyattn_causal`.
 pub type hwyattn_causal = c_uint;

@@ -18,10 +18,63 @@ mod sealed {
 
 /// The element type of a cache's pages: `f32`, [`F16`], [`Bf16`], `i8`
 /// (symmetric int8, value = x * scale, with [`KvScale`]s), [`F8E4M3`] or
-/// [`F8E5M2`] (OCP fp8, value = x * scale, scales optional). Sealed.
+/// [`F8E5M2`] (OCP fp8, value = x * scale, scales optional); or an item
+/// that packs several elements: one of ggml's blocks of 32 ([`BlockQ8_0`],
+/// [`BlockQ4_0`], [`BlockQ4_1`], [`BlockQ5_0`], [`BlockQ5_1`],
+/// [`BlockIQ4NL`]: llama.cpp's quantized KV caches, no scales) or a byte
+/// of two int4 numbers ([`I4x2`], value = x * scale, with [`KvScale`]s).
+/// Shapes and strides always count elements; a slice of a packed type
+/// holds [`CacheElement::row_len`] items per row. Sealed.
 pub trait CacheElement: Copy + sealed::Sealed {
     /// The C dtype of the pages.
     const DTYPE: sys::hwyattn_dtype;
+    /// The elements one item holds: 1, 32 for a block, 2 for [`I4x2`].
+    const ELEMENTS: usize = 1;
+
+    /// The items that hold a row of `dim` elements: `dim` numbers, `dim /
+    /// 32` blocks (`dim` a multiple of 32, else an error) or `(dim + 1) / 2`
+    /// [`I4x2`] bytes (an odd `dim` leaves the last high nibble as padding).
+    fn row_len(dim: usize) -> Result<usize> {
+        if Self::ELEMENTS == 32 && dim % 32 != 0 {
+            return Err(Error::invalid(format!(
+                "a row of {} elements is not whole {} blocks of {}",
+                dim,
+                short_type_name::<Self>(),
+                Self::ELEMENTS
+            )));
+        }
+        Ok((dim + Self::ELEMENTS - 1) / Self::ELEMENTS)
+    }
+
+    /// The slice length of dense pages `[num_pages, kv_heads, page_size,
+    /// dim]` (what [`KvCache::new`] needs): `num_pages * kv_heads *
+    /// page_size * row_len(dim)` items (`size_of::<Self>()` bytes each).
+    fn pages_len(num_pages: usize, kv_heads: usize, page_size: usize, dim: usize) -> Result<usize> {
+        let row = Self::row_len(dim)?;
+        [num_pages, kv_heads, page_size]
+            .iter()
+            .try_fold(row, |n, &d| n.checked_mul(d))
+            .filter(|&n| {
+                n.checked_mul(size_of::<Self>())
+                    .map_or(false, |b| b <= isize::MAX as usize)
+            })
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "pages [{}, {}, {}, {}] of {} overflow the address space",
+                    num_pages,
+                    kv_heads,
+                    page_size,
+                    dim,
+                    short_type_name::<Self>()
+                ))
+            })
+    }
+}
+
+/// The type's own name, without its path ("BlockQ8_0").
+fn short_type_name<T: ?Sized>() -> &'static str {
+    let full = std::any::type_name::<T>();
+    full.rsplit("::").next().unwrap_or(full)
 }
 impl sealed::Sealed for f32 {}
 impl sealed::Sealed for F16 {}
@@ -46,6 +99,146 @@ impl CacheElement for F8E4M3 {
 }
 impl CacheElement for F8E5M2 {
     const DTYPE: sys::hwyattn_dtype = sys::HWYATTN_F8E5M2;
+}
+
+macro_rules! ggml_block {
+    ($name:ident, $bytes:expr, $dtype:ident, $doc:expr) => {
+        #[doc = $doc]
+        ///
+        /// Its bytes as ggml lays them out (include/hwyattn.h): an fp16 `d`
+        /// in the machine's byte order first; in the 4- and 5-bit formats
+        /// element j < 16 is the low nibble of `qs[j]` and element j + 16 its
+        /// high nibble, and Q5's fifth bit of element j is bit j of the
+        /// little-endian 32-bit `qh`. [`kv_cache_write`] quantizes as ggml's
+        /// reference quantizers do (the same bytes). A cache page of these
+        /// holds `D / 32` blocks per row.
+        #[repr(transparent)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub struct $name(pub [u8; $bytes]);
+
+        impl $name {
+            /// The bytes of one block.
+            pub const BYTES: usize = $bytes;
+
+            /// The blocks of a byte buffer (an engine's pool, an mmap'ed
+            /// file), in place: its length must be a whole number of blocks.
+            pub fn from_bytes_mut(bytes: &mut [u8]) -> Result<&mut [$name]> {
+                if bytes.len() % $bytes != 0 {
+                    return Err(Error::invalid(format!(
+                        "{} bytes are not a whole number of {} blocks of {} bytes",
+                        bytes.len(),
+                        stringify!($name),
+                        $bytes
+                    )));
+                }
+                // SAFETY: $name is repr(transparent) over [u8; $bytes]
+                // (alignment 1, no padding, every bit pattern valid), and the
+                // slice covers exactly the buffer, borrowed mutably.
+                Ok(unsafe {
+                    std::slice::from_raw_parts_mut(
+                        bytes.as_mut_ptr() as *mut $name,
+                        bytes.len() / $bytes,
+                    )
+                })
+            }
+
+            /// The bytes of a slice of blocks.
+            pub fn as_bytes(blocks: &[$name]) -> &[u8] {
+                // SAFETY: as in from_bytes_mut; u8 has no invalid values.
+                unsafe {
+                    std::slice::from_raw_parts(blocks.as_ptr() as *const u8, blocks.len() * $bytes)
+                }
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name([0; $bytes])
+            }
+        }
+
+        impl sealed::Sealed for $name {}
+        impl CacheElement for $name {
+            const DTYPE: sys::hwyattn_dtype = sys::$dtype;
+            const ELEMENTS: usize = 32;
+        }
+    };
+}
+
+ggml_block!(
+    BlockQ8_0,
+    34,
+    HWYATTN_Q8_0,
+    "ggml's Q8_0 block (llama.cpp's `-ctk q8_0`, `HWYATTN_Q8_0`): 32 elements in 34 bytes, \
+     `d: f16, qs: [i8; 32]`, value d * q."
+);
+ggml_block!(
+    BlockQ4_0,
+    18,
+    HWYATTN_Q4_0,
+    "ggml's Q4_0 block (`-ctk q4_0`, `HWYATTN_Q4_0`): 32 elements in 18 bytes, \
+     `d: f16, qs: [u8; 16]`, value d * (nibble - 8)."
+);
+ggml_block!(
+    BlockQ4_1,
+    20,
+    HWYATTN_Q4_1,
+    "ggml's Q4_1 block (`-ctk q4_1`, `HWYATTN_Q4_1`): 32 elements in 20 bytes, \
+     `d: f16, m: f16, qs: [u8; 16]`, value d * nibble + m (rounded once to f32)."
+);
+ggml_block!(
+    BlockQ5_0,
+    22,
+    HWYATTN_Q5_0,
+    "ggml's Q5_0 block (`-ctk q5_0`, `HWYATTN_Q5_0`): 32 elements in 22 bytes, \
+     `d: f16, qh: [u8; 4], qs: [u8; 16]`, value d * (q5 - 16)."
+);
+ggml_block!(
+    BlockQ5_1,
+    24,
+    HWYATTN_Q5_1,
+    "ggml's Q5_1 block (`-ctk q5_1`, `HWYATTN_Q5_1`): 32 elements in 24 bytes, \
+     `d: f16, m: f16, qh: [u8; 4], qs: [u8; 16]`, value d * q5 + m (rounded once to f32)."
+);
+ggml_block!(
+    BlockIQ4NL,
+    18,
+    HWYATTN_IQ4_NL,
+    "ggml's IQ4_NL block (`-ctk iq4_nl`, `HWYATTN_IQ4_NL`): 32 elements in 18 bytes, \
+     `d: f16, qs: [u8; 16]`, value `d * level[nibble]` (levels -127 -104 -83 -65 -49 -35 -22 \
+     -10 1 13 25 38 53 69 89 113)."
+);
+
+/// Two signed int4 numbers in [-8, 7] in one byte (`HWYATTN_I4`): element
+/// 2i of a row is the low nibble of byte i, element 2i + 1 the high nibble
+/// (two's complement). The pages of a [`KvCache`] only, K and V both; the
+/// value is x * scale with [`KvScale`]s as for `i8` ([`kv_cache_write`]:
+/// per-token scale max |x| / 7, x / scale rounded to nearest even and
+/// saturated to [-8, 7]). A row of D elements takes `(D + 1) / 2` bytes.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct I4x2(pub u8);
+
+impl I4x2 {
+    /// The byte of `lo` (element 2i) and `hi` (element 2i + 1), each
+    /// wrapped to its low 4 bits.
+    pub fn new(lo: i8, hi: i8) -> I4x2 {
+        I4x2((lo as u8 & 15) | (hi as u8) << 4)
+    }
+    /// Element 2i: the low nibble, sign-extended.
+    pub fn lo(self) -> i8 {
+        ((self.0 << 4) as i8) >> 4
+    }
+    /// Element 2i + 1: the high nibble, sign-extended.
+    pub fn hi(self) -> i8 {
+        (self.0 as i8) >> 4
+    }
+}
+
+impl sealed::Sealed for I4x2 {}
+impl CacheElement for I4x2 {
+    const DTYPE: sys::hwyattn_dtype = sys::HWYATTN_I4;
+    const ELEMENTS: usize = 2;
 }
 
 /// OCP fp8 E4M3 ("fn": bias 7, no infinities, S.1111.111 is NaN, largest
@@ -100,12 +293,12 @@ impl F8E5M2 {
     }
 }
 
-/// The scales of a quantized (int8 or fp8) cache's K or V (f32, dense).
+/// The scales of a quantized (int8, int4 or fp8) cache's K or V (f32, dense).
 #[derive(Debug)]
 pub enum KvScale<'a> {
     /// `[num_pages, Hkv, page_size]`: one scale per token and kv head, at the
     /// token's slot; [`kv_cache_write`] computes and stores it (max |x| /
-    /// 127, 448 or 57344).
+    /// 127, 7, 448 or 57344).
     PerToken(&'a mut [f32]),
     /// `[Hkv, D]` (or `[Hkv, Dv]` for V): one scale per kv head and channel,
     /// fixed by the caller (calibrated), each finite and > 0.
@@ -136,8 +329,14 @@ struct ScaleView {
 /// [`KvCache::new`] takes dense slices (vLLM's layout);
 /// [`KvCache::with_strides`] any strides (FlashAttention's
 /// `[pages, page, Hkv, D]` memory is the strides
-/// `[page * Hkv * D, D, Hkv * D, 1]`). The cache borrows the pages mutably
-/// for `'a` ([`kv_cache_write`] writes them). An `i8` cache needs
+/// `[page * Hkv * D, D, Hkv * D, 1]`). Shapes and strides count elements
+/// for every type: pages of ggml blocks (D and Dv multiples of 32, strides
+/// multiples of 32) or of [`I4x2`] (even strides) hold
+/// [`CacheElement::row_len`] items per row, and
+/// [`CacheElement::pages_len`] is the length of dense pages, e.g.
+/// `vec![BlockQ8_0::default(); BlockQ8_0::pages_len(p, hkv, s, d)?]`.
+/// The cache borrows the pages mutably
+/// for `'a` ([`kv_cache_write`] writes them). An `i8` or [`I4x2`] cache needs
 /// [`KvCache::scales`]; [`KvCache::block_table`] lists each sequence's pages
 /// (without one, sequence s is page s: a padded contiguous cache whose
 /// `page_size` is each sequence's capacity).
@@ -166,7 +365,8 @@ fn named(name: &str, e: Error) -> Error {
 
 impl<'a, T: CacheElement> KvCache<'a, T> {
     /// Dense pages: `k` holds `[num_pages, kv_heads, page_size, head_dim]`,
-    /// `v` `[num_pages, kv_heads, page_size, value_dim]` (exactly, or more).
+    /// `v` `[num_pages, kv_heads, page_size, value_dim]` (exactly, or more):
+    /// at least [`CacheElement::pages_len`] items.
     pub fn new(
         k: &'a mut [T],
         v: &'a mut [T],
@@ -178,7 +378,23 @@ impl<'a, T: CacheElement> KvCache<'a, T> {
     ) -> Result<Self> {
         let ks = [num_pages, kv_heads, page_size, head_dim];
         let vs = [num_pages, kv_heads, page_size, value_dim];
-        Self::build(k, &ks, None, v, &vs, None)
+        if T::ELEMENTS == 1 {
+            return Self::build(k, &ks, None, v, &vs, None);
+        }
+        // Rows of whole items: an odd D of I4x2 pads each row to a byte.
+        let dense = |name: &str, dim: usize| -> Result<[usize; 4]> {
+            let row = T::row_len(dim).map_err(|e| named(name, e))? * T::ELEMENTS;
+            let page = page_size.checked_mul(row);
+            match page.and_then(|p| p.checked_mul(kv_heads)) {
+                Some(all) => Ok([all, page.unwrap_or(0), row, 1]),
+                None => Err(Error::invalid(format!(
+                    "{}: [{}, {}, {}, {}] overflows",
+                    name, num_pages, kv_heads, page_size, dim
+                ))),
+            }
+        };
+        let (kst, vst) = (dense("k", head_dim)?, dense("v", value_dim)?);
+        Self::build(k, &ks, Some(&kst), v, &vs, Some(&vst))
     }
 
     /// Pages of any shape and strides (in elements, one per dimension):
@@ -202,8 +418,8 @@ impl<'a, T: CacheElement> KvCache<'a, T> {
         v_shape: &[usize],
         v_strides: Option<&[usize]>,
     ) -> Result<Self> {
-        let k_layout = Layout::new(k.len(), k_shape, k_strides).map_err(|e| named("k", e))?;
-        let v_layout = Layout::new(v.len(), v_shape, v_strides).map_err(|e| named("v", e))?;
+        let k_layout = pages_layout::<T>("k", k.len(), k_shape, k_strides)?;
+        let v_layout = pages_layout::<T>("v", v.len(), v_shape, v_strides)?;
         Ok(KvCache {
             k,
             v,
@@ -215,9 +431,10 @@ impl<'a, T: CacheElement> KvCache<'a, T> {
         })
     }
 
-    /// The scales of an `i8` cache (required there) or an fp8 one (optional:
-    /// scale 1 without), refused by the library for other element types. K
-    /// and V may use different layouts.
+    /// The scales of an `i8` or [`I4x2`] cache (required there) or an fp8
+    /// one (optional: scale 1 without), refused by the library for other
+    /// element types. K and V may use different layouts (KIVI's int4:
+    /// per-channel K, per-token V).
     pub fn scales(mut self, k_scale: KvScale<'a>, v_scale: KvScale<'a>) -> Result<Self> {
         let k = self.scale_view("k_scale", k_scale, &self.k_layout)?;
         let v = self.scale_view("v_scale", v_scale, &self.v_layout)?;
@@ -280,6 +497,37 @@ impl<'a, T: CacheElement> KvCache<'a, T> {
         }
         c
     }
+}
+
+/// The layout of pages of `T` over a slice of `len` items: the shape and
+/// strides count elements, each item holds `T::ELEMENTS` of them, so the
+/// slice must reach the item of the furthest element.
+fn pages_layout<T: CacheElement>(
+    name: &str,
+    len: usize,
+    shape: &[usize],
+    strides: Option<&[usize]>,
+) -> Result<Layout> {
+    if T::ELEMENTS == 1 {
+        return Layout::new(len, shape, strides).map_err(|e| named(name, e));
+    }
+    let layout = Layout::new(i64::MAX as usize, shape, strides).map_err(|e| named(name, e))?;
+    let need = (layout.span() + T::ELEMENTS - 1) / T::ELEMENTS;
+    if len < need {
+        let strides = strides.map_or(String::new(), |s| format!(" with strides {:?}", s));
+        return Err(Error::invalid(format!(
+            "{}: the slice has {} {} ({} elements, {} bytes each) but shape {:?}{} needs {}",
+            name,
+            len,
+            short_type_name::<T>(),
+            T::ELEMENTS,
+            size_of::<T>(),
+            shape,
+            strides,
+            need
+        )));
+    }
+    Ok(layout)
 }
 
 /// The sequences of one [`kv_attention`] call (`hwyattn_kv_batch`): sequence
@@ -357,9 +605,11 @@ impl<'a> KvBatch<'a> {
 /// `slots[t] / page_size`, offset `slots[t] % page_size`, every kv head; a
 /// negative slot skips the token), converting to the cache's type
 /// (`hwyattn_kv_cache_write`): f32 exactly, F16/Bf16 rounded to nearest
-/// even, i8 quantized (per-token scales max |x| / 127, stored at the slot,
-/// or the caller's per-channel scales). `slots` has exactly T entries; a
-/// slot written twice in one call is an error. Nothing is written on error.
+/// even, i8 and [`I4x2`] quantized (per-token scales max |x| / 127 or / 7,
+/// stored at the slot, or the caller's per-channel scales), the ggml
+/// blocks as ggml's reference quantizers do (the same bytes). `slots` has
+/// exactly T entries; a slot written twice in one call is an error.
+/// Nothing is written on error.
 pub fn kv_cache_write<T: CacheElement, K: Element, V: Element>(
     cache: &mut KvCache<'_, T>,
     k_new: &Tensor<'_, K>,

@@ -9,8 +9,9 @@
 //! - [`merge_states`]: combine results over shards of the keys.
 //! - [`MultiheadAttention`]: a layer with packed weights, `Send + Sync`.
 //! - [`KvCache`], [`KvBatch`], [`kv_cache_write`] and [`kv_attention`]: a
-//!   paged KV cache in the caller's slices (f32, F16, Bf16 or i8 pages, a
-//!   block table) and attention of prefill chunks and decodes of several
+//!   paged KV cache in the caller's slices (f32, F16, Bf16, i8, fp8 pages,
+//!   ggml's blocks such as [`BlockQ8_0`], or int4 pairs [`I4x2`]; a block
+//!   table) and attention of prefill chunks and decodes of several
 //!   sequences in one call.
 //!
 //! Every call returns `Result<_, Error>`; an [`Error`] carries the status and
@@ -42,7 +43,8 @@ mod tensor;
 pub use attention::{merge_states, sdpa};
 pub use error::{Error, Result, Status};
 pub use kv::{
-    kv_attention, kv_cache_write, CacheElement, KvBatch, KvCache, KvScale, F8E4M3, F8E5M2,
+    kv_attention, kv_cache_write, BlockIQ4NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1,
+    BlockQ8_0, CacheElement, I4x2, KvBatch, KvCache, KvScale, F8E4M3, F8E5M2,
 };
 pub use mha::{MhaBiases, MhaConfig, MhaWeights, MultiheadAttention};
 pub use options::{Causal, MaskElement, Precision, SdpaOptions};

@@ -154,6 +154,12 @@ impl Layout {
         }
     }
 
+    /// One past the furthest element the shape and strides reach:
+    /// 1 + sum (shape[i] - 1) * stride[i] (checked to fit in int64 by new()).
+    pub(crate) fn span(&self) -> usize {
+        (0..self.rank).fold(1, |acc, i| acc + (self.shape[i] - 1) * self.strides[i])
+    }
+
     /// The product of every dimension but the last two (the batch of an
     /// [B, L, E] activation; an upper bound on it for a higher rank).
     pub(crate) fn leading(&self) -> usize {

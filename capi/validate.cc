@@ -476,6 +476,12 @@ hwyattn_status CheckReserved(const char* name, int32_t value) {
 
 // The fields of opts every entry point reads the same way: a finite scale,
 // a known causal rule, reserved0 = 0.
+// opts->scale, or the default 0 resolved to 1/sqrt(head_dim): the one home
+// of that default (hwyattn_sdpa's and the KV entry points').
+float ResolvedScale(float scale, int64_t head_dim) {
+  return scale != 0.0f ? scale : static_cast<float>(1.0 / sqrt(static_cast<double>(head_dim)));
+}
+
 hwyattn_status CheckCommonOptions(const hwyattn_sdpa_options* opts) {
   if (!isfinite(opts->scale)) {
     return Fail(kInvalid, "opts: scale is %g; must be finite (0 = 1/sqrt(head_dim))",
@@ -573,8 +579,7 @@ hwyattn_status CheckOptions(const hwyattn_sdpa_options* opts, const Checked* con
     }
   }
 
-  p->scale = opts->scale != 0.0f ? opts->scale
-                                 : static_cast<float>(1.0 / sqrt(static_cast<double>(p->head_dim)));
+  p->scale = ResolvedScale(opts->scale, p->head_dim);
   p->causal = static_cast<Causal>(opts->causal);
   p->has_mask = opts->mask != nullptr;
   if (p->has_mask) p->mask = cmask.view;
@@ -1170,8 +1175,7 @@ hwyattn_status CheckKvOptions(const hwyattn_sdpa_options* opts, int64_t Hq, int6
     return Fail(kInvalid, "opts: weights is given; hwyattn_kv_attention does not output weights");
   }
   HWYATTN_RETURN_IF_ERROR(CheckModifiers(opts, Hq, &rules->executor, &rules->precision));
-  rules->scale =
-      opts->scale != 0.0f ? opts->scale : static_cast<float>(1.0 / sqrt(static_cast<double>(D)));
+  rules->scale = ResolvedScale(opts->scale, D);
   // Positions are explicit: any causal rule keeps keys at positions <= the query's.
   rules->causal =
       RawEnum(opts->causal) == HWYATTN_CAUSAL_NONE ? Causal::kNone : Causal::kBottomRight;

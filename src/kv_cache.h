@@ -24,11 +24,6 @@ struct KvCacheView {
   const int32_t* block_table = nullptr;  // [num_seqs, block_table_stride] or null
   int64_t block_table_stride = 0;
   int64_t num_pages = 0, page_size = 0, kv_heads = 0, head_dim = 0, value_dim = 0;
-
-  // The page that holds key t of sequence `seq` (validated: in range).
-  int64_t Page(int64_t seq, int64_t t) const {
-    return block_table != nullptr ? block_table[seq * block_table_stride + t / page_size] : seq;
-  }
 };
 
 // hwyattn_kv_attention after validation.

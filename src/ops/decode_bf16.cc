@@ -495,16 +495,7 @@ inline void Dispatch(Dtype dtype, bool l2, const Body& body) {
       body(tag, std::false_type());
     }
   };
-  switch (dtype) {
-    case Dtype::kF32: with(float{}); return;
-    case Dtype::kF16: with(F16{}); return;
-    case Dtype::kBF16: with(BF16{}); return;
-    case Dtype::kF8E4M3: with(F8E4M3{}); return;
-    case Dtype::kF8E5M2: with(F8E5M2{}); return;
-    case Dtype::kI8: with(int8_t{}); return;
-    default: break;
-  }
-  HWY_ABORT("hwyattn: dtype %d reached the bf16 decode loops", static_cast<int>(dtype));
+  DispatchCacheDtype(dtype, with);
 }
 
 }  // namespace

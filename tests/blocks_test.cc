@@ -91,7 +91,27 @@ struct BlockCase {
   bool interleave = true;
   hwyattn_causal causal = HWYATTN_CAUSAL_NONE;
   bool kv_len = false, modifiers = false;
+  bool bf16 = false;  // precision = HWYATTN_PRECISION_BF16
 };
+
+// t's elements as a dense F32 [B, H, L, dim] tensor in `storage`, each
+// rounded to bf16 (the operands bf16 products multiply: the header's rule).
+hwyattn_tensor Bf16Operands(const hwyattn_tensor& t, std::vector<float>* storage) {
+  int64_t shape[4], unused[4];
+  LogicalDims(t, shape, unused);
+  storage->clear();
+  int64_t idx[4];
+  for (idx[0] = 0; idx[0] < shape[0]; ++idx[0])
+    for (idx[1] = 0; idx[1] < shape[1]; ++idx[1])
+      for (idx[2] = 0; idx[2] < shape[2]; ++idx[2])
+        for (idx[3] = 0; idx[3] < shape[3]; ++idx[3]) {
+          const float x = static_cast<float>(ReadElement(t, idx));
+          storage->push_back(static_cast<float>(Bf16ToDouble(FloatToBf16(x))));
+        }
+  hwyattn_tensor dense;
+  hwyattn_tensor_contiguous(&dense, storage->data(), HWYATTN_F32, 4, shape);
+  return dense;
+}
 
 void PrintTo(const BlockCase& c, std::ostream* os) { *os << c.name; }
 
@@ -121,19 +141,27 @@ void RunAndCheck(const BlockCase& c) {
     for (int64_t h = 0; h < c.Hq; ++h) sinks.push_back(0.25f * static_cast<float>(h));
     opts.sinks = sinks.data();
   }
+  if (c.bf16) opts.precision = HWYATTN_PRECISION_BF16;
   ASSERT_EQ(hwyattn_sdpa(&q.t, &k.t, &v.t, &tout, &opts), HWYATTN_OK) << hwyattn_last_error();
   RefResult ref;
   std::string error;
-  ASSERT_TRUE(ReferenceSdpa(q.t, k.t, v.t, &opts, &ref, &error)) << error;
-  double max_want = 0.0, max_err = 0.0;
+  // bf16 products: the oracle on the dequantized values rounded to bf16.
+  std::vector<float> qr, kr, vr;
+  const hwyattn_tensor tq = c.bf16 ? Bf16Operands(q.t, &qr) : q.t;
+  const hwyattn_tensor tk = c.bf16 ? Bf16Operands(k.t, &kr) : k.t;
+  const hwyattn_tensor tv = c.bf16 ? Bf16Operands(v.t, &vr) : v.t;
+  ASSERT_TRUE(ReferenceSdpa(tq, tk, tv, &opts, &ref, &error)) << error;
+  double max_want = 0.0, max_err = 0.0, max_v = 0.0;
   for (size_t i = 0; i < out.size(); ++i) {
     max_want = std::max(max_want, std::fabs(ref.out[i]));
     ASSERT_FALSE(std::isnan(out[i])) << "out[" << i << "]";
     max_err = std::max(max_err, std::fabs(out[i] - ref.out[i]));
   }
+  for (float x : vr) max_v = std::max(max_v, static_cast<double>(std::fabs(x)));
   // fp32 products and sums over a few hundred keys: 1e-5 of the largest
-  // output, as the other suites.
-  EXPECT_LE(max_err, 1e-5 * max_want) << "max |out| " << max_want;
+  // output, as the other suites; bf16 products also round P (the header's
+  // bound: 2^-9 max|v|).
+  EXPECT_LE(max_err, 1e-5 * max_want + std::ldexp(max_v, -9)) << "max |out| " << max_want;
   for (size_t r = 0; r < lse.size(); ++r) {
     EXPECT_NEAR(lse[r], ref.lse[r], 1e-5 * std::max(1.0, std::fabs(ref.lse[r]))) << "row " << r;
   }
@@ -177,6 +205,17 @@ std::vector<BlockCase> Cases() {
   big.Lk = 4100;
   big.D = big.Dv = 128;
   c.push_back(big);
+  // bf16 products over blocks: decode (staged rows rounded) and prefill
+  // (packed panels rounded), K and V of different formats.
+  BlockCase bf16_decode{"Bf16ProductsQ8_0KQ5_0VDecode", HWYATTN_Q8_0, HWYATTN_Q5_0};
+  bf16_decode.bf16 = true;
+  bf16_decode.Lq = 2;
+  c.push_back(bf16_decode);
+  BlockCase bf16_prefill{"Bf16ProductsIQ4_NLKBF16VPrefill", HWYATTN_IQ4_NL, HWYATTN_BF16};
+  bf16_prefill.bf16 = true;
+  bf16_prefill.Lq = 70;
+  bf16_prefill.causal = HWYATTN_CAUSAL_TOP_LEFT;
+  c.push_back(bf16_prefill);
   return c;
 }
 

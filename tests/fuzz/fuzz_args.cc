@@ -20,6 +20,8 @@ namespace hwyattn_fuzz {
 
 size_t ElemSize(hwyattn_dtype t) { return hwyattn_test::DtypeSize(t); }
 
+bool IsBlockFormat(hwyattn_dtype t) { return hwyattn_test::BlockBytes(t) != 0; }
+
 // Elements the descriptor spans, or -1 if it is certainly invalid.
 int64_t Span(const hwyattn_tensor& t) {
   if (t.rank < 1 || t.rank > 4) return -1;
@@ -44,12 +46,14 @@ bool Allocate(Arg* a) {
     memcpy(&raw, &a->t.dtype, sizeof(raw));
     dtype = raw;
   }
+  // ggml's block formats (k and v only): the bytes of whole blocks.
+  const bool blocks = dtype >= HWYATTN_Q8_0 && dtype <= HWYATTN_IQ4_NL;
   const size_t elem = (dtype >= 0 && dtype <= 3) ? ElemSize(a->t.dtype) : 4;
   a->span = Span(a->t);
-  a->certainly_invalid = a->span < 0 || !(dtype >= 0 && dtype <= 3);
+  a->certainly_invalid = a->span < 0 || !((dtype >= 0 && dtype <= 3) || blocks);
   const int64_t n = a->span < 0 ? 1 : a->span;
   if (n > kMaxSpan) return false;
-  a->bytes = static_cast<size_t>(n) * elem;
+  a->bytes = blocks ? hwyattn_test::StorageBytes(a->t.dtype, n) : static_cast<size_t>(n) * elem;
   a->block.reset(new unsigned char[a->bytes]);
   a->t.data = a->block.get();
   return true;
@@ -58,6 +62,26 @@ bool Allocate(Arg* a) {
 // Fills a block with values in [-amp, amp] for its dtype (BOOL: 0/1 bytes).
 void Fill(Arg* a, FuzzedDataProvider& in, float amp) {
   const hwyattn_dtype d = a->t.dtype;
+  if (IsBlockFormat(d)) {  // any numbers; d (and m) so that every value is within amp
+    const size_t bytes = hwyattn_test::BlockBytes(d);
+    const bool offset = d == HWYATTN_Q4_1 || d == HWYATTN_Q5_1;
+    // The largest |number| each d multiplies (offset formats: plus m <= amp / 2).
+    const float most = d == HWYATTN_Q8_0 || d == HWYATTN_IQ4_NL ? 127.0f
+                       : d == HWYATTN_Q4_0                      ? 8.0f
+                       : d == HWYATTN_Q5_0                      ? 16.0f
+                       : d == HWYATTN_Q4_1                      ? 2.0f * 15.0f
+                                                                : 2.0f * 31.0f;
+    for (size_t b = 0; b + bytes <= a->bytes; b += bytes) {
+      unsigned char* block = a->block.get() + b;
+      for (size_t i = 0; i < bytes; ++i) block[i] = in.ConsumeIntegral<uint8_t>();
+      for (size_t at = 0; at < (offset ? 4u : 2u); at += 2) {
+        const float r = static_cast<float>(in.ConsumeIntegralInRange(-64, 64)) / 64.0f;
+        const uint16_t h = hwyattn_test::FloatToF16(at == 0 ? r * amp / most : r * amp / 2);
+        memcpy(block + at, &h, 2);
+      }
+    }
+    return;
+  }
   const size_t elem = ElemSize(d) == 0 ? 4 : ElemSize(d);
   const uint32_t seed = in.ConsumeIntegral<uint32_t>();
   uint32_t x = seed | 1;
@@ -84,11 +108,14 @@ void Describe(Arg* a, FuzzedDataProvider& in, const int64_t shape[4], hwyattn_dt
               bool is_output, int lead_fixed_rank) {
   hwyattn_tensor& t = a->t;
   t.dtype = dtype;
+  // A block format's rows are whole blocks: the last dim innermost with
+  // stride 1, padded by whole blocks.
+  const bool blocks = IsBlockFormat(dtype);
   int order[4] = {0, 1, 2, 3};
   if (in.ConsumeBool()) std::swap(order[1], order[2]);  // [B, L, H, D] memory
-  if (in.ConsumeIntegralInRange(0, 7) == 0) std::swap(order[2], order[3]);
+  if (in.ConsumeIntegralInRange(0, 7) == 0 && !blocks) std::swap(order[2], order[3]);
   int64_t stride[4];
-  int64_t running = in.ConsumeIntegralInRange<int64_t>(1, 2);
+  int64_t running = blocks ? 1 : in.ConsumeIntegralInRange<int64_t>(1, 2);
   for (int pos = 3; pos >= 0; --pos) {
     const int d = order[pos];
     const bool broadcast = !is_output && shape[d] > 1 && in.ConsumeIntegralInRange(0, 5) == 0;
@@ -97,7 +124,8 @@ void Describe(Arg* a, FuzzedDataProvider& in, const int64_t shape[4], hwyattn_dt
       continue;
     }
     stride[d] = running;
-    running = running * shape[d] + (pos == 3 ? in.ConsumeIntegralInRange<int64_t>(0, 2) : 0);
+    const int64_t pad = pos == 3 ? in.ConsumeIntegralInRange<int64_t>(0, 2) : 0;
+    running = running * shape[d] + (blocks ? 32 * pad : pad);
   }
   int rank = 4;
   if (lead_fixed_rank != 0) {
@@ -175,7 +203,7 @@ void Corrupt(FuzzedDataProvider& in, std::vector<Arg*>& args, hwyattn_sdpa_optio
 }
 
 bool AllFinite(const Arg& a) {
-  if (a.t.dtype == HWYATTN_BOOL) return true;
+  if (a.t.dtype == HWYATTN_BOOL || IsBlockFormat(a.t.dtype)) return true;  // blocks: Fill's d
   const size_t elem = ElemSize(a.t.dtype);
   for (size_t i = 0; i + elem <= a.bytes; i += elem) {
     double x;

@@ -29,6 +29,9 @@ namespace hwyattn_fuzz {
 
 size_t ElemSize(hwyattn_dtype t);
 
+// ggml's block formats (k and v of hwyattn_sdpa): HWYATTN_Q8_0 ... IQ4_NL.
+bool IsBlockFormat(hwyattn_dtype t);
+
 // One argument: a descriptor and the exact heap block it spans.
 struct Arg {
   hwyattn_tensor t{};
@@ -46,7 +49,8 @@ constexpr int64_t kMaxSpan = 1 << 20;  // elements per tensor actually allocated
 // Allocates the block for a (possibly corrupted) descriptor. False: too big.
 bool Allocate(Arg* a);
 
-// Fills a block with values in [-amp, amp] for its dtype (BOOL: 0/1 bytes).
+// Fills a block with values in [-amp, amp] for its dtype (BOOL: 0/1 bytes;
+// block formats: random numbers, each block's d and m bounded so).
 void Fill(Arg* a, FuzzedDataProvider& in, float amp);
 
 // A layout for a logical shape: dims ordered in memory by `order`, padded,

@@ -198,12 +198,24 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   // Small shapes first: the long ranges one time in four.
   const int64_t Lq = in.ConsumeIntegralInRange(1, in.ConsumeIntegralInRange(0, 3) != 0 ? 4 : 70);
   const int64_t Lk = in.ConsumeIntegralInRange(1, in.ConsumeIntegralInRange(0, 3) != 0 ? 40 : 600);
-  const int64_t D = in.ConsumeIntegralInRange(1, 40), Dv = in.ConsumeIntegralInRange(1, 40);
+  int64_t D = in.ConsumeIntegralInRange(1, 40), Dv = in.ConsumeIntegralInRange(1, 40);
   const int64_t kv_batch = in.ConsumeIntegralInRange(0, 3) == 0 ? 1 : B;
   const hwyattn_dtype kTypes[3] = {HWYATTN_F32, HWYATTN_F16, HWYATTN_BF16};
   const hwyattn_dtype qt = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
-  const hwyattn_dtype kt = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
-  const hwyattn_dtype vt = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
+  hwyattn_dtype kt = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
+  hwyattn_dtype vt = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
+  // ggml's block formats as k and/or v, one draw in eight each: D (Dv) 32 or 64.
+  const hwyattn_dtype kBlocks[6] = {HWYATTN_Q8_0, HWYATTN_Q4_0, HWYATTN_Q4_1,
+                                    HWYATTN_Q5_0, HWYATTN_Q5_1, HWYATTN_IQ4_NL};
+  if (in.ConsumeIntegralInRange(0, 7) == 0) {
+    kt = kBlocks[in.ConsumeIntegralInRange(0, 5)];
+    D = 32 * in.ConsumeIntegralInRange(1, 2);
+  }
+  if (in.ConsumeIntegralInRange(0, 7) == 0) {
+    vt = kBlocks[in.ConsumeIntegralInRange(0, 5)];
+    Dv = 32 * in.ConsumeIntegralInRange(1, 2);
+  }
+  const bool blocks = IsBlockFormat(kt) || IsBlockFormat(vt);
   // The output: F32, or rounded to F16 / BF16 at the store.
   const hwyattn_dtype ot = in.ConsumeBool() ? HWYATTN_F32 : kTypes[in.ConsumeIntegralInRange(0, 2)];
 
@@ -269,8 +281,10 @@ int FuzzSdpa(FuzzedDataProvider& in) {
     }
     opts.sinks = sinks.data();
   }
-  // bf16 products in one call of four (any other value is invalid).
-  if (in.ConsumeIntegralInRange(0, 3) == 0) opts.precision = HWYATTN_PRECISION_BF16;
+  // bf16 products in one call of four (any other value is invalid); not
+  // over block formats, whose bf16 operands the reference cannot hold in
+  // their own dtype (RoundOperandsToBf16): blocks_test's Bf16Products cases.
+  if (in.ConsumeIntegralInRange(0, 3) == 0 && !blocks) opts.precision = HWYATTN_PRECISION_BF16;
   if (in.ConsumeIntegralInRange(0, 2) == 0) Corrupt(in, args, &opts, &kv_len);
   if (!slopes.empty() && in.ConsumeIntegralInRange(0, 7) == 0) slopes[0] = NAN;  // invalid
   if (!sinks.empty() && in.ConsumeIntegralInRange(0, 7) == 0)

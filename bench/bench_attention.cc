@@ -98,8 +98,10 @@ struct Row {
   int64_t d_model;  // M1 only: the layer's width (0: a plain hwyattn_sdpa row)
   double min_time;  // seconds per repetition
   benchmark::TimeUnit unit;
-  int64_t window = 0;                    // opts.window_left (0: none)
-  hwyattn_dtype kv_dtype = HWYATTN_F32;  // K and V (D2h: BF16, read in place)
+  int64_t window = 0;  // opts.window_left (0: none)
+  // K and V (D2h: BF16, read in place; D1q8_0, D1q4_0, P1q8_0: ggml's
+  // blocks, read in place)
+  hwyattn_dtype kv_dtype = HWYATTN_F32;
   // bf16 products (P1b, M1b): opts.precision = BF16; attention rows take q,
   // k and v in BF16 (kv_dtype BF16 too), the layer row bf16 weights
   // (weight_dtype BF16). Also reports the AVX512_BF16 dot peak.
@@ -122,6 +124,12 @@ const Row kRows[] = {
      true},
     {"M1b", 4, 8, 8, 512, 512, 64, false, false, 512, 0.4, benchmark::kMillisecond, 0, HWYATTN_F32,
      true},
+    {"D1q8_0", 1, 32, 8, 1, 4096, 128, false, true, 0, 0.3, benchmark::kMillisecond, 0,
+     HWYATTN_Q8_0},
+    {"D1q4_0", 1, 32, 8, 1, 4096, 128, false, true, 0, 0.3, benchmark::kMillisecond, 0,
+     HWYATTN_Q4_0},
+    {"P1q8_0", 1, 8, 8, 1024, 1024, 64, false, false, 0, 0.4, benchmark::kMillisecond, 0,
+     HWYATTN_Q8_0},
 };
 constexpr int kThreadCounts[] = {1, 2};
 
@@ -143,8 +151,15 @@ double Flops(const Row& r) {
   return attention + 8.0 * r.B * r.Lq * static_cast<double>(r.d_model) * r.d_model;
 }
 
+// Bytes of a block of 32 elements of ggml's Q8_0 / Q4_0 (0: not a block format).
+size_t BlockBytes(hwyattn_dtype dtype) {
+  return dtype == HWYATTN_Q8_0 ? 34 : dtype == HWYATTN_Q4_0 ? 18 : 0;
+}
+
 double KvBytes(const Row& r) {
-  const double element = r.kv_dtype == HWYATTN_F32 ? 4.0 : 2.0;
+  const double element = r.kv_dtype == HWYATTN_F32    ? 4.0
+                         : BlockBytes(r.kv_dtype) > 0 ? BlockBytes(r.kv_dtype) / 32.0
+                                                      : 2.0;
   return 2.0 * r.B * r.Hkv * r.Lk * r.D * element;  // K and V, Dv = D
 }
 
@@ -178,6 +193,10 @@ std::string Shape(const Row& r) {
     shape += " q=bf16 kv=bf16 precision=bf16";
   } else if (r.kv_dtype == HWYATTN_BF16) {
     shape += " kv=bf16";
+  } else if (r.kv_dtype == HWYATTN_Q8_0) {
+    shape += " kv=q8_0";
+  } else if (r.kv_dtype == HWYATTN_Q4_0) {
+    shape += " kv=q4_0";
   }
   return shape;
 }
@@ -254,10 +273,40 @@ struct FloatBuffer {
   float* data() const { return ptr.get(); }
 };
 
+// Random blocks of ggml's Q8_0 or Q4_0 (`bytes` of them) in `blocks`, their
+// values (the bench's own reading of the layout: an fp16 d in the machine's
+// order, then int8 q or nibbles, element j < 16 the low nibble of qs[j]) in
+// `values`: d = (1 + m / 1024) 2^-7 (Q8_0) or 2^-3 (Q4_0), |value| <= ~2.
+void RandomBlocks(hwyattn_dtype dtype, std::mt19937& rng, size_t count, unsigned char* blocks,
+                  float* values) {
+  const size_t bytes = BlockBytes(dtype);
+  const int exponent = dtype == HWYATTN_Q8_0 ? -7 : -3;
+  for (size_t b = 0; b < count; ++b) {
+    unsigned char* block = blocks + b * bytes;
+    const uint16_t mantissa = static_cast<uint16_t>(rng() % 1024);
+    const uint16_t bits = static_cast<uint16_t>((exponent + 15) << 10 | mantissa);
+    memcpy(block, &bits, 2);
+    const float d = std::ldexp(1.0f + mantissa / 1024.0f, exponent);
+    float* x = values + b * 32;
+    for (size_t j = 0; j < bytes - 2; ++j) block[2 + j] = static_cast<unsigned char>(rng() % 256);
+    if (dtype == HWYATTN_Q8_0) {
+      if (block[2] == 0x80) block[2] = 0x81;  // -128: not a value ggml's quantizer writes
+      for (int j = 0; j < 32; ++j) x[j] = d * static_cast<float>(static_cast<int8_t>(block[2 + j]));
+    } else {
+      for (int j = 0; j < 16; ++j) {
+        x[j] = d * static_cast<float>((block[2 + j] & 0xF) - 8);
+        x[j + 16] = d * static_cast<float>((block[2 + j] >> 4) - 8);
+      }
+    }
+  }
+}
+
 struct Tensors {
   FloatBuffer q, k, v, o;
   // BF16 K/V (kv_dtype BF16) and Q (bf16 rows); k, v and q then hold their values
   FloatBuffer k_half, v_half, q_half;
+  // Block-format K/V (kv_dtype Q8_0, Q4_0); k and v then hold their values
+  std::vector<unsigned char> k_blocks, v_blocks;
   hwyattn_tensor tq, tk, tv, to;
   bool checked = false;
   std::string check_error;
@@ -286,6 +335,12 @@ struct Tensors {
         }
       }
     }
+    if (BlockBytes(r.kv_dtype) > 0) {
+      for (auto [f, blocks] : {std::make_pair(&k, &k_blocks), std::make_pair(&v, &v_blocks)}) {
+        blocks->resize(f->size / 32 * BlockBytes(r.kv_dtype));
+        RandomBlocks(r.kv_dtype, rng, f->size / 32, blocks->data(), f->data());
+      }
+    }
     memset(o.data(), 0, o.size * sizeof(float));
     const int64_t qs[4] = {r.B, r.Hq, r.Lq, r.D}, ks[4] = {r.B, r.Hkv, r.Lk, r.D};
     if (r.bf16) {
@@ -293,9 +348,11 @@ struct Tensors {
     } else {
       hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 4, qs);
     }
-    const bool half = r.kv_dtype == HWYATTN_BF16;
-    hwyattn_tensor_contiguous(&tk, half ? k_half.data() : k.data(), r.kv_dtype, 4, ks);
-    hwyattn_tensor_contiguous(&tv, half ? v_half.data() : v.data(), r.kv_dtype, 4, ks);
+    const bool half = r.kv_dtype == HWYATTN_BF16, blocks = BlockBytes(r.kv_dtype) > 0;
+    void* kd = blocks ? static_cast<void*>(k_blocks.data()) : half ? k_half.data() : k.data();
+    void* vd = blocks ? static_cast<void*>(v_blocks.data()) : half ? v_half.data() : v.data();
+    hwyattn_tensor_contiguous(&tk, kd, r.kv_dtype, 4, ks);
+    hwyattn_tensor_contiguous(&tv, vd, r.kv_dtype, 4, ks);
     hwyattn_tensor_contiguous(&to, o.data(), HWYATTN_F32, 4, qs);
   }
 };

@@ -107,6 +107,11 @@ hwyattn_status hwyattn_set_num_threads(int n) {
 
 int hwyattn_get_num_threads(void) { return hwyattn::NumThreads(); }
 
+hwyattn_status hwyattn_sdpa_options_copy(hwyattn_sdpa_options* dst,
+                                         const hwyattn_sdpa_options* src) {
+  return hwyattn::ReadSdpaOptions(src, dst);
+}
+
 hwyattn_status hwyattn_tensor_contiguous(hwyattn_tensor* t, void* data, hwyattn_dtype dtype,
                                          int32_t rank, const int64_t* shape) {
   if (t == nullptr) return Fail(HWYATTN_INVALID_ARGUMENT, "t is NULL");

@@ -450,7 +450,11 @@ hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq, Exec
     if (pool.parallel_for == nullptr) {
       return Fail(kInvalid, "opts: parallel: parallel_for is NULL");
     }
-    executor->pool = pool;
+    static_assert(std::is_same_v<decltype(pool.parallel_for), ParallelForFn>,
+                  "Executor's pool mirrors hwyattn_parallel");
+    executor->pool = pool.pool;
+    executor->parallel_for = pool.parallel_for;
+    executor->pool_workers = pool.num_workers;
   }
   const int64_t precision = RawEnum(opts->precision);
   if (precision < HWYATTN_PRECISION_F32 || precision > HWYATTN_PRECISION_BF16) {
@@ -626,6 +630,17 @@ RowsView ActivationRows(const Checked& c) {
 const char* const kActNames[4] = {"leading", "batch", "length", "width"};
 
 }  // namespace
+
+hwyattn_status ReadSdpaOptions(const hwyattn_sdpa_options* src, hwyattn_sdpa_options* dst) {
+  if (dst == nullptr) return Fail(kInvalid, "dst is NULL");
+  if (src == nullptr) return Fail(kInvalid, "src is NULL");
+  hwyattn_sdpa_options local;
+  HWYATTN_RETURN_IF_ERROR(ReadStruct("src", "hwyattn_sdpa_options", "hwyattn_sdpa_options_init",
+                                     src, kSdpaOptionsSizes, &local));
+  local.struct_size = sizeof(local);
+  memcpy(static_cast<void*>(dst), &local, sizeof(local));
+  return HWYATTN_OK;
+}
 
 hwyattn_status ValidateSdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
                             const hwyattn_tensor* v, const hwyattn_tensor* out,

@@ -60,6 +60,10 @@ inline bool IsDtype(int64_t raw) { return raw >= HWYATTN_F32 && raw <= HWYATTN_I
 
 hwyattn_status ValidateShape(const char* name, int32_t rank, const int64_t* shape, int64_t* count);
 
+// hwyattn_sdpa_options_copy: *src read by the rule of every entry point
+// (ReadStruct: its struct_size), into *dst as this header's struct.
+hwyattn_status ReadSdpaOptions(const hwyattn_sdpa_options* src, hwyattn_sdpa_options* dst);
+
 }  // namespace hwyattn
 
 #endif  // HWYATTN_CAPI_VALIDATE_H_

@@ -488,6 +488,19 @@ HWYATTN_API void hwyattn_sdpa_options_init_sized(hwyattn_sdpa_options* opts, siz
  *  call this function instead of the macro). */
 HWYATTN_API void(hwyattn_sdpa_options_init)(hwyattn_sdpa_options* opts);
 
+/** Reads a caller's *src as every entry point reads options (by its
+ *  struct_size: an older header's struct, its missing fields at their
+ *  defaults, or a newer header's larger one whose fields this library does
+ *  not know are all zero) into *dst, a struct of this header's size
+ *  (dst->struct_size = sizeof(hwyattn_sdpa_options)). For libraries that
+ *  forward a caller's options with changes (libhwyattn_mpi does). NULL dst or
+ *  src, or a struct_size no header has: HWYATTN_INVALID_ARGUMENT; a newer
+ *  header's field set: HWYATTN_UNSUPPORTED; *dst is then untouched. The
+ *  values of the fields are not checked here (the entry point that gets
+ *  *dst checks them). */
+HWYATTN_API hwyattn_status hwyattn_sdpa_options_copy(hwyattn_sdpa_options* dst,
+                                                     const hwyattn_sdpa_options* src);
+
 /** out = softmax(q k^T * scale + mask) v, per batch and query head.
  *
  *    q   [B, Hq,  Lq, D ]  F32, F16 or BF16

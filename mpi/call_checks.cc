@@ -11,7 +11,6 @@
 #include <new>
 #include <vector>
 
-#include "capi/abi_sizes.h"
 #include "mpi/error.h"
 #include "mpi/state_allreduce.h"
 #include "mpi/tensor_view.h"
@@ -164,31 +163,14 @@ hwyattn_status Describe(Mode mode, const hwyattn_tensor* q, const hwyattn_tensor
                         hwyattn_sdpa_options* opts, Sizes* sizes) {
   hwyattn_sdpa_options_init(opts);
   if (user != nullptr) {
-    // hwyattn.h's rule for extensible structs, as libhwyattn applies it
-    // (capi/validate.cc, ReadStruct; the released sizes are
-    // capi/abi_sizes.h's): a released header's size, or a newer header's
-    // larger one (up to a plausible 4096 bytes) whose unknown fields are
-    // zero. Only the caller's struct_size bytes are read.
-    const size_t size = user->struct_size, known = sizeof(hwyattn_sdpa_options);
-    bool released = size > known && size <= 4096;
-    for (size_t s : hwyattn::kSdpaOptionsSizes) released = released || size == s;
-    if (!released) {
-      HWYATTN_MPI_REJECT(HWYATTN_INVALID_ARGUMENT,
-                         "opts->struct_size is %zu, which is not the size of any "
-                         "hwyattn_sdpa_options (call hwyattn_sdpa_options_init)",
-                         size);
+    // hwyattn.h's rule for extensible structs, libhwyattn's own reading (the
+    // fields an older caller's struct lacks keep their defaults).
+    const hwyattn_status s = hwyattn_sdpa_options_copy(opts, user);
+    if (s != HWYATTN_OK) {
+      const char* message = hwyattn_last_error();  // "src: struct_size is ..."
+      if (strncmp(message, "src: ", 5) == 0) message += 5;
+      HWYATTN_MPI_REJECT(s, "opts->%s", message);
     }
-    for (size_t i = known; i < size; ++i) {
-      if (reinterpret_cast<const unsigned char*>(user)[i] != 0) {
-        HWYATTN_MPI_REJECT(HWYATTN_UNSUPPORTED,
-                           "opts->struct_size is %zu and byte %zu is set: a field this "
-                           "library does not know",
-                           size, i);
-      }
-    }
-    // The fields an older caller's struct lacks keep their defaults.
-    memcpy(opts, user, size < known ? size : known);
-    opts->struct_size = static_cast<uint32_t>(known);
   }
   HWYATTN_MPI_RETURN_IF_ERROR(CheckDescriptor(shape, "q", q));
   HWYATTN_MPI_RETURN_IF_ERROR(CheckDescriptor(shape, "k", k));

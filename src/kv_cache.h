@@ -9,7 +9,6 @@
 
 #include <stdint.h>
 
-#include "include/hwyattn.h"
 #include "src/sdpa_problem.h"
 #include "src/tensor.h"
 #include "src/threading.h"

@@ -29,7 +29,7 @@ int NumThreads() {
 }
 
 int64_t Executor::MaxWorkers() const {
-  if (HasPool()) return pool.num_workers;  // validated: >= 1
+  if (HasPool()) return pool_workers;  // validated: >= 1
 #ifdef _OPENMP
   return NumThreads();
 #else
@@ -44,7 +44,7 @@ void RunWorkers(const Executor& executor, int64_t workers, WorkerFn fn, void* ct
   }
   if (executor.HasPool()) {
     // A worker is exactly a task: same signature, same index.
-    executor.pool.parallel_for(executor.pool.pool, workers, fn, ctx);
+    executor.parallel_for(executor.pool, workers, fn, ctx);
     return;
   }
 #ifdef _OPENMP

@@ -12,8 +12,6 @@
 #include <atomic>
 #include <new>
 
-#include "include/hwyattn.h"
-
 namespace hwyattn {
 
 // n >= 0; 0 = all available cores (OpenMP's default for the calling thread).
@@ -22,13 +20,22 @@ void SetNumThreads(int n);
 // HWYATTN_OPENMP=OFF calls without a pool still run on one thread).
 int NumThreads();
 
-// Where one call's parallel phases run: the caller's pool (opts->parallel,
-// as validated: a copy, so the caller's struct is not read again), or, when
-// pool.parallel_for is null, the library's own OpenMP threads.
-struct Executor {
-  hwyattn_parallel pool = {};
+// A worker of a parallel phase: fn(ctx, w) for w in [0, workers).
+// A worker of a parallel region: body(ctx, worker).
+using WorkerFn = void (*)(void* ctx, int64_t worker);
+// The caller's pool's entry point (hwyattn_parallel::parallel_for, whose
+// tasks are WorkerFns: capi checks the types match).
+using ParallelForFn = void (*)(void* pool, int64_t n, WorkerFn task, void* task_ctx);
 
-  bool HasPool() const { return pool.parallel_for != nullptr; }
+// Where one call's parallel phases run: the caller's pool (opts->parallel's
+// fields, as validated: a copy, so the caller's struct is not read again),
+// or, when parallel_for is null, the library's own OpenMP threads.
+struct Executor {
+  void* pool = nullptr;
+  ParallelForFn parallel_for = nullptr;
+  int64_t pool_workers = 0;  // >= 1 with a pool
+
+  bool HasPool() const { return parallel_for != nullptr; }
   // The most workers a phase may have: the pool's num_workers, else
   // NumThreads() (1 when built with HWYATTN_OPENMP=OFF). Planners take the
   // min of this and what a phase's work is worth, so a phase never has more
@@ -60,9 +67,6 @@ constexpr double kMinBytesPerWorker = 256 * 1024;
 inline int64_t WorkersForBytes(const Executor& executor, double bytes, int64_t items) {
   return WorkersFor(executor, bytes / kMinBytesPerWorker * kMinFlopsPerWorker, items);
 }
-
-// A worker of a parallel region: body(ctx, worker).
-using WorkerFn = void (*)(void* ctx, int64_t worker);
 
 // Runs fn(ctx, w) exactly once for every worker w in [0, workers), and
 // returns when all have finished:

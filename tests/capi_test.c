@@ -339,6 +339,22 @@ static void TestStructGrowth(void) {
   CHECK(old_opts.opts.struct_size == sizeof(SdpaOptions01));
   CHECK(old_opts.opts.scale == 0.0f && old_opts.opts.causal == HWYATTN_CAUSAL_NONE &&
         old_opts.opts.mask == NULL && old_opts.opts.lse == NULL);
+  {
+    /* hwyattn_sdpa_options_copy of the 0.1 struct: its fields, this header's
+       later ones at their defaults, this header's struct_size. */
+    hwyattn_sdpa_options copied;
+    old_opts.opts.scale = 0.5f;
+    old_opts.opts.causal = HWYATTN_CAUSAL_TOP_LEFT;
+    memset(&copied, 0xEE, sizeof(copied));
+    CHECK(hwyattn_sdpa_options_copy(&copied, (const hwyattn_sdpa_options*)(void*)&old_opts.opts) ==
+          HWYATTN_OK);
+    CHECK(copied.struct_size == sizeof(hwyattn_sdpa_options) && copied.scale == 0.5f &&
+          copied.causal == HWYATTN_CAUSAL_TOP_LEFT && copied.window_left == 0 &&
+          copied.softcap == 0.0f && copied.sinks == NULL && copied.parallel == NULL &&
+          copied.precision == HWYATTN_PRECISION_F32 && copied.reserved0 == 0);
+    old_opts.opts.scale = 0.0f;
+    old_opts.opts.causal = HWYATTN_CAUSAL_NONE;
+  }
 
   memset(&old_cfg, 0xCD, sizeof(old_cfg.cfg));
   memset(old_cfg.guard, 0xA5, GUARD_BYTES);

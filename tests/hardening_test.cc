@@ -125,6 +125,16 @@ struct Env {
   hwyattn_tensor* mha_out_arg;
   const hwyattn_sdpa_options* mha_opts_arg;
 
+  // hwyattn_sdpa_options_copy(copied_arg, copy_src_arg): the base is the
+  // options of the sdpa call (a valid struct, a newer header's tail zero).
+  struct {
+    hwyattn_sdpa_options opts;
+    unsigned char tail[16];
+  } copy_src = {};
+  hwyattn_sdpa_options copied;  // output: sentinel bytes until written
+  hwyattn_sdpa_options* copied_arg = &copied;
+  const hwyattn_sdpa_options* copy_src_arg = &copy_src.opts;
+
   // hwyattn_tensor_contiguous(&described, buffer, F32, 3, shape3).
   hwyattn_tensor described;  // output: sentinel bytes until written
   hwyattn_tensor* described_arg = &described;
@@ -246,6 +256,9 @@ struct Env {
     mha_opts_arg = &mha_opts;
 
     std::memset(&described, 0x5A, sizeof(described));
+    std::memset(&copied, 0x5B, sizeof(copied));
+    copy_src.opts = opts;  // a newer header's struct, its unknown tail zero
+    copy_src.opts.struct_size = sizeof(copy_src);
     for (Tensor* t : {&out, &weights, &lse, &mha_out, &mha_weights, &mha_lse}) t->FillSentinel();
     for (int i = 0; i < 3; ++i) {
       m_out_ptrs[i] = &m_outs[i].t;
@@ -277,6 +290,7 @@ struct Env {
     add(vpool.data(), vpool.size());
     add(&created, sizeof(created));
     add(&described, sizeof(described));
+    add(&copied, sizeof(copied));
     const int threads = hwyattn_get_num_threads();
     add(&threads, sizeof(threads));
     return bytes;
@@ -291,7 +305,8 @@ enum class Entry {
   kSetThreads,
   kMerge,
   kKvAttention,
-  kKvWrite
+  kKvWrite,
+  kOptionsCopy
 };
 
 const char* EntryName(Entry e) {
@@ -304,6 +319,7 @@ const char* EntryName(Entry e) {
     case Entry::kMerge: return "merge_states";
     case Entry::kKvAttention: return "kv_attention";
     case Entry::kKvWrite: return "kv_cache_write";
+    case Entry::kOptionsCopy: return "sdpa_options_copy";
   }
   return "?";
 }
@@ -329,6 +345,7 @@ hwyattn_status Invoke(Entry e, Env& env) {
     case Entry::kKvWrite:
       return hwyattn_kv_cache_write(env.kcache_arg, env.knew_arg, env.vnew_arg, env.kslot_arg,
                                     env.wopts_arg);
+    case Entry::kOptionsCopy: return hwyattn_sdpa_options_copy(env.copied_arg, env.copy_src_arg);
   }
   return HWYATTN_INTERNAL_ERROR;
 }
@@ -1882,10 +1899,37 @@ std::vector<BadCase> KvCases() {
   };
 }
 
+// hwyattn_sdpa_options_copy: the extensible-struct rule of every entry point.
+std::vector<BadCase> OptionsCopyCases() {
+  const Entry o = Entry::kOptionsCopy;
+  return {
+      {"DstNull", o, [](Env& x) { x.copied_arg = nullptr; }, kInvalid, {"dst is NULL"}},
+      {"SrcNull", o, [](Env& x) { x.copy_src_arg = nullptr; }, kInvalid, {"src is NULL"}},
+      {"StructSize4",
+       o,
+       [](Env& x) { x.copy_src.opts.struct_size = 4; },
+       kInvalid,
+       {"src: struct_size is 4", "hwyattn_sdpa_options_init"}},
+      {"StructSizeNoHeaders",
+       o,
+       [](Env& x) { x.copy_src.opts.struct_size = 52; },
+       kInvalid,
+       {"src: struct_size is 52, which is not the size of any hwyattn_sdpa_options"}},
+      {"NewerFieldSet",
+       o,
+       [](Env& x) {
+         x.copy_src.opts.struct_size = sizeof(x.copy_src);
+         x.copy_src.tail[5] = 1;
+       },
+       kUnsupported,
+       {"src: struct_size is", "is set"}},
+  };
+}
+
 std::vector<BadCase> AllBadCases() {
   std::vector<BadCase> all;
-  for (auto* f :
-       {&SdpaCases, &MhaCreateCases, &MhaForwardCases, &OtherCases, &MergeCases, &KvCases}) {
+  for (auto* f : {&SdpaCases, &MhaCreateCases, &MhaForwardCases, &OtherCases, &MergeCases, &KvCases,
+                  &OptionsCopyCases}) {
     for (BadCase& c : f()) all.push_back(std::move(c));
   }
   return all;
@@ -1893,8 +1937,9 @@ std::vector<BadCase> AllBadCases() {
 
 // The unmutated arguments are valid: every row's failure is its mutation's.
 TEST(BadInputBaseline, EveryEntryPointAcceptsTheBase) {
-  for (Entry e : {Entry::kSdpa, Entry::kMhaCreate, Entry::kMhaForward, Entry::kContiguous,
-                  Entry::kSetThreads, Entry::kMerge, Entry::kKvAttention, Entry::kKvWrite}) {
+  for (Entry e :
+       {Entry::kSdpa, Entry::kMhaCreate, Entry::kMhaForward, Entry::kContiguous, Entry::kSetThreads,
+        Entry::kMerge, Entry::kKvAttention, Entry::kKvWrite, Entry::kOptionsCopy}) {
     Env env;
     const int saved = hwyattn_get_num_threads();
     EXPECT_EQ(Invoke(e, env), HWYATTN_OK) << EntryName(e) << ": " << hwyattn_last_error();

@@ -28,7 +28,6 @@
 #include "src/ops/kv_cache_write.h"
 #include "src/scratch.h"
 #include "src/targets.h"
-#include "src/threading.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/ops/kv_cache_write.cc"

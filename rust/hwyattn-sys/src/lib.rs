@@ -264,6 +264,12 @@ extern "C" {
     /// struct and sets `struct_size` to 48. New code calls
     /// `hwyattn_sdpa_options_init_sized`.
     pub fn hwyattn_sdpa_options_init(opts: *mut hwyattn_sdpa_options);
+    /// Reads a caller's options by their `struct_size` (the library's rule
+    /// for extensible structs) into `dst`, a struct of this header's size.
+    pub fn hwyattn_sdpa_options_copy(
+        dst: *mut hwyattn_sdpa_options,
+        src: *const hwyattn_sdpa_options,
+    ) -> hwyattn_status;
 
     pub fn hwyattn_sdpa(
         q: *const hwyattn_tensor,

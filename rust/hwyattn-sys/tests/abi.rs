@@ -294,6 +294,10 @@ fn every_header_function_is_declared() {
             "hwyattn_sdpa_options_init",
             hwyattn_sdpa_options_init as usize,
         ),
+        (
+            "hwyattn_sdpa_options_copy",
+            hwyattn_sdpa_options_copy as usize,
+        ),
         ("hwyattn_sdpa", hwyattn_sdpa as usize),
         ("hwyattn_merge_states", hwyattn_merge_states as usize),
         (

@@ -36,7 +36,7 @@ struct F8E5M2 {
 };
 
 // The two formats' parameters: the one home of their encodings, read by the
-// scalar conversions here and the vector load (LoadWide, score_rules-inl.h).
+// scalar conversions here and the vector load (LoadWide, convert-inl.h).
 template <typename T>
 struct Fp8Format;
 template <>
@@ -116,13 +116,13 @@ inline BF16 FloatToBf16(float f) {
 // The bf16 products' rounding rule (precision = BF16): x rounded to the
 // nearest bf16, ties to even, as a float. Values beyond bf16's largest
 // finite value become infinities, NaN stays NaN (quiet). The one home of the
-// rule: the vector form (RoundToBf16 in score_rules-inl.h) gives the same
+// rule: the vector form (RoundToBf16 in convert-inl.h) gives the same
 // bits, and every kernel rounds its operands through one of the two.
 inline float RoundToBf16(float x) { return ToFloat(FloatToBf16(x)); }
 
 // An element of a T tensor read as an operand of bf16 products: its value
 // rounded to bf16 (RoundToBf16; the vector load is LoadWide in
-// score_rules-inl.h). Kernels that read T in place take a Bf16Operand<T>
+// convert-inl.h). Kernels that read T in place take a Bf16Operand<T>
 // pointer to the same memory to read it rounded (the decode kernel's F32 and
 // F16 caches under precision = BF16; BF16 and I8 elements are bf16 values).
 template <typename T>

@@ -43,7 +43,7 @@
 // After highway.h
 #include "src/ops/matmul-inl.h"
 #include "src/ops/registers-inl.h"
-#include "src/ops/score_rules-inl.h"
+#include "src/ops/convert-inl.h"
 #include "src/ops/vectors-inl.h"
 
 HWY_BEFORE_NAMESPACE();

@@ -85,7 +85,7 @@ enum class StreamPrefetch { kL1, kL2 };
 // - "zen4", AMD family 19h (Zen 4, and Zen 3 for the prefetches): a decode
 //   step streams its K/V at twice the speed with L2 prefetches (the 32 KiB L1
 //   is flooded by a 32-keys-ahead stream), and an I8 cache's decode under bf16
-//   products runs faster on the AVX512_BF16 dot products (D1qb -12% time:
+//   products runs faster on the AVX512_BF16 dot products (D1qb -8 to -11% time:
 //   512-bit FMAs run as two 256-bit halves there, so the halved multiply-adds
 //   pay for the int8 -> bf16 pairing);
 // - "default", every other CPU: L1 prefetches (Zen 5 measured them the faster)

@@ -29,7 +29,7 @@
 // (Bf16DotFor, src/targets.h). I8 numbers are paired from their exact fp32
 // values (vpmovsxbd, vcvtdq2ps, then one vpermt2w of the upper halves: 5
 // operations per 32), which pays only where the halved multiply-adds save more:
-// on Zen 4, whose 512-bit FMAs run as two halves (D1qb -12% time), not on Zen 5
+// on Zen 4, whose 512-bit FMAs run as two halves (D1qb -8 to -11% time), not on Zen 5
 // (+11 to +19%, before the P . V pairing of 2026-11-28); CpuTuning
 // (src/targets.h) decides, per CPU (docs/PERFORMANCE.md). A quantized cache's
 // scales stay fp32 factors outside these loops (decode_attention.cc): per token

@@ -377,13 +377,7 @@ class ConstTensorView {
                             " strides for a shape of " + std::to_string(shape.size()) +
                             " dimensions");
     }
-    t_.data = const_cast<void*>(data);
-    t_.dtype = static_cast<hwyattn_dtype>(dtype);
-    t_.rank = static_cast<int32_t>(shape.size());
-    for (size_t i = 0; i < 4; ++i) {
-      t_.shape[i] = i < shape.size() ? shape[i] : 1;
-      t_.stride[i] = i < shape.size() ? strides[i] : 0;
-    }
+    Describe(data, dtype, shape, strides);
   }
   // Dense row-major F32 over a vector whose size is exactly the element count
   // of `shape`. The vector must outlive the view (a temporary cannot bind).
@@ -428,6 +422,18 @@ class ConstTensorView {
                             " elements but the shape describes " + std::to_string(n));
     }
   }
+  // The descriptor over `data`: shape.size() sizes and strides (strides[i]
+  // in elements), the rest size 1, stride 0.
+  template <class Strides>
+  void Describe(const void* data, DType dtype, const Dims& shape, const Strides& strides) {
+    t_.data = const_cast<void*>(data);
+    t_.dtype = static_cast<hwyattn_dtype>(dtype);
+    t_.rank = static_cast<int32_t>(shape.size());
+    for (size_t i = 0; i < 4; ++i) {
+      t_.shape[i] = i < shape.size() ? shape[i] : 1;
+      t_.stride[i] = i < shape.size() ? strides[i] : 0;
+    }
+  }
   static std::string RankMessage(size_t rank) {
     return "shape: rank is " + std::to_string(rank) + "; must be 1..4";
   }
@@ -449,13 +455,7 @@ class ConstTensorView {
                             std::to_string(s.bytes) + " bytes per " + std::to_string(s.elements) +
                             " elements)");
     }
-    t_.data = const_cast<void*>(data);
-    t_.dtype = static_cast<hwyattn_dtype>(dtype);
-    t_.rank = static_cast<int32_t>(shape.size());
-    for (size_t i = 0; i < 4; ++i) {
-      t_.shape[i] = i < shape.size() ? shape[i] : 1;
-      t_.stride[i] = i < shape.size() ? strides[i] : 0;
-    }
+    Describe(data, dtype, shape, strides);
   }
 
   hwyattn_tensor t_ = {};

@@ -106,6 +106,9 @@ struct Row {
   // k and v in BF16 (kv_dtype BF16 too), the layer row bf16 weights
   // (weight_dtype BF16). Also reports the AVX512_BF16 dot peak.
   bool bf16 = false;
+  // Integer products (D1q8_0i, D1q4_0i): opts.precision = INT8; the spot
+  // check's reference takes the query as the header's rule quantizes it.
+  bool int8 = false;
 };
 
 // The rows of bench/README.md (fp32, Dv = D).
@@ -130,7 +133,26 @@ const Row kRows[] = {
      HWYATTN_Q4_0},
     {"P1q8_0", 1, 8, 8, 1024, 1024, 64, false, false, 0, 0.4, benchmark::kMillisecond, 0,
      HWYATTN_Q8_0},
+    {"D1q8_0i", 1, 32, 8, 1, 4096, 128, false, true, 0, 0.3, benchmark::kMillisecond, 0,
+     HWYATTN_Q8_0, false, true},
+    {"D1q4_0i", 1, 32, 8, 1, 4096, 128, false, true, 0, 0.3, benchmark::kMillisecond, 0,
+     HWYATTN_Q4_0, false, true},
 };
+
+// A query row as precision = INT8 multiplies it (hwyattn.h): per block of
+// 32, d = max|x| / 127 and q = roundf(x * (1 / d)) in fp32, then d * q.
+std::vector<double> Int8RuleQuery(const float* x, int64_t dim) {
+  std::vector<double> out(static_cast<size_t>(dim));
+  for (int64_t d0 = 0; d0 < dim; d0 += 32) {
+    const int64_t n = std::min<int64_t>(32, dim - d0);
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[d0 + i]));
+    const float d = amax / 127.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int64_t i = 0; i < n; ++i)
+      out[d0 + i] = static_cast<double>(d) * std::round(x[d0 + i] * inverse);
+  }
+  return out;
+}
 constexpr int kThreadCounts[] = {1, 2};
 
 // Row i's first visible key under the row's causal mask and window.
@@ -198,6 +220,7 @@ std::string Shape(const Row& r) {
   } else if (r.kv_dtype == HWYATTN_Q4_0) {
     shape += " kv=q4_0";
   }
+  if (r.int8) shape += " precision=int8";
   return shape;
 }
 
@@ -557,11 +580,13 @@ std::string SpotCheck(const Row& r, const Tensors& t) {
     const float* vb = t.v.data() + (b * r.Hkv + hk) * r.Lk * r.D;
     const float* oi = t.o.data() + ((b * r.Hq + h) * r.Lq + i) * r.D;
     const int64_t keys = r.causal ? i + 1 : r.Lk, first = FirstKey(r, i);
+    const std::vector<double> qd =
+        r.int8 ? Int8RuleQuery(qi, r.D) : std::vector<double>(qi, qi + r.D);
     std::vector<double> s(keys);
     double m = -INFINITY;
     for (int64_t j = first; j < keys; ++j) {
       double dot = 0;
-      for (int64_t d = 0; d < r.D; ++d) dot += static_cast<double>(qi[d]) * kb[j * r.D + d];
+      for (int64_t d = 0; d < r.D; ++d) dot += qd[d] * kb[j * r.D + d];
       s[j] = dot * scale;
       m = std::max(m, s[j]);
     }
@@ -627,7 +652,9 @@ void BM_Attention(benchmark::State& state, const Row* row, int on_pool, bool col
   opts.causal = r.causal ? HWYATTN_CAUSAL_TOP_LEFT : HWYATTN_CAUSAL_NONE;
   opts.window_left = r.window;
   opts.parallel = pool;
-  opts.precision = r.bf16 ? HWYATTN_PRECISION_BF16 : HWYATTN_PRECISION_F32;
+  opts.precision = r.bf16   ? HWYATTN_PRECISION_BF16
+                   : r.int8 ? HWYATTN_PRECISION_INT8
+                            : HWYATTN_PRECISION_F32;
 
   // Decode rows are memory-bound, and on a shared machine the memory bandwidth
   // and the share of the L3 left to this VM change within minutes (the
@@ -923,6 +950,9 @@ struct KvRow {
   // tolerance (P's rounding, the header's bound; 2^-8 with I8's per-token
   // scales, whose products with P are rounded).
   bool bf16 = false;
+  // Integer products (D1qi): opts.precision = INT8; the spot check's
+  // reference takes the query as the header's rule quantizes it.
+  bool int8 = false;
 };
 
 std::vector<int64_t> Repeat(int64_t n, int64_t x) { return std::vector<int64_t>(n, x); }
@@ -940,6 +970,7 @@ const std::vector<KvRow>& KvRows() {
       {"D1q", 32, 8, 128, HWYATTN_I8, 0, {4096}, {1}, true, 0.3},
       {"D1f8", 32, 8, 128, HWYATTN_F8E4M3, 0, {4096}, {1}, true, 0.3},
       {"D1qb", 32, 8, 128, HWYATTN_I8, 0, {4096}, {1}, true, 0.3, true},
+      {"D1qi", 32, 8, 128, HWYATTN_I8, 0, {4096}, {1}, true, 0.3, false, true},
       {"D1f8b", 32, 8, 128, HWYATTN_F8E4M3, 0, {4096}, {1}, true, 0.3, true},
       {"D2q", 8, 8, 64, HWYATTN_I8, 0, Repeat(8, 2048), Repeat(8, 1), true, 0.3},
       {"V1", 32, 8, 128, HWYATTN_BF16, 16, kV1Lens, Repeat(16, 1), true, 0.3},
@@ -1133,7 +1164,7 @@ struct KvState {
       const int64_t token = q_start[s + 1] - 1, h = r.Hq - 1, kvh = h / (r.Hq / r.Hkv);
       const int64_t keys = r.kv_len[s];  // the last query sees every key
       const float* qi = q.data() + (token * r.Hq + h) * r.D;
-      std::vector<double> qd(qi, qi + r.D);
+      std::vector<double> qd = r.int8 ? Int8RuleQuery(qi, r.D) : std::vector<double>(qi, qi + r.D);
       if (r.bf16) {
         for (double& x : qd) x = FromBf16(ToBf16(static_cast<float>(x)));
       }
@@ -1193,6 +1224,7 @@ std::string KvShape(const KvRow& r) {
                                        : "",
            static_cast<long long>(r.page_size));
   if (r.bf16) return std::string(buf) + " precision=bf16";
+  if (r.int8) return std::string(buf) + " precision=int8";
   return buf;
 }
 
@@ -1210,6 +1242,7 @@ void BM_KvAttention(benchmark::State& state, const KvRow* row, bool cold) {
   hwyattn_sdpa_options_init(&opts);
   opts.causal = HWYATTN_CAUSAL_BOTTOM_RIGHT;
   if (r.bf16) opts.precision = HWYATTN_PRECISION_BF16;
+  if (r.int8) opts.precision = HWYATTN_PRECISION_INT8;
 
   const double row_peak = RowFmaPeak(threads);
   double read_bw = g_peaks.read_gbps[threads];

@@ -77,7 +77,8 @@ static_assert(static_cast<int>(Causal::kNone) == HWYATTN_CAUSAL_NONE &&
                   static_cast<int>(Causal::kBottomRight) == HWYATTN_CAUSAL_BOTTOM_RIGHT,
               "Causal mirrors hwyattn_causal");
 static_assert(static_cast<int>(Precision::kF32) == HWYATTN_PRECISION_F32 &&
-                  static_cast<int>(Precision::kBF16) == HWYATTN_PRECISION_BF16,
+                  static_cast<int>(Precision::kBF16) == HWYATTN_PRECISION_BF16 &&
+                  static_cast<int>(Precision::kInt8) == HWYATTN_PRECISION_INT8,
               "Precision mirrors hwyattn_precision");
 
 constexpr unsigned Bit(hwyattn_dtype t) { return 1u << static_cast<unsigned>(t); }
@@ -457,11 +458,11 @@ hwyattn_status CheckModifiers(const hwyattn_sdpa_options* opts, int64_t Hq, Exec
     executor->pool_workers = pool.num_workers;
   }
   const int64_t precision = RawEnum(opts->precision);
-  if (precision < HWYATTN_PRECISION_F32 || precision > HWYATTN_PRECISION_BF16) {
+  if (precision < HWYATTN_PRECISION_F32 || precision > HWYATTN_PRECISION_INT8) {
     return Fail(kInvalid,
                 "opts: precision is %" PRId64
-                "; must be HWYATTN_PRECISION_F32 or "
-                "HWYATTN_PRECISION_BF16",
+                "; must be HWYATTN_PRECISION_F32, HWYATTN_PRECISION_BF16 or "
+                "HWYATTN_PRECISION_INT8",
                 precision);
   }
   *precision_out = static_cast<Precision>(precision);

@@ -384,7 +384,41 @@ typedef enum hwyattn_precision {
    *  elsewhere I8 caches and per-channel K scales keep fp32 multiply-adds on
    *  the exact bf16 values: the same numbers). Longer rows' prefill rounds
    *  each dequantized element (number * scale) to bf16. */
-  HWYATTN_PRECISION_BF16 = 1
+  HWYATTN_PRECISION_BF16 = 1,
+  /** Integer products for a quantized K (ggml's CPU backend, ONNX Runtime's
+   *  and OpenVINO's int8 caches): where K is HWYATTN_I8, HWYATTN_I4 or a
+   *  block format (HWYATTN_Q8_0 ... HWYATTN_IQ4_NL), Q K^T multiplies a
+   *  quantized query by the cache's integers. Each query row (times K's scales
+   *  when they are per channel, per kv head or per tensor: s_d, else 1) is
+   *  quantized per block of 32 head dims as ggml's quantize_row_q8_0 does:
+   *  x_d = q_d s_d, d = max|x| / 127 over the block, q_d = roundf(x_d * (1 /
+   *  d)) (round half away from zero; q = 0 where d = 0), the last block of a
+   *  head dim that is not a multiple of 32 padded with zeros; d stays fp32
+   *  (ggml rounds it to fp16). Then, per key, with k the cache's integers
+   *  (I8, I4; Q8_0's int8; Q4_0 nibble - 8; Q5_0 q5 - 16; Q4_1's nibble and
+   *  Q5_1's q5 as they are; IQ4_NL's table value), e and m a block's fp16 d
+   *  and offset (1 and 0 for I8 and I4) and t the token's scale (per-token
+   *  scales; else 1):
+   *      score = scale * t * sum over blocks of (d * e * sum_i q_i k_i
+   *                                             + m * d * sum_i q_i)
+   *  with exact int32 sums of each block and the rest in fp32. P V is fp32
+   *  on the exactly dequantized V (any V dtype), as with F32; the softmax,
+   *  lse and out are fp32. Decode rows (q_len * Hq / Hkv <= 8, the steps
+   *  the cache's bytes bound) run the integer dot products; prefill rows
+   *  multiply the same dequantized query (d * q_d / s_d, 0 where s_d = 0) by
+   *  the dequantized cache in fp32 (their time is bound by multiply-adds,
+   *  which the fp32 tiles run at the FMA peak): the same scores within fp32
+   *  rounding. Results are bit-identical for any thread count.
+   *  Accuracy, against exact attention on the unquantized query over the
+   *  same cache: each score moves by at most scale * sum over blocks of
+   *  (max|x| over the block / 254) * sum over the block of |k'_d|, k' the
+   *  dequantized key divided by s_d (the query's rounding: |x - d q| <= d /
+   *  2), plus fp32 rounding; lse moves by at most the largest score error e,
+   *  and the weights by factors within exp(+-2e). (F32 keeps the query
+   *  unquantized.)
+   *  On a float K (F32, F16, BF16, FP8) INT8 is F32. hwyattn_mha's
+   *  projections (float weights) run fp32 under INT8. */
+  HWYATTN_PRECISION_INT8 = 2
 } hwyattn_precision;
 
 struct hwyattn_parallel;
@@ -466,10 +500,10 @@ typedef struct hwyattn_sdpa_options {
    *  (hwyattn_set_num_threads). A struct_size that is not hwyattn_parallel's,
    *  num_workers < 1 or a NULL parallel_for: HWYATTN_INVALID_ARGUMENT. */
   const struct hwyattn_parallel* parallel;
-  /** HWYATTN_PRECISION_F32 (0, the default) or HWYATTN_PRECISION_BF16 (see
-   *  hwyattn_precision; honoured by hwyattn_sdpa, hwyattn_kv_attention and
-   *  the attention of hwyattn_mha_forward). Any other value:
-   *  HWYATTN_INVALID_ARGUMENT. */
+  /** HWYATTN_PRECISION_F32 (0, the default), HWYATTN_PRECISION_BF16 or
+   *  HWYATTN_PRECISION_INT8 (see hwyattn_precision; honoured by hwyattn_sdpa,
+   *  hwyattn_kv_attention and the attention of hwyattn_mha_forward). Any
+   *  other value: HWYATTN_INVALID_ARGUMENT. */
   hwyattn_precision precision;
   /** Must be 0 (HWYATTN_UNSUPPORTED otherwise): room for a later field. */
   int32_t reserved0;

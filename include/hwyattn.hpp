@@ -500,6 +500,7 @@ enum class Causal : int {
 enum class Precision : int {
   kF32 = HWYATTN_PRECISION_F32,
   kBF16 = HWYATTN_PRECISION_BF16,  // bf16 products, fp32 sums (hwyattn.h)
+  kInt8 = HWYATTN_PRECISION_INT8,  // int Q K^T on a quantized K (query as q8_0); float K: kF32
 };
 
 // The options of sdpa and MultiheadAttention::forward: a builder for
@@ -580,6 +581,7 @@ class SdpaOptions {
     c_.parallel = pool;
     return *this;
   }
+  // kF32 (the default), kBF16 or kInt8: the products' precision (hwyattn_precision).
   SdpaOptions& precision(Precision p) {
     c_.precision = static_cast<hwyattn_precision>(p);
     return *this;

@@ -58,11 +58,12 @@ stamp() { echo "cross_test.sh: $* ($(date +%T), ${SECONDS}s)"; }
 # widths run the attention suites (every kernel: prefill, decode, the small
 # one, bf16, blocks, paged caches) without the cases whose cost is sequence
 # length rather than code ($quick: the benchmark shapes, the 36-head
-# decode, the engine-like band masks of up to 3000 keys, which the NEON leg
-# runs), and the portable fallback runs on x86 (its EMU128 legs: the same
-# code).
+# decode, the engine-like band masks of up to 3000 keys, and the integer
+# products' matrix of I8 scale layouts and head dims, whose rule is the same
+# code on every target: the NEON leg runs them), and the portable fallback
+# runs on x86 (its EMU128 legs: the same code).
 once='^(capi_test|reference_test|cpp_binding_test|softmax_test|matmul_test|tanh_test|oom_test|examples\..*)$'
-quick='-Sdpa/BenchShapeTest.*:Sdpa/DecodeTest.*_Lk1300:MaskTest.BandLikeAnEngine'
+quick='-Sdpa/BenchShapeTest.*:Sdpa/DecodeTest.*_Lk1300:MaskTest.BandLikeAnEngine:Kv/KvInt8Test.*/I8D*'
 runs_for() {
   case $1 in
     arm64)

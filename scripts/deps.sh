@@ -6,9 +6,12 @@
 # when something is missing.
 
 # python3-matplotlib: bench/report.py's and docs/scaling_model.py's charts
-# (bench/charts.py) and their test, bench_charts_test.
+# (bench/charts.py) and their test, bench_charts_test. python3-venv and
+# python3-pip: the Python package's install tests (python_wheel,
+# python_install: `python3 -m venv`, `pip install ./python`) and the test
+# venv with ml_dtypes that tests/python/CMakeLists.txt makes.
 HWYATTN_PACKAGES=(cmake g++ make pkg-config libhwy-dev libbenchmark-dev libgtest-dev curl ca-certificates
-                  python3 python3-numpy python3-protobuf python3-matplotlib
+                  python3 python3-numpy python3-protobuf python3-matplotlib python3-venv python3-pip
                   rustc cargo golang-go libopenmpi-dev openmpi-bin)
 # scripts/test.sh --sanitizers adds these: clang with its sanitizer and
 # libFuzzer runtimes (and libomp for clang's -fopenmp).

@@ -212,6 +212,7 @@ void PlanDecode(Job* job) {
   plan.bf16 = p.Bf16Products();
   plan.bf16_dot = Bf16DotApplies(p) && Bf16DotFor(kernels.target, DecodeBf16DotKernel(p));
   plan.staged = DecodeStaged(p);
+  plan.int8 = p.Int8Products();
   plan.scratch_floats = DecodeScratchFloats(p, plan.rows, kernels.lanes, plan.bf16_dot);
   static_assert(sizeof(std::atomic<int32_t>) == sizeof(float) &&
                     alignof(std::atomic<int32_t>) <= alignof(float),

@@ -40,8 +40,10 @@ enum class Causal : int32_t { kNone = 0, kTopLeft = 1, kBottomRight = 2 };
 
 // Precision of the products Q K^T and P V: hwyattn_precision's values (capi
 // checks that they match). kBF16: their operands are rounded to bf16
-// (RoundToBf16, src/ops/convert.h), the sums stay fp32.
-enum class Precision : int32_t { kF32 = 0, kBF16 = 1 };
+// (RoundToBf16, src/ops/convert.h), the sums stay fp32. kInt8: Q K^T on
+// the integers of a quantized K (HasIntegerNumbers) against the query
+// quantized per block of 32 (src/ops/int8_products.h); F32 otherwise.
+enum class Precision : int32_t { kF32 = 0, kBF16 = 1, kInt8 = 2 };
 
 // One hwyattn_sdpa call after validation: every view is rank 4 and
 // broadcastable as documented, sizes are consistent and overflow-free.
@@ -80,6 +82,8 @@ struct SdpaProblem {
 
   int64_t group() const { return q_heads / kv_heads; }
   bool Bf16Products() const { return precision == Precision::kBF16; }
+  // precision = INT8 where it applies (a K of integers); F32 products else.
+  bool Int8Products() const { return precision == Precision::kInt8 && HasIntegerNumbers(k.dtype); }
   // What validation established, checked by the kernels' preconditions
   // (HWY_DASSERT: on in debug and sanitizer builds, free in Release): sizes
   // >= 1, Hkv divides Hq, the views agree with the sizes, every tensor a

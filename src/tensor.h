@@ -43,6 +43,10 @@ inline bool IsBlockDtype(Dtype t) { return t >= Dtype::kQ8_0 && t <= Dtype::kIQ4
 // kernels read their rows only through src/ops/blocks.h, as fp32.
 inline bool IsPackedDtype(Dtype t) { return IsBlockDtype(t) || t == Dtype::kI4; }
 
+// Dtypes whose elements are integers times scales (I8, I4, the block
+// formats): the K that precision = INT8 multiplies with integer products.
+inline bool HasIntegerNumbers(Dtype t) { return IsPackedDtype(t) || t == Dtype::kI8; }
+
 // Bytes of one block of the block format `t` (ggml-common.h's sizes).
 inline size_t BlockBytes(Dtype t) {
   switch (t) {

@@ -5,7 +5,9 @@
 // BF16, I8, ggml block-format and I4 caches; the packed ones decoded by this
 // file's own reader of hwyattn.h's layouts) against the double-precision
 // oracle (tests/reference.h, given C structs built here by hand, not by the
-// binding), the byte-size helpers and byte-vector views, the error paths
+// binding), Precision::kInt8 on block-format keys (within the header's bound
+// of kF32, equal to kF32 on the query quantized here; kF32's bits on a float
+// K), the byte-size helpers and byte-vector views, the error paths
 // in both styles (exceptions and Result), the refusal of an explicit scale
 // of 0, and the RAII MultiheadAttention against the C calls' bits. Compiled with
 // -std=c++17 -Wall -Wextra -pedantic -Werror, so the header is held to that.
@@ -1135,6 +1137,141 @@ TEST(CppSdpa, BlockFormatKeysAndValues) {
                 ConstTensorView(vplain, {1, H, Lk, Dv}), TensorView(out, {1, Hq, Lq, Dv}),
                 SdpaOptions().causal(Causal::kBottomRight));
   EXPECT_LT(RelErr(out, ref.out), kTol);
+}
+
+// Precision::kInt8 (HWYATTN_PRECISION_INT8): each query row quantized per
+// block of 32 head dims as ggml's quantize_row_q8_0 does (d = max|x| / 127,
+// roundf(x / d)), here with s_d = 1 (block-format K), dequantized.
+std::vector<float> Q8Dequantized(const std::vector<float>& q) {
+  std::vector<float> r(q.size());
+  for (size_t b = 0; b < q.size(); b += 32) {  // D % 32 == 0: blocks within rows
+    float amax = 0.0f;
+    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(q[i]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (size_t i = b; i < b + 32; ++i) r[i] = d * std::round(q[i] * id);
+  }
+  return r;
+}
+
+TEST(CppSdpa, Int8PrecisionOnBlockFormatKeys) {
+  // sdpa with a ggml block-format K (written by kv_cache_write) and an F32 V,
+  // under kF32 and kInt8: a decode (Lq = 1, 2 query rows per kv head: the
+  // integer dot products) and a prefill (Lq = 12: fp32 tiles on the quantized
+  // query). kInt8 moves out (the query was quantized), by at most what
+  // hwyattn.h's accuracy statement allows: each score by at most
+  //   E = scale * sum over blocks of (max|q| over the block / 254) * sum |k|
+  // over the block (the dequantized key), so the weights by factors within
+  // exp(+-2E), out by at most max|v| (exp(2 E_row) - 1) and lse by E_row,
+  // E_row the largest E of the row's keys. And kInt8 is kF32 on the quantized
+  // query, within fp32 rounding.
+  const int64_t Hq = 4, H = 2, Lk = 40, D = 64, Dv = 32;
+  const float scale = 0.125f;
+  const DType formats[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                           DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL};
+  const std::vector<float> kx = Random(static_cast<size_t>(Lk * H * D), 81);
+  const std::vector<float> v = Random(static_cast<size_t>(H * Lk * Dv), 82);
+  const float vmax = 1.0f;  // Random's amplitude
+  std::vector<int64_t> slots(static_cast<size_t>(Lk));
+  for (int64_t t = 0; t < Lk; ++t) slots[static_cast<size_t>(t)] = t;
+  for (const DType f : formats) {
+    std::vector<uint8_t> kb(static_cast<size_t>(hwyattn::dense_bytes(f, {1, H, Lk, D})));
+    std::vector<float> vpage(static_cast<size_t>(H * Lk * Dv));
+    hwyattn::kv_cache_write(
+        KvCache(TensorView(kb, f, {1, H, Lk, D}), TensorView(vpage, {1, H, Lk, Dv})),
+        ConstTensorView(kx, {Lk, H, D}), ConstTensorView(v, {Lk, H, Dv}), slots);
+    const std::vector<float> kf = DecodeBlocks(f, kb, H * Lk, D);
+    for (const int64_t Lq : {int64_t{1}, int64_t{12}}) {
+      SCOPED_TRACE(::testing::Message() << "dtype " << static_cast<int>(f) << " Lq " << Lq);
+      const std::vector<float> q = Random(static_cast<size_t>(Hq * Lq * D), 83 + Lq);
+      const size_t rows = static_cast<size_t>(Hq * Lq);
+      std::vector<float> out32(rows * Dv, kPattern), out8 = out32, outq = out32;
+      std::vector<float> lse32(rows, kPattern), lse8 = lse32;
+      const auto run = [&](const std::vector<float>& query, hwyattn::Precision p,
+                           std::vector<float>& out, std::vector<float>* lse) {
+        SdpaOptions o = SdpaOptions().scale(scale).causal(Causal::kBottomRight).precision(p);
+        if (lse) o.lse(TensorView(*lse, {1, Hq, Lq}));
+        const hwyattn::Result<void> r = hwyattn::try_sdpa(
+            ConstTensorView(query, {1, Hq, Lq, D}), ConstTensorView(kb, f, {1, H, Lk, D}),
+            ConstTensorView(vpage, {1, H, Lk, Dv}), TensorView(out, {1, Hq, Lq, Dv}), o);
+        EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().what());
+      };
+      run(q, hwyattn::Precision::kF32, out32, &lse32);
+      run(q, hwyattn::Precision::kInt8, out8, &lse8);
+      ASSERT_FALSE(AllEqual(out32, kPattern));
+      ASSERT_FALSE(AllEqual(out8, kPattern));
+      EXPECT_NE(out8, out32) << "kInt8 gave kF32's bits: the query was not quantized";
+      double max_diff = 0.0;
+      for (int64_t h = 0; h < Hq; ++h) {
+        const int64_t hk = h / (Hq / H);
+        for (int64_t i = 0; i < Lq; ++i) {
+          const size_t row = static_cast<size_t>(h * Lq + i);
+          const float* qr = &q[row * D];
+          double e_row = 0.0;
+          for (int64_t j = 0; j < Lk; ++j) {
+            const float* kr = &kf[static_cast<size_t>((hk * Lk + j) * D)];
+            double e = 0.0;
+            for (int64_t c0 = 0; c0 < D; c0 += 32) {
+              double amax = 0.0, ksum = 0.0;
+              for (int64_t c = c0; c < c0 + 32; ++c) {
+                amax = std::max(amax, std::fabs(static_cast<double>(qr[c])));
+                ksum += std::fabs(static_cast<double>(kr[c]));
+              }
+              e += amax / 254.0 * ksum;
+            }
+            e_row = std::max(e_row, scale * e);
+          }
+          const double out_bound = vmax * std::expm1(2.0 * e_row) + 1e-5;
+          for (int64_t c = 0; c < Dv; ++c) {
+            const double diff =
+                std::fabs(static_cast<double>(out8[row * Dv + c]) - out32[row * Dv + c]);
+            max_diff = std::max(max_diff, diff);
+            ASSERT_LE(diff, out_bound) << "head " << h << " row " << i << " [" << c << "]";
+          }
+          EXPECT_LE(std::fabs(static_cast<double>(lse8[row]) - lse32[row]), e_row + 1e-5)
+              << "head " << h << " row " << i;
+        }
+      }
+      EXPECT_GT(max_diff, 0.0);
+      // kF32 on the query quantized by hand: kInt8's numbers within fp32 rounding.
+      run(Q8Dequantized(q), hwyattn::Precision::kF32, outq, nullptr);
+      std::vector<double> want(outq.begin(), outq.end());
+      EXPECT_LT(RelErr(out8, want), kTol);
+    }
+  }
+}
+
+TEST(CppSdpa, Int8PrecisionOnFloatKeysIsF32) {
+  // hwyattn.h: on a float K, INT8 is F32, bit for bit (out and lse), decode
+  // and prefill, F32 and BF16 K.
+  for (const int64_t Lq : {int64_t{1}, int64_t{9}}) {
+    Qkv p(1, 4, 2, Lq, 23, 64, 16, 91 + static_cast<uint32_t>(Lq));
+    std::vector<uint16_t> kbf(p.k.size());
+    for (size_t i = 0; i < kbf.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &p.k[i], 4);
+      kbf[i] = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+    }
+    for (const bool bf16 : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "Lq " << Lq << (bf16 ? " BF16 K" : " F32 K"));
+      const ConstTensorView k =
+          bf16 ? ConstTensorView(kbf.data(), DType::kBF16, {1, 2, 23, 64}) : p.K();
+      std::vector<float> out32(p.out.size(), kPattern), out8 = out32;
+      std::vector<float> lse32(static_cast<size_t>(4 * Lq), kPattern), lse8 = lse32;
+      hwyattn::sdpa(p.Q(), k, p.V(), TensorView(out32, {1, 4, Lq, 16}),
+                    SdpaOptions()
+                        .causal(Causal::kBottomRight)
+                        .lse(TensorView(lse32, {1, 4, Lq}))
+                        .precision(hwyattn::Precision::kF32));
+      hwyattn::sdpa(p.Q(), k, p.V(), TensorView(out8, {1, 4, Lq, 16}),
+                    SdpaOptions()
+                        .causal(Causal::kBottomRight)
+                        .lse(TensorView(lse8, {1, 4, Lq}))
+                        .precision(hwyattn::Precision::kInt8));
+      ASSERT_FALSE(AllEqual(out32, kPattern));
+      EXPECT_EQ(std::memcmp(out8.data(), out32.data(), out8.size() * sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(lse8.data(), lse32.data(), lse8.size() * sizeof(float)), 0);
+    }
+  }
 }
 
 // An I4 cache (pages of (D + 1) / 2 bytes a row, an odd D padding each row)

@@ -653,8 +653,8 @@ std::vector<BadCase> SdpaCases() {
          x.opts.parallel = &x.pool;
        },
        kInvalid, {"opts: parallel: struct_size is 0", "hwyattn_parallel_init"}},
-      {"Precision2", e, [](Env& x) { x.opts.precision = EnumFromInt<hwyattn_precision>(2); },
-       kInvalid, {"opts: precision is 2"}},
+      {"Precision3", e, [](Env& x) { x.opts.precision = EnumFromInt<hwyattn_precision>(3); },
+       kInvalid, {"opts: precision is 3"}},
       {"PrecisionNegative", e,
        [](Env& x) { x.opts.precision = EnumFromInt<hwyattn_precision>(-1); }, kInvalid,
        {"opts: precision is -1"}},

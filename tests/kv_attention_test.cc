@@ -82,6 +82,7 @@ struct KvSpec {
   uint32_t page_seed = 7;  // of the page placement
   int spare_pages = 3;
   bool bf16 = false;  // precision = HWYATTN_PRECISION_BF16
+  bool int8 = false;  // precision = HWYATTN_PRECISION_INT8
   // A reference setup for a bf16 run (BF16Reference): the raw values are
   // first stored as `stored` (keys, values) and `stored_q` (queries) would
   // hold them, then rounded to bf16 (I8 caches: the raw values as they are,
@@ -246,6 +247,7 @@ struct KvSetup {
     }
     if (spec.lse) opts.lse = &tlse;
     if (spec.bf16) opts.precision = HWYATTN_PRECISION_BF16;
+    if (spec.int8) opts.precision = HWYATTN_PRECISION_INT8;
   }
 
   hwyattn_dtype VDtype() const {
@@ -792,6 +794,212 @@ INSTANTIATE_TEST_SUITE_P(Kv, KvBf16Test, ::testing::ValuesIn(Bf16Cases()),
                          });
 
 // ---------------------------------------------------------------------------
+// precision = INT8 (integer products on I8, I4 and block-format K).
+// ---------------------------------------------------------------------------
+
+// K's scale of channel d of kv head h where K has per-channel (per head, per
+// tensor) scales, else 1: the factor the header multiplies the query by
+// before quantizing it.
+float ChannelScaleOf(const KvSetup& s, int64_t h, int64_t d) {
+  if (!IsQuantized(s.spec.dtype) || s.spec.k_scales == Scales::kToken ||
+      s.spec.k_scales == Scales::kNone) {
+    return 1.0f;
+  }
+  const int64_t channels = s.spec.k_scales == Scales::kChannel ? s.spec.D : 1;
+  const int64_t head = s.spec.k_scales == Scales::kTensor ? 0 : h;
+  return s.kscale[static_cast<size_t>(head * channels + (channels == 1 ? 0 : d))];
+}
+
+// The query the header's INT8 rule multiplies, written out here on its own:
+// each row times K's channel scales, per block of 32 dims d = max|x| / 127,
+// q = roundf(x * (1 / d)), then d * q divided by the channel scale again
+// (so that the oracle's products with the dequantized cache are the integer
+// products). Also each row's blocks' max|x| (for the accuracy bound).
+std::vector<float> Int8Queries(const KvSetup& s, std::vector<float>* block_max) {
+  const int64_t rows = s.T * s.spec.Hq, D = s.spec.D, blocks = (D + 31) / 32;
+  const float* q = reinterpret_cast<const float*>(s.q.data());
+  std::vector<float> out(static_cast<size_t>(rows * D));
+  block_max->assign(static_cast<size_t>(rows * blocks), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t h = r % s.spec.Hq / (s.spec.Hq / s.spec.Hkv);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t d0 = 32 * b, n = std::min<int64_t>(32, D - d0);
+      float x[32], amax = 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        x[i] = q[r * D + d0 + i] * ChannelScaleOf(s, h, d0 + i);
+        amax = std::max(amax, std::fabs(x[i]));
+      }
+      (*block_max)[static_cast<size_t>(r * blocks + b)] = amax;
+      const float d = amax / 127.0f;
+      const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        const double dq = static_cast<double>(d) * std::round(x[i] * inverse);
+        const double scale = ChannelScaleOf(s, h, d0 + i);
+        out[static_cast<size_t>(r * D + d0 + i)] =
+            scale != 0.0 ? static_cast<float>(dq / scale) : 0.0f;
+      }
+    }
+  }
+  return out;
+}
+
+// INT8 against the oracle on the rule's query over the cache as stored
+// (decode rows run the integer products, prefill rows fp32 on the same
+// query: both within fp32 rounding of it); and against the unquantized query,
+// lse within the header's bound on each row's scores (a score error e moves
+// lse by at most e), and visibly moved (the query was quantized).
+void CheckInt8AgainstOracle(KvSetup& s) {
+  ASSERT_TRUE(s.spec.int8 && s.spec.q_dtype == HWYATTN_F32);
+  ASSERT_EQ(s.Run(), HWYATTN_OK) << hwyattn_last_error();
+  const bool integers =
+      s.spec.dtype == HWYATTN_I8 || s.spec.dtype == HWYATTN_I4 || BlockBytes(s.spec.dtype) != 0;
+  std::vector<float> block_max;
+  std::vector<float> rule_q = integers
+                                  ? Int8Queries(s, &block_max)
+                                  : std::vector<float>(reinterpret_cast<const float*>(s.q.data()),
+                                                       reinterpret_cast<const float*>(s.q.data()) +
+                                                           s.T * s.spec.Hq * s.spec.D);
+  hwyattn_tensor tq = s.tq;
+  tq.data = rule_q.data();
+  KvRefResult ref, exact;
+  std::string error;
+  ASSERT_TRUE(ReferenceKvAttention(tq, s.cache, s.batch, &s.opts, &ref, &error)) << error;
+  ASSERT_TRUE(ReferenceKvAttention(s.tq, s.cache, s.batch, &s.opts, &exact, &error)) << error;
+  const size_t n_out = static_cast<size_t>(s.T * s.spec.Hq * s.spec.Dv);
+  EXPECT_LE(RelativeError(s.out, ref.out, n_out), 1e-5) << "out against the rule's query";
+  if (!s.spec.lse) return;
+  const int64_t D = s.spec.D, blocks = (D + 31) / 32, group = s.spec.Hq / s.spec.Hkv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  double moved = 0.0;
+  for (size_t i = 0; i < s.seqs.size(); ++i) {
+    for (int64_t t = s.q_start[i]; t < s.q_start[i + 1]; ++t) {
+      for (int64_t hq = 0; hq < s.spec.Hq; ++hq) {
+        const size_t r = static_cast<size_t>(t * s.spec.Hq + hq);
+        if (std::isinf(ref.lse[r])) {
+          EXPECT_EQ(static_cast<double>(s.lse[r]), ref.lse[r]) << "lse row " << r;
+          continue;
+        }
+        EXPECT_NEAR(s.lse[r], ref.lse[r], 1e-5 * std::max(1.0, std::fabs(ref.lse[r])))
+            << "lse row " << r;
+        if (!integers) continue;
+        // The bound over every key of the sequence (an upper bound of the
+        // visible ones'): scale * sum_b max_b|x| / 254 * sum_i |k_i| / s_i,
+        // k the dequantized key, s its channel scale.
+        double bound = 0.0;
+        for (int64_t j = 0; j < s.seqs[i].kv_len; ++j) {
+          const int64_t page =
+              s.spec.table ? s.table[i * s.stride + j / s.S] : static_cast<int64_t>(i);
+          double e = 0.0;
+          for (int64_t b = 0; b < blocks; ++b) {
+            double sum = 0.0;
+            for (int64_t d = 32 * b; d < std::min(D, 32 * b + 32); ++d) {
+              sum += std::fabs(ReadCacheValue(s.cache, false, page, hq / group, j % s.S, d) /
+                               ChannelScaleOf(s, hq / group, d));
+            }
+            e += block_max[r * static_cast<size_t>(blocks) + static_cast<size_t>(b)] / 254.0 * sum;
+          }
+          bound = std::max(bound, scale * e);
+        }
+        const double err = std::fabs(s.lse[r] - exact.lse[r]);
+        EXPECT_LE(err, bound * 1.001 + 1e-5 * std::max(1.0, std::fabs(exact.lse[r])))
+            << "lse row " << r << " against the unquantized query";
+        moved = std::max(moved, err);
+      }
+    }
+  }
+  if (integers) EXPECT_GT(moved, 1e-6) << "lse does not look quantized";
+  std::printf("  int8: out vs the rule's query %.3g; lse vs the unquantized query up to %.3g\n",
+              RelativeError(s.out, ref.out, n_out), moved);
+}
+
+std::vector<CaseSpec> Int8Cases() {
+  std::vector<CaseSpec> c;
+  auto add = [&](const std::string& name, KvSpec s, std::vector<Seq> seqs = MixedBatch()) {
+    s.int8 = true;
+    c.push_back({name, s, std::move(seqs)});
+  };
+  KvSpec base;
+  // I8: head dims of whole blocks (read in place) and not (staged), every
+  // scale layout of K.
+  for (int64_t D : {16, 64, 40}) {
+    for (Scales k : {Scales::kToken, Scales::kChannel, Scales::kHead, Scales::kTensor}) {
+      KvSpec s = base;
+      s.dtype = HWYATTN_I8;
+      s.D = D;
+      s.k_scales = k;
+      add("I8D" + std::to_string(D) + "K" + ScalesName(k), s);
+    }
+  }
+  {
+    KvSpec s = base;
+    s.dtype = HWYATTN_I4;
+    s.k_scales = Scales::kChannel;  // KIVI's
+    add("I4KChannel", s);
+    s.k_scales = Scales::kToken;
+    s.D = 15;
+    s.Dv = 7;
+    s.page_size = 17;
+    s.nhd = true;
+    add("I4OddDimsPage17Nhd", s);
+  }
+  for (hwyattn_dtype d :
+       {HWYATTN_Q8_0, HWYATTN_Q4_0, HWYATTN_Q4_1, HWYATTN_Q5_0, HWYATTN_Q5_1, HWYATTN_IQ4_NL}) {
+    KvSpec s = base;
+    s.dtype = d;
+    s.D = 64;
+    s.Dv = 32;
+    add(DtypeName(d), s);
+  }
+  {
+    KvSpec s = base;
+    s.dtype = HWYATTN_Q8_0;
+    s.v_dtype = HWYATTN_Q4_0;
+    s.D = s.Dv = 32;
+    s.page_size = 17;
+    s.nhd = true;
+    s.window_left = 9;
+    s.softcap = 0.75f;
+    s.sinks = true;
+    add("Q8_0KQ4_0VModifiersNhd", s);
+  }
+  {
+    // GQA groups of 8 rows (one decode step: the 8-row kernel), of 3 (a
+    // group padded to 4), and MQA prefill.
+    KvSpec s = base;
+    s.dtype = HWYATTN_Q4_1;
+    s.D = s.Dv = 64;
+    s.Hq = 16;
+    s.Hkv = 2;
+    add("Q4_1Gqa8", s, {{1, 700}, {1, 33}, {2, 80}});
+    s.dtype = HWYATTN_I8;
+    s.Hq = 6;
+    add("I8Gqa3", s, {{1, 700}, {2, 70}});
+    s.dtype = HWYATTN_Q5_0;
+    s.Hq = 8;
+    s.Hkv = 1;
+    add("Q5_0MqaPrefill", s, {{24, 200}, {1, 600}});
+  }
+  {
+    KvSpec s = base;  // a float K: INT8 is F32
+    s.dtype = HWYATTN_F16;
+    add("F16IsF32", s);
+  }
+  return c;
+}
+
+class KvInt8Test : public ::testing::TestWithParam<CaseSpec> {};
+
+TEST_P(KvInt8Test, MatchesReferenceOnTheRulesQuery) {
+  KvSetup s(GetParam().spec, GetParam().seqs);
+  CheckInt8AgainstOracle(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kv, KvInt8Test, ::testing::ValuesIn(Int8Cases()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) {
+                           return info.param.name;
+                         });
+
+// ---------------------------------------------------------------------------
 // Batch invariance and determinism.
 // ---------------------------------------------------------------------------
 
@@ -904,6 +1112,15 @@ TEST(KvInvariance, Bf16ProductsI8Page17) {
   s.bf16 = true;
   s.dtype = HWYATTN_I8;
   s.page_size = 17;
+  CheckInvariance(s);
+}
+
+TEST(KvInvariance, Int8ProductsQ4_0Page17) {
+  KvSpec s;
+  s.dtype = HWYATTN_Q4_0;
+  s.D = s.Dv = 32;
+  s.page_size = 17;
+  s.int8 = true;
   CheckInvariance(s);
 }
 

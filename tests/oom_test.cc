@@ -295,6 +295,13 @@ void KvAttentionAndWrite(hwyattn_dtype dtype, bool v_per_tensor, size_t block_by
     std::fill(lse.begin(), lse.end(), -7.0f);
     ExpectCleanOutOfMemory([&] { return hwyattn_kv_attention(&tq, &cache, &batch, &to, &opts); },
                            lse);
+    // Integer products (on I8, I4 and block-format K; F32 on FP8): the
+    // quantized queries' and staged integers' scratch.
+    opts.precision = HWYATTN_PRECISION_INT8;
+    std::fill(out.begin(), out.end(), -7.0f);
+    std::fill(lse.begin(), lse.end(), -7.0f);
+    ExpectCleanOutOfMemory([&] { return hwyattn_kv_attention(&tq, &cache, &batch, &to, &opts); },
+                           out);
   }
   EXPECT_EQ(pools.threads.violation(), "");
   EXPECT_EQ(pools.inline_pool.violation(), "");

@@ -6,7 +6,9 @@ package hwyattn
 // include/hwyattn.h's rules: the pages the write leaves (exact F32, BF16
 // rounded by hand, I8 and I4 within half a quantization step, ggml's block
 // formats decoded here from their bytes), and attention of mixed batches
-// (chunked prefill, decode, full prefill) over paged and contiguous caches.
+// (chunked prefill, decode, full prefill) over paged and contiguous caches,
+// and PrecisionInt8 against PrecisionF32 (the header's bound; PrecisionF32's
+// bits on a float K).
 
 import (
 	"errors"
@@ -871,5 +873,171 @@ func TestKVPackedSizes(t *testing.T) {
 	if err := KVAttention(q17, c4, batch, &out17, nil); !errors.Is(err, ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "cache.K: data has 143 bytes but shape [2 2 4 17] with strides [144 72 18 1] needs 144 (1 bytes per 2 elements)") {
 		t.Errorf("short I4 pages: %v", err)
+	}
+}
+
+// runAt is KVAttention of st over cache (scale 0.2, bottom-right causal) at
+// the given precision, on the queries q [T, Hq, D]: out and lse.
+func (st *kvStep) runAt(t *testing.T, q []float32, cache *KVCache, p Precision) (out, lse Tensor) {
+	t.Helper()
+	out = NewTensor(int64(st.T), int64(st.Hq), int64(st.Dv))
+	lse = NewTensor(int64(st.T), int64(st.Hq))
+	if err := KVAttention(Tensor{Data: q, Shape: []int64{int64(st.T), int64(st.Hq), int64(st.D)}}, cache,
+		KVBatch{QStart: st.qStart, KVLen: st.kvLen}, &out,
+		&Options{Scale: Scale(0.2), Causal: CausalBottomRight, Precision: p, LSE: &lse}); err != nil {
+		t.Fatalf("KVAttention at precision %d: %v", p, err)
+	}
+	return out, lse
+}
+
+// PrecisionInt8 (HWYATTN_PRECISION_INT8) on an I4 cache with per-token K
+// and V scales (D = 40: a second block of 8 dims, zero-padded), in a batch
+// of two decodes (2 query rows per kv head: the integer dot products) and a
+// prefill of 7 (14 rows: fp32 tiles on the quantized query). Against
+// PrecisionF32, out moves (the query is quantized) by at most what
+// include/hwyattn.h's accuracy statement allows: each score by
+//
+//	E = scale * sum over blocks of (max|q| over the block / 254) * sum |k|
+//
+// over the block (k the dequantized key: number * the token's scale), so
+// lse by at most E_row (the row's largest E) and each weight by a factor
+// within exp(+-2 E_row): out by at most max|v| (exp(2 E_row) - 1). And
+// PrecisionInt8 is PrecisionF32 on the query quantized and dequantized by
+// hand (ggml's quantize_row_q8_0), within fp32 rounding.
+func TestPrecisionInt8OnAnI4Cache(t *testing.T) {
+	r := rand.New(rand.NewSource(71))
+	const Hq, Hkv, D, Dv, P, S = 4, 2, 40, 24, 8, 4
+	st := newKVStep(r, Hq, Hkv, D, Dv, []int32{9, 6, 7}, []int32{1, 1, 7})
+	cache, err := NewKVCache(CacheI4, P, Hkv, S, D, Dv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, stride := paging(r, st.kvLen, S, P)
+	cache.BlockTable, cache.BlockTableStride = table, int64(stride)
+	slot := func(s, tok int) int64 { return int64(table[s*stride+tok/S])*S + int64(tok%S) }
+	st.write(t, cache, slot)
+	// The query as INT8 sees it (K's scales are per token: s_d = 1).
+	qd := make([]float32, len(st.q))
+	for row := 0; row < st.T*Hq; row++ {
+		for c0 := 0; c0 < D; c0 += 32 {
+			c1 := c0 + 32
+			if c1 > D {
+				c1 = D
+			}
+			var amax float32
+			for c := c0; c < c1; c++ {
+				if a := float32(math.Abs(float64(st.q[row*D+c]))); a > amax {
+					amax = a
+				}
+			}
+			step := amax / 127
+			var inv float32
+			if step != 0 {
+				inv = 1 / step
+			}
+			for c := c0; c < c1; c++ {
+				// math.Round: half away from zero, as roundf.
+				qd[row*D+c] = step * float32(math.Round(float64(st.q[row*D+c]*inv)))
+			}
+		}
+	}
+	out32, lse32 := st.runAt(t, st.q, cache, PrecisionF32)
+	out8, lse8 := st.runAt(t, st.q, cache, PrecisionInt8)
+	outQ, _ := st.runAt(t, qd, cache, PrecisionF32)
+
+	kp, vp := cache.K.Data.(I4Pages), cache.V.Data.(I4Pages)
+	row := func(s, tok, h int) int { sl := int(slot(s, tok)); return (sl/S*Hkv+h)*S + sl%S }
+	nibble := func(b byte, d int) float64 {
+		x := int(b & 15)
+		if d%2 == 1 {
+			x = int(b >> 4)
+		}
+		if x >= 8 {
+			x -= 16
+		}
+		return float64(x)
+	}
+	key := func(s, tok, h, d int) float64 {
+		return nibble(kp[row(s, tok, h)*(D/2)+d/2], d) * float64(cache.KScale.Data[row(s, tok, h)])
+	}
+	vmax := 0.0
+	for i := 0; i < P*Hkv*S*Dv; i++ {
+		vmax = math.Max(vmax, math.Abs(nibble(vp[i/Dv*(Dv/2)+i%Dv/2], i%Dv)*float64(cache.VScale.Data[i/Dv])))
+	}
+
+	same := true
+	maxDiff := 0.0
+	for s := range st.kvLen {
+		q0 := int(st.qStart[s])
+		for i := 0; i < int(st.qStart[s+1])-q0; i++ {
+			for h := 0; h < Hq; h++ {
+				hk, ri := h/(Hq/Hkv), (q0+i)*Hq+h
+				eRow := 0.0
+				for tok := 0; tok < int(st.kvLen[s]); tok++ {
+					e := 0.0
+					for c0 := 0; c0 < D; c0 += 32 {
+						amax, ksum := 0.0, 0.0
+						for c := c0; c < c0+32 && c < D; c++ {
+							amax = math.Max(amax, math.Abs(float64(st.q[ri*D+c])))
+							ksum += math.Abs(key(s, tok, hk, c))
+						}
+						e += amax / 254 * ksum
+					}
+					eRow = math.Max(eRow, float64(float32(0.2))*e)
+				}
+				bound := vmax*math.Expm1(2*eRow) + 1e-5
+				for c := 0; c < Dv; c++ {
+					a, b := out8.Data[ri*Dv+c], out32.Data[ri*Dv+c]
+					same = same && a == b
+					diff := math.Abs(float64(a) - float64(b))
+					maxDiff = math.Max(maxDiff, diff)
+					if diff > bound {
+						t.Fatalf("seq %d query %d head %d out[%d]: moved %g > %g", s, i, h, c, diff, bound)
+					}
+				}
+				if dl := math.Abs(float64(lse8.Data[ri]) - float64(lse32.Data[ri])); dl > eRow+1e-5 {
+					t.Errorf("seq %d query %d head %d: lse moved %g > %g", s, i, h, dl, eRow)
+				}
+			}
+		}
+	}
+	if same || maxDiff == 0 {
+		t.Errorf("PrecisionInt8 gave PrecisionF32's output: the query was not quantized")
+	}
+	want := make([]float64, len(outQ.Data))
+	for i, x := range outQ.Data {
+		want[i] = float64(x)
+	}
+	if e := maxRelErr(out8.Data, want); e > tolerance {
+		t.Errorf("PrecisionInt8 against PrecisionF32 on the quantized query: relative error %g", e)
+	}
+}
+
+// On a float K, PrecisionInt8 is PrecisionF32: the same bits of out and lse
+// (F32 and BF16 pages, the same mixed batch).
+func TestPrecisionInt8OnAFloatCacheIsF32(t *testing.T) {
+	for i, dtype := range []CacheDType{CacheF32, CacheBF16} {
+		r := rand.New(rand.NewSource(int64(73 + i)))
+		const Hq, Hkv, D, Dv, P, S = 4, 2, 40, 24, 8, 4
+		st := newKVStep(r, Hq, Hkv, D, Dv, []int32{9, 6, 7}, []int32{1, 1, 7})
+		cache, err := NewKVCache(dtype, P, Hkv, S, D, Dv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table, stride := paging(r, st.kvLen, S, P)
+		cache.BlockTable, cache.BlockTableStride = table, int64(stride)
+		st.write(t, cache, func(s, tok int) int64 { return int64(table[s*stride+tok/S])*S + int64(tok%S) })
+		out32, lse32 := st.runAt(t, st.q, cache, PrecisionF32)
+		out8, lse8 := st.runAt(t, st.q, cache, PrecisionInt8)
+		for j := range out32.Data {
+			if math.Float32bits(out8.Data[j]) != math.Float32bits(out32.Data[j]) {
+				t.Fatalf("dtype %d out[%d]: %g under PrecisionInt8, %g under PrecisionF32", dtype, j, out8.Data[j], out32.Data[j])
+			}
+		}
+		for j := range lse32.Data {
+			if math.Float32bits(lse8.Data[j]) != math.Float32bits(lse32.Data[j]) {
+				t.Fatalf("dtype %d lse[%d]: %g under PrecisionInt8, %g under PrecisionF32", dtype, j, lse8.Data[j], lse32.Data[j])
+			}
+		}
 	}
 }

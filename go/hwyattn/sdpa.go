@@ -32,6 +32,12 @@ const (
 	// PrecisionBF16: operands of Q K^T and P V rounded to bf16, fp32
 	// accumulation (hwyattn.h's HWYATTN_PRECISION_BF16).
 	PrecisionBF16 Precision = C.HWYATTN_PRECISION_BF16
+	// PrecisionInt8: integer Q K^T for a quantized K (I8, I4 or a ggml
+	// block format): each query row quantized per block of 32 head dims as
+	// ggml's quantize_row_q8_0 does, times the cache's integers; P V, the
+	// softmax and out stay fp32. On a float K it is PrecisionF32
+	// (hwyattn.h's HWYATTN_PRECISION_INT8, which bounds the error).
+	PrecisionInt8 Precision = C.HWYATTN_PRECISION_INT8
 )
 
 // Options are the optional settings of SDPA and MultiheadAttention.Forward:
@@ -73,7 +79,8 @@ type Options struct {
 	// Sinks, [Hq]: attention sinks, a per-head logit in every row's softmax
 	// denominator (gpt-oss). -Inf is a sink that is off.
 	Sinks []float32
-	// Precision of the products (PrecisionF32, the default).
+	// Precision of the products (PrecisionF32, the default; PrecisionBF16;
+	// PrecisionInt8).
 	Precision Precision
 }
 

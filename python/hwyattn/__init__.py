@@ -16,8 +16,14 @@ A thin ctypes binding of the C library's hwyattn.h; no compiled extension.
     y, w = mha(x, need_weights=True)                          # x: [B, L, E]
 
 The shared library is found through $HWYATTN_LIBRARY (a path to
-libhwyattn.so), then a copy next to this package, then a build*/ directory
-above it (a source checkout), then the system loader. See library_path().
+libhwyattn.so), then the package's own copy (built and installed by `pip
+install ./python`), then a build*/ directory above it (a source checkout),
+then the system loader. See library_path().
+
+bfloat16 and fp8: numpy arrays of ml_dtypes' bfloat16, float8_e4m3fn and
+float8_e5m2 (JAX's, ONNX's) are read in place, and an ml_dtypes.bfloat16 q
+gives an ml_dtypes.bfloat16 result; ml_dtypes itself is optional (never
+imported unless a bfloat16 result is asked for by name).
 """
 
 from ._capi import (Error, InvalidArgumentError, OutOfMemoryError, UnsupportedError,

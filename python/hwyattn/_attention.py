@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _capi, _quant
 from ._capi import InvalidArgumentError
-from ._dlpack import adapt
+from ._dlpack import adapt, float32_of, ml_dtype, ml_dtype_name
 
 _FLOAT_DTYPES = {np.dtype(np.float32): _capi.F32, np.dtype(np.float16): _capi.F16}
 
@@ -18,9 +18,10 @@ def _invalid(message):
 
 def as_float_input(x, name):
     """x as a float32 or float16 ndarray the library can read (other real
-    dtypes are converted to float32). Keeps views: strided inputs are passed
-    by their strides, without a copy."""
-    a = np.asarray(x)
+    dtypes, ml_dtypes' bfloat16 and fp8 included, are converted to float32).
+    Keeps views: strided inputs are passed by their strides, without a
+    copy."""
+    a = float32_of(np.asarray(x))
     if a.dtype not in _FLOAT_DTYPES:
         if a.dtype.kind not in "fiub":
             raise TypeError("%s: dtype %s is not a real number type" % (name, a.dtype))
@@ -31,8 +32,10 @@ def as_float_input(x, name):
 def input_tensor(x, name, bits_dtype=None):
     """(descriptor, array) of q, k or v: float32 / float16 read in place,
     other real dtypes converted to float32; with bits_dtype='bfloat16', a
-    uint16 array is read in place as bfloat16 bits; a DLPack producer's
-    (a torch tensor's) memory in place, bfloat16 included."""
+    uint16 array is read in place as bfloat16 bits; an ml_dtypes.bfloat16
+    array and a DLPack producer's (a torch tensor's) memory in place,
+    bfloat16 included. The array returned is the memory described (a
+    uint16 view of a bfloat16 one)."""
     if bits_dtype not in (None, "bfloat16"):
         raise _invalid("input_dtype is %r; must be None or 'bfloat16' (uint16 arrays of bfloat16 "
                        "bits)" % (bits_dtype,))
@@ -69,38 +72,82 @@ def tensor(a, name, dtype_code=None):
 
 
 # Output dtypes by name: numpy has no bfloat16, so a bfloat16 output is a
-# uint16 array of the bits, named by out_dtype="bfloat16".
+# uint16 array of the bits (named by out_dtype="bfloat16"), an
+# ml_dtypes.bfloat16 array, or a torch bfloat16 tensor.
 _OUT_DTYPES = {"float32": (_capi.F32, np.float32), "float16": (_capi.F16, np.float16),
                "bfloat16": (_capi.BF16, np.uint16)}
 
 
+def _out_dtype_key(out_dtype, name):
+    """(out_dtype's name or None, the numpy dtype to allocate it as): a
+    name ('float32', 'float16', 'bfloat16'), numpy's float32 / float16, or
+    ml_dtypes.bfloat16 (then allocated as that)."""
+    if out_dtype is None:
+        return None, None
+    if isinstance(out_dtype, str):
+        return out_dtype, None
+    ml = ml_dtype_name(out_dtype)
+    if ml is not None:
+        return ml, np.dtype(out_dtype)
+    try:
+        key = np.dtype(out_dtype).name
+    except (TypeError, ValueError):
+        key = None
+    if key not in ("float32", "float16"):
+        raise TypeError("%s_dtype is %r; must be 'float32', 'float16', 'bfloat16', np.float32, "
+                        "np.float16 or ml_dtypes.bfloat16" % (name, out_dtype))
+    return key, np.dtype(key)
+
+
+def ml_bfloat16_of(x):
+    """x's dtype when x is an ml_dtypes.bfloat16 numpy array, else None: the
+    default out_dtype of a call whose q is one (JAX's and ONNX's attention
+    return q's dtype)."""
+    if isinstance(x, np.ndarray) and ml_dtype_name(x.dtype) == "bfloat16":
+        return x.dtype
+    return None
+
+
 def output_tensor(shape, name, out=None, out_dtype=None):
-    """(descriptor, result) of an output: a new float32 array, or `out`
-    (written in place: its shape must be `shape`, its strides non-negative
-    multiples of its element size) as out_dtype names it (float32 or
-    float16 by its own dtype; 'bfloat16' for uint16 bits), or a DLPack
-    producer (a torch tensor: its dtype names it), returned as given."""
+    """(descriptor, result) of an output: `out` (written in place: its
+    shape must be `shape`, its strides non-negative multiples of its
+    element size; float32, float16, uint16 bits with out_dtype='bfloat16',
+    an ml_dtypes.bfloat16 array, or a DLPack producer such as a torch
+    tensor, whose dtype names itself), returned as given; or without one a
+    new array of out_dtype: float32 (None), float16, or bfloat16 (the name
+    or ml_dtypes.bfloat16) as an ml_dtypes.bfloat16 array (ImportError
+    without ml_dtypes)."""
     given = out
+    key, alloc = _out_dtype_key(out_dtype, name)
     out, named = adapt(out, name)
     if named is not None:
         if named != "bfloat16":
             raise TypeError("%s: dtype %s; outputs are float32, float16 or bfloat16" %
                             (name, named))
-        if out_dtype not in (None, named):
+        if key not in (None, named):
             raise TypeError("%s: a %s tensor, but %s_dtype is %r" % (name, named, name, out_dtype))
-        out_dtype = named
+        key = named
     if out is None:
-        if out_dtype not in (None, "float32"):
-            raise _invalid("%s_dtype is %r without an %s= array; pass the array" %
-                           (name, out_dtype, name))
-        out = np.empty(shape, dtype=np.float32)
-        t, _ = tensor(out, name, _capi.F32)
-        return t, out
+        if key in (None, "float32"):
+            out = np.empty(shape, dtype=np.float32)
+            t, _ = tensor(out, name, _capi.F32)
+            return t, out
+        if key not in _OUT_DTYPES:
+            raise TypeError("%s_dtype is %r; must be 'float32', 'float16' or 'bfloat16'" %
+                            (name, out_dtype))
+        code, storage = _OUT_DTYPES[key]
+        if key == "bfloat16":
+            result = np.empty(shape, dtype=alloc if alloc is not None else ml_dtype(key))
+            out = result.view(np.uint16)
+        else:
+            result = out = np.empty(shape, dtype=storage)
+        t, _ = tensor(out, name, code)
+        return t, result
     if not isinstance(out, np.ndarray) or not out.flags.writeable:
         raise TypeError("%s: must be a writeable numpy array, a DLPack tensor (torch) or an "
                         "object with __array_interface__ (written in place)" % name)
-    key = out_dtype if out_dtype is not None else {np.dtype(np.float32): "float32",
-                                                   np.dtype(np.float16): "float16"}.get(out.dtype)
+    if key is None:
+        key = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16"}.get(out.dtype)
     if key not in _OUT_DTYPES:
         raise TypeError("%s: dtype %s; float32 or float16, or uint16 with %s_dtype='bfloat16'" %
                         (name, out.dtype, name))
@@ -114,11 +161,11 @@ def output_tensor(shape, name, out=None, out_dtype=None):
         raise _invalid("%s: strides %s; must be non-negative multiples of the element size "
                        "(written in place, no copy)" % (name, out.strides))
     t, _ = tensor(out, name, code)
-    return t, (out if isinstance(given, np.ndarray) else given)
+    return t, given
 
 
 def precision_code(precision):
-    """None / 'f32' / 'float32' or 'bf16' / 'bfloat16' (or the C values)."""
+    """None / 'f32' / 'float32', 'bf16' / 'bfloat16' or 'int8' (or the C values)."""
     if precision is None:
         return _capi.PRECISION_F32
     if isinstance(precision, str):
@@ -127,10 +174,12 @@ def precision_code(precision):
             return _capi.PRECISION_F32
         if key in ("bf16", "bfloat16"):
             return _capi.PRECISION_BF16
-    elif isinstance(precision, (int, np.integer)) and int(precision) in (0, 1):
+        if key == "int8":
+            return _capi.PRECISION_INT8
+    elif isinstance(precision, (int, np.integer)) and int(precision) in (0, 1, 2):
         return int(precision)
-    raise _invalid("precision is %r; must be 'f32' or 'bf16' (products rounded to bfloat16, "
-                   "fp32 sums)" % (precision,))
+    raise _invalid("precision is %r; must be 'f32', 'bf16' (products rounded to bfloat16, "
+                   "fp32 sums) or 'int8' (integer Q K^T on a quantized K)" % (precision,))
 
 
 def causal_code(causal):
@@ -154,7 +203,7 @@ def mask_tensor(mask, name="mask"):
     """(hwyattn_tensor, array) for a bool (True = attend) or additive float
     mask: float16 is read in place as F16 (ggml's KQ mask), other numbers as
     float32."""
-    m = np.asarray(mask)
+    m = float32_of(np.asarray(mask))
     if m.dtype == np.bool_:
         return tensor(m, name, _capi.BOOL)
     if m.dtype == np.float16:
@@ -192,7 +241,7 @@ def _window(w, name):
 
 
 def _to_float_vector(values, name):
-    a = np.asarray(values)
+    a = float32_of(np.asarray(values))
     if a.dtype.kind not in "fiu" or a.ndim != 1:
         raise _invalid("%s: must be a 1-d real array of one value per query head, got %s %s"
                        % (name, a.dtype, a.shape))
@@ -301,8 +350,9 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
          input_dtype=None, kv_dtype=None):
     """Scaled dot-product attention: softmax(q k^T * scale + mask) v.
 
-    q: [B, Hq, Lq, D], k: [B, Hkv, Lk, D], v: [B, Hkv, Lk, Dv] (float32 or
-    float16; other real dtypes are converted to float32). Lower ranks are
+    q: [B, Hq, Lq, D], k: [B, Hkv, Lk, D], v: [B, Hkv, Lk, Dv] (float32,
+    float16 or ml_dtypes.bfloat16, read in place; other real dtypes are
+    converted to float32). Lower ranks are
     right-aligned (a [Lq, D] q is one batch with one head); k and v may have
     batch 1 to share them across q's batch. Hq must be a multiple of Hkv
     (GQA: query head h reads key/value head h // (Hq // Hkv)). Any
@@ -334,15 +384,27 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
     return_weights: also return the probabilities [B, Hq, Lq, Lk] (float32).
     return_lse: also return the log-sum-exp of the scaled, masked scores,
         [B, Hq, Lq] (-inf for a row with every key blocked).
-    precision: None / 'f32' (fp32 products), or 'bf16': products of
+    precision: None / 'f32' (fp32 products), 'bf16': products of
         operands rounded to bfloat16 with fp32 sums (AVX512_BF16's
-        vdpbf16ps where the CPU has it).
+        vdpbf16ps where the CPU has it), or 'int8': on a quantized k (a
+        block format, int8, int4) Q K^T in integers against the query
+        quantized per block of 32 as ggml's q8_0 (hwyattn.h); fp32 on a
+        float k.
     out: an array to write the result into, in place (any non-negative
-        strides): float32, float16, or uint16 bits with out_dtype='bfloat16';
-        the fp32 result is rounded once to its dtype. It is returned.
+        strides): float32, float16, ml_dtypes.bfloat16, or uint16 bits with
+        out_dtype='bfloat16'; the fp32 result is rounded once to its dtype.
+        It is returned.
+    out_dtype: without out=, the dtype of the new result: 'float32' (np.float32),
+        'float16' (np.float16), or 'bfloat16' (ml_dtypes.bfloat16): an
+        ml_dtypes.bfloat16 array (ImportError without ml_dtypes). Default:
+        float32, except for an ml_dtypes.bfloat16 q: then ml_dtypes.bfloat16,
+        as JAX's and ONNX's attention return q's dtype (out_dtype='float32'
+        keeps the fp32 result).
     input_dtype: 'bfloat16' reads uint16 q, k, v arrays as bfloat16 bits
-        (in place; numpy has no bfloat16), e.g. a torch bf16 tensor's
-        .view(torch.int16).numpy().view(np.uint16).
+        (in place), e.g. a torch bf16 tensor's
+        .view(torch.int16).numpy().view(np.uint16). Not needed for
+        ml_dtypes.bfloat16 arrays (JAX's, ONNX's) or torch tensors: their
+        dtype names itself.
     kv_dtype: k and v in one of ggml's block formats, read in place (as
         llama.cpp's quantized KV cache): 'q8_0', 'q4_0', 'q4_1', 'q5_0',
         'q5_1' or 'iq4_nl' for both, or a pair (k's, v's) with None for a
@@ -354,12 +416,15 @@ def sdpa(q, k, v, *, scale=None, causal=False, mask=None, kv_len=None,
         strides must be whole blocks.
 
     A query row whose keys are all blocked gets zeros (PyTorch gives NaN).
-    Returns out [B, Hq, Lq, Dv] (float32, q's rank), or the tuple
+    Returns out [B, Hq, Lq, Dv] (float32, or as out= / out_dtype / an
+    ml_dtypes.bfloat16 q say; q's rank), or the tuple
     (out, weights?, lse?) in that order when either is requested.
     Raises hwyattn.Error (InvalidArgumentError, a ValueError, for bad
     shapes) with the library's explanation.
     """
     k_block, v_block = _kv_dtype_names(kv_dtype)
+    if out is None and out_dtype is None:
+        out_dtype = ml_bfloat16_of(q)
     tq, q = input_tensor(q, "q", input_dtype)
     tk, k = _kv_input(k, "k", k_block, input_dtype, q.shape[-1])
     tv, v = _kv_input(v, "v", v_block, input_dtype, None)

@@ -45,6 +45,7 @@ CAUSAL_TOP_LEFT = 1
 CAUSAL_BOTTOM_RIGHT = 2
 PRECISION_F32 = 0
 PRECISION_BF16 = 1
+PRECISION_INT8 = 2
 
 # C enums are int-sized on every ABI hwyattn targets.
 _enum = ctypes.c_int
@@ -189,7 +190,10 @@ def _candidates():
         # An explicit choice: never fall back silently to another library.
         return [("HWYATTN_LIBRARY", env)]
     found = []
-    # 1. Next to the package (a copy placed there by a packager or by hand).
+    # 1. The package's own: the libhwyattn.so.1 that `pip install ./python`
+    #    builds and ships in the wheel, or a copy placed here by hand. Before
+    #    any build tree or system library, so an installed package runs the
+    #    library it was built with.
     for pattern in ("libhwyattn.so", "libhwyattn.so.*", "libhwyattn.dylib", "hwyattn.dll"):
         for p in sorted(glob.glob(os.path.join(_PACKAGE_DIR, pattern))):
             found.append(("package directory", p))
@@ -263,10 +267,13 @@ def _declare(lib):
 def load():
     """The loaded library (a ctypes.CDLL), loading it on first use.
 
-    Search order: $HWYATTN_LIBRARY; libhwyattn.so* next to this package; a
-    build*/libhwyattn.so found by walking up from the package (newest first);
-    the system loader. Raises ImportError if none loads or if its ABI version
-    is not the one this package was written for.
+    Search order: $HWYATTN_LIBRARY (alone: if set, nothing else is tried);
+    libhwyattn.so* in this package's directory (the one `pip install
+    ./python` builds and installs there); a build*/libhwyattn.so found by
+    walking up from the package (newest first: a source checkout, e.g.
+    PYTHONPATH=python or an editable install); the system loader. Raises
+    ImportError if none loads or if its ABI version is not the one this
+    package was written for.
     """
     global _lib, _lib_path
     if _lib is not None:

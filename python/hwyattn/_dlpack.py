@@ -3,8 +3,11 @@
 __dlpack__ (a torch tensor, a JAX or CuPy array on the CPU, ...) becomes a
 numpy view of the same memory, with the library's dtype name for the types
 numpy lacks (bfloat16, float8_e4m3fn, float8_e5m2: uint16 / uint8 views of
-the bits); an object with __array_interface__ becomes np.asarray's view of
-it. No copy either way."""
+the bits); so does a numpy array of ml_dtypes' types of those names (what
+JAX, ONNX and TensorFlow give numpy); an object with __array_interface__
+becomes np.asarray's view of it. No copy either way. ml_dtypes is never
+imported here: its arrays are recognised by their dtype's type (module
+ml_dtypes, name bfloat16 / float8_e4m3fn / float8_e5m2)."""
 
 import ctypes
 
@@ -50,6 +53,49 @@ DTYPES = {
     (10, 8): (np.uint8, "float8_e4m3fn"),     # kDLFloat8_e4m3fn
     (12, 8): (np.uint8, "float8_e5m2"),       # kDLFloat8_e5m2
 }
+
+# ml_dtypes' types the library reads: name -> the numpy storage of the bits.
+ML_DTYPES = {"bfloat16": np.uint16, "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8}
+
+
+def ml_dtype_name(dtype):
+    """'bfloat16', 'float8_e4m3fn' or 'float8_e5m2' when `dtype` (a numpy
+    dtype, or a type such as ml_dtypes.bfloat16) is ml_dtypes' type of that
+    name; None for anything else (strings included: 'bfloat16' is this
+    package's name for uint16 bits). Does not import ml_dtypes."""
+    if dtype is None or isinstance(dtype, str):
+        return None
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
+        return None
+    t = dt.type
+    name = getattr(t, "__name__", "")
+    if (getattr(t, "__module__", "").split(".")[0] == "ml_dtypes" and name in ML_DTYPES and
+            dt.itemsize == np.dtype(ML_DTYPES[name]).itemsize):
+        return name
+    return None
+
+
+def ml_dtype(name):
+    """numpy's dtype of ml_dtypes' type `name` (imported here, on demand);
+    ImportError saying what needs it when ml_dtypes is not installed."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise ImportError("hwyattn: a %s array is returned as an ml_dtypes.%s array, and "
+                          "ml_dtypes is not installed (pip install ml_dtypes), or pass out= a "
+                          "uint16 array for the bits" % (name, name)) from None
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+def float32_of(a):
+    """An ml_dtypes array's values as float32 (exact for all three), other
+    arrays as they are."""
+    if isinstance(a, np.ndarray) and ml_dtype_name(a.dtype) is not None:
+        return a.astype(np.float32)
+    return a
+
 
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
@@ -113,11 +159,16 @@ def _from_dlpack(x, name):
 
 
 def adapt(x, name):
-    """(ndarray, dtype name or None) of x: a numpy array as it is; a DLPack
-    producer's memory as a numpy view (the name: 'bfloat16' or an fp8
-    format when numpy has no such type); an object with
-    __array_interface__ as np.asarray's view; anything else as it is."""
+    """(ndarray, dtype name or None) of x: a numpy array as it is, except
+    an ml_dtypes bfloat16 / float8_e4m3fn / float8_e5m2 one: a uint16 /
+    uint8 view of its bits and that name; a DLPack producer's memory as a
+    numpy view (the name: 'bfloat16' or an fp8 format when numpy has no
+    such type); an object with __array_interface__ as np.asarray's view;
+    anything else as it is."""
     if isinstance(x, np.ndarray):
+        named = ml_dtype_name(x.dtype)
+        if named is not None:
+            return x.view(ML_DTYPES[named]), named
         return x, None
     if hasattr(x, "__dlpack__"):
         return _from_dlpack(x, name)

@@ -7,13 +7,14 @@ import ctypes
 import numpy as np
 
 from . import _capi, _quant
-from ._attention import Options, input_tensor, output_tensor, tensor
+from ._attention import Options, input_tensor, ml_bfloat16_of, output_tensor, tensor
 from ._capi import InvalidArgumentError
-from ._dlpack import adapt
+from ._dlpack import adapt, ml_dtype_name
 
 # Cache dtypes by name: (the library's code, the numpy storage dtype). numpy
 # has no bfloat16 or fp8: their pages are uint16 / uint8 arrays of the bits,
-# named by a cache_dtype / dtype argument (PyTorch's names). Nor has it
+# named by a cache_dtype / dtype argument (PyTorch's names), or arrays of
+# ml_dtypes' types of those names (JAX's, ONNX's), which name themselves. Nor has it
 # ggml's block formats (llama.cpp's -ctk names) or int4: their pages are
 # uint8 arrays whose last dimension counts the bytes of a row (see _quant).
 _CACHE_DTYPES = {"float32": (_capi.F32, np.float32), "float16": (_capi.F16, np.float16),
@@ -29,17 +30,22 @@ _QUANTIZED = ("int8", "int4", "float8_e4m3fn", "float8_e5m2")
 
 
 def _cache_dtype_name(dtype):
-    """The cache dtype's name from a name or a numpy dtype."""
+    """The cache dtype's name from a name, a numpy dtype or ml_dtypes'
+    bfloat16 / float8_e4m3fn / float8_e5m2."""
     if isinstance(dtype, str) and dtype in _CACHE_DTYPES:
         return dtype
+    ml = ml_dtype_name(dtype)
+    if ml is not None:
+        return ml
     try:
         name = _IMPLICIT.get(np.dtype(dtype))
     except TypeError:
         name = None
     if name is None:
-        raise TypeError("cache dtype %r; must be one of %s (bfloat16 and fp8 pages are uint16 / uint8 "
-                        "arrays of their bits; the block formats' and int4's uint8 arrays of "
-                        "their bytes)" % (dtype, ", ".join(sorted(_CACHE_DTYPES))))
+        raise TypeError("cache dtype %r; must be one of %s, or ml_dtypes.bfloat16 / "
+                        "float8_e4m3fn / float8_e5m2 (by name, bfloat16 and fp8 pages are uint16 "
+                        "/ uint8 arrays of their bits; the block formats' and int4's uint8 "
+                        "arrays of their bytes)" % (dtype, ", ".join(sorted(_CACHE_DTYPES))))
     return name
 
 
@@ -95,8 +101,8 @@ def _int_array(values, name, dtype, length=None):
 
 def _pages(k, v, cache_dtype):
     """(k, v, cache_dtype) as numpy arrays of the pages, in place: DLPack
-    producers (torch tensors) as views, their bfloat16 / fp8 dtypes naming
-    cache_dtype."""
+    producers (torch tensors) and ml_dtypes arrays as views of the bits,
+    their bfloat16 / fp8 dtypes naming cache_dtype."""
     k, k_named = adapt(k, "k_cache")
     v, v_named = adapt(v, "v_cache")
     named = k_named or v_named
@@ -104,10 +110,23 @@ def _pages(k, v, cache_dtype):
         if k_named != v_named:
             raise TypeError("k_cache and v_cache: dtypes %s and %s; they must be the same" %
                             (k_named or np.asarray(k).dtype, v_named or np.asarray(v).dtype))
-        if cache_dtype not in (None, named):
+        if cache_dtype is not None and _cache_dtype_name(cache_dtype) != named:
             raise TypeError("cache_dtype is %r, but the pages are %s" % (cache_dtype, named))
         cache_dtype = named
     return np.asarray(k), np.asarray(v), cache_dtype
+
+
+def _scale_input(s, name):
+    """(scales as an ndarray, whether they were converted): float32 arrays
+    (and DLPack float32 tensors) as they are, in place; ml_dtypes and DLPack
+    bfloat16 / fp8 scales converted to float32 (exactly)."""
+    arr, named = adapt(s, name)
+    if named is None:
+        return arr, False
+    bits = np.asarray(arr)
+    if named == "bfloat16":
+        return (bits.astype(np.uint32) << 16).view(np.float32), True
+    return _fp8_table(named)[bits].astype(np.float32), True
 
 
 def _page_tensor(a, name, cache_dtype, dim):
@@ -130,7 +149,7 @@ def _cache_struct(k, v, k_scale, v_scale, block_table, keep, cache_dtype=None, d
     for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
         if s is None:
             continue
-        arr = np.asarray(adapt(s, name)[0])
+        arr = np.asarray(_scale_input(s, name)[0])
         if arr.ndim == 0:
             arr = arr.reshape(1)
         if arr.dtype != np.float32:
@@ -162,7 +181,9 @@ def kv_cache_write(k_cache, v_cache, k_new, v_new, slots, *, k_scale=None, v_sca
     [num_pages, Hkv, page_size, cache_row_size(cache_dtype, D)], checked
     against k_new's D and v_new's Dv (InvalidArgumentError, a ValueError,
     naming the sizes). input_dtype='bfloat16' reads uint16 k_new / v_new as
-    bfloat16 bits.
+    bfloat16 bits; ml_dtypes.bfloat16 k_new / v_new and ml_dtypes
+    bfloat16 / float8_e4m3fn / float8_e5m2 pages (JAX's, ONNX's arrays)
+    name their dtype themselves.
     """
     keep = []
     for name, a in (("k_cache", k_cache), ("v_cache", v_cache)):
@@ -176,11 +197,12 @@ def kv_cache_write(k_cache, v_cache, k_new, v_new, slots, *, k_scale=None, v_sca
         if not a.flags.writeable:
             raise TypeError("%s: must be writeable (the pages are written in place)" % name)
     token_shape = tuple(np.shape(k_cache)[:3]) + (1,)
-    k_scale = adapt(k_scale, "k_scale")[0]
-    v_scale = adapt(v_scale, "v_scale")[0]
-    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
-        if np.ndim(s) == 4 and tuple(np.shape(s)) == token_shape and not (
-                isinstance(s, np.ndarray) and s.dtype == np.float32 and s.flags.writeable):
+    k_scale, k_converted = _scale_input(k_scale, "k_scale")
+    v_scale, v_converted = _scale_input(v_scale, "v_scale")
+    for name, s, converted in (("k_scale", k_scale, k_converted),
+                               ("v_scale", v_scale, v_converted)):
+        if np.ndim(s) == 4 and tuple(np.shape(s)) == token_shape and (converted or not (
+                isinstance(s, np.ndarray) and s.dtype == np.float32 and s.flags.writeable)):
             raise TypeError("%s: per-token scales are written: they must be a writeable float32 "
                             "array" % name)
     tk, k_new = input_tensor(k_new, "k_new", input_dtype)
@@ -208,7 +230,9 @@ def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_po
         (float32, float16 or int8; any strides, so FlashAttention's
         [pages, page, Hkv, D] memory is k.transpose(0, 2, 1, 3)); bfloat16
         and fp8 pages are uint16 / uint8 arrays of the bits, named by
-        cache_dtype ('bfloat16', 'float8_e4m3fn' or 'float8_e5m2').
+        cache_dtype ('bfloat16', 'float8_e4m3fn' or 'float8_e5m2'), or
+        arrays of ml_dtypes' bfloat16 / float8_e4m3fn / float8_e5m2, which
+        need no cache_dtype.
         ggml's block formats (llama.cpp's -ctk / -ctv names 'q8_0', 'q4_0',
         'q4_1', 'q5_0', 'q5_1', 'iq4_nl'; D and Dv multiples of 32, no
         scales: they are in the blocks) and 'int4' (two per byte, with
@@ -231,14 +255,17 @@ def kv_attention(q, k_cache, v_cache, q_start, kv_len, *, block_table=None, q_po
         (vLLM's k_scale: a scalar or [1]).
     causal: True (default: key position <= query position) or False; the
         modifiers as in hwyattn.sdpa, with these positions.
-    precision, out, out_dtype, input_dtype (for q): as in hwyattn.sdpa.
+    precision, out, out_dtype, input_dtype (for q): as in hwyattn.sdpa (an
+        ml_dtypes.bfloat16 q gives an ml_dtypes.bfloat16 out by default).
     value_dim: the packed dtypes only: Dv, checked against v_cache's bytes
         (default: what the bytes hold, 2 * the bytes of a row for int4; so
         needed only for int4 with an odd Dv).
-    Returns out [T, Hq, Dv] (float32, or the out= array), and lse [T, Hq]
-    with return_lse.
+    Returns out [T, Hq, Dv] (float32, or the out= array, or as out_dtype or
+    an ml_dtypes.bfloat16 q say), and lse [T, Hq] (float32) with return_lse.
     """
     keep = []
+    if out is None and out_dtype is None:
+        out_dtype = ml_bfloat16_of(q)
     tq, q = input_tensor(q, "q", input_dtype)
     if q.ndim != 3:
         raise _invalid("q: shape %s; must be [T, Hq, D]" % (q.shape,))
@@ -306,7 +333,9 @@ class KVCache(object):
 
     k, v: [num_pages, Hkv, page_size, D] / [.., Dv] arrays of `dtype`:
     float32, float16, int8, or by name 'bfloat16' (uint16 pages of the
-    bits), 'float8_e4m3fn' or 'float8_e5m2' (uint8 pages of the bits).
+    bits), 'float8_e4m3fn' or 'float8_e5m2' (uint8 pages of the bits), or
+    ml_dtypes.bfloat16 / float8_e4m3fn / float8_e5m2 (pages of that type:
+    the same bits, as JAX and ONNX hold them).
     The packed dtypes, by llama.cpp's -ctk / -ctv names: ggml's block
     formats 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'iq4_nl' (head_dim and
     value_dim multiples of 32; no scales, they are in the blocks) and
@@ -332,6 +361,8 @@ class KVCache(object):
         value_dim = head_dim if value_dim is None else value_dim
         self.dtype = _cache_dtype_name(dtype)
         storage = _CACHE_DTYPES[self.dtype][1]
+        if ml_dtype_name(dtype) is not None:
+            storage = np.dtype(dtype)  # ml_dtypes pages: the same bits, JAX's type
         self.page_size = int(page_size)
         self.head_dim, self.value_dim = int(head_dim), int(value_dim)
         k_row, v_row = (cache_row_size(self.dtype, d) for d in (head_dim, value_dim))
@@ -369,15 +400,16 @@ class KVCache(object):
         """(k, v) as float64 arrays [num_pages, Hkv, page_size, D] / [.., Dv]:
         the values the pages stand for (bfloat16 and fp8 decoded, the block
         formats' blocks decoded, int8, int4 and fp8 times their scales)."""
+        kb, vb = (adapt(x, "pages")[0] for x in (self.k, self.v))  # ml_dtypes: the bits
         if self.dtype == "bfloat16":
             k, v = ((x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-                    for x in (self.k, self.v))
+                    for x in (kb, vb))
         elif self.dtype in _quant.PACKED:
             k = _quant.decode(self.dtype, self.k, self.head_dim)
             v = _quant.decode(self.dtype, self.v, self.value_dim)
         elif self.dtype.startswith("float8"):
             table = _fp8_table(self.dtype)
-            k, v = table[self.k], table[self.v]
+            k, v = table[kb], table[vb]
         else:
             k, v = self.k.astype(np.float64), self.v.astype(np.float64)
         if self.k_scale is not None:

@@ -8,6 +8,7 @@ import numpy as np
 from . import _capi
 from ._attention import output_tensor, tensor
 from ._capi import InvalidArgumentError
+from ._dlpack import float32_of
 
 
 def _invalid(message):
@@ -15,9 +16,9 @@ def _invalid(message):
 
 
 def _as_f32(x, name):
-    """x as a float32 ndarray (other real dtypes converted; float32 views
-    are passed by their strides, without a copy)."""
-    a = np.asarray(x)
+    """x as a float32 ndarray (other real dtypes, ml_dtypes' included,
+    converted; float32 views are passed by their strides, without a copy)."""
+    a = float32_of(np.asarray(x))
     if a.dtype != np.float32:
         if a.dtype.kind not in "fiub":
             raise TypeError("%s: dtype %s is not a real number type" % (name, a.dtype))

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from . import _capi
-from ._attention import Options, as_float_input, output_tensor, tensor, _invalid
+from ._attention import Options, as_float_input, ml_bfloat16_of, output_tensor, tensor, _invalid
 
 _NAMES = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
 
@@ -208,13 +208,17 @@ class MultiheadAttention(object):
         window_left, window_right, softcap, alibi_slopes ([num_heads]), sinks
             ([num_heads]): the score modifiers, as in hwyattn.sdpa.
         out, out_dtype: as in hwyattn.sdpa (written in place: float32,
-            float16, bfloat16 bits or a torch tensor; the fp32 result rounded
-            once).
+            float16, bfloat16 bits, an ml_dtypes.bfloat16 array or a torch
+            tensor; the fp32 result rounded once). An ml_dtypes.bfloat16
+            query (converted to float32, exactly) gives an
+            ml_dtypes.bfloat16 out by default, as in hwyattn.sdpa.
 
         Returns out [B, Lq, embed_dim], or (out, weights) with need_weights.
         """
         if self._handle is None:
             raise _capi.Error("MultiheadAttention is closed", _capi.INVALID_ARGUMENT)
+        if out is None and out_dtype is None:
+            out_dtype = ml_bfloat16_of(query)
         q = np.asarray(as_float_input(query, "query"), dtype=np.float32)
         if key is None and value is not None:
             raise _invalid("value given without key")

@@ -35,6 +35,7 @@
 #include "src/ops/decode_attention.h"
 #include "src/ops/decode_bf16.h"
 #include "src/ops/flash_bf16.h"  // Bf16Pair
+#include "src/ops/int8_products.h"
 #include "src/ops/reduce_keys_avx512.h"
 #include "src/ops/score_rules.h"
 #include "src/targets.h"
@@ -420,14 +421,17 @@ void ScaleKeys(const SdpaProblem& p, const KvScale& scale, int64_t b, int64_t kv
 // up to a whole number of score groups are zeros (their scores are dropped);
 // with more rows than lanes (8 rows on SSE4) that is several groups, the last
 // one partly filled.
+// Integer products (plan.int8): the rows, unscaled (the scale multiplies
+// the integer kernel's sums), quantized into x (int8_products.h).
 void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t kvh, size_t dim_pad,
-                    float* HWY_RESTRICT q) {
+                    float* HWY_RESTRICT q, const Int8DecodeScratch& x) {
   const SdpaProblem& p = *plan.problem;
   const int64_t group = p.group(), dim = p.head_dim, rows = plan.rows;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t pos = r / group, head = kvh * group + r % group;
     float* dst = q + static_cast<size_t>(r) * dim_pad;
-    ScaledQueryRow(p, b, head, pos, plan.bf16_dot ? 1.0f : plan.q_scale, dst, plan.bf16);
+    ScaledQueryRow(p, b, head, pos, plan.bf16_dot || plan.int8 ? 1.0f : plan.q_scale, dst,
+                   plan.bf16);
     for (size_t d = static_cast<size_t>(dim); d < dim_pad; ++d) dst[d] = 0.0f;
     // Per-channel K scales: q . (k * s) = (q * s) . k. (Under bf16_dot they
     // are one per kv head, a factor of the score scale: ScoreChunk.)
@@ -441,6 +445,20 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t kvh, size_t dim_p
   const size_t rows_pad = (static_cast<size_t>(rows) + group_rows - 1) / group_rows * group_rows;
   for (size_t r = static_cast<size_t>(rows); r < rows_pad; ++r) {
     memset(q + r * dim_pad, 0, dim_pad * sizeof(float));
+  }
+  if (plan.int8) {
+    const size_t blocks = static_cast<size_t>(IntegerBlocks(dim));
+    const size_t ldq = blocks * static_cast<size_t>(kBlockElems);
+    int8_t* HWY_RESTRICT qi = x.keys;  // a row's int8 numbers (the keys' stage is free)
+    // The integer kernel's group of rows (Int8GroupRows) may be larger than
+    // the fp32 kernels' (a vector of lanes at most): zeros up to it too.
+    const size_t int8_rows = std::max(rows_pad, Int8GroupRows(static_cast<size_t>(rows)));
+    for (size_t r = rows_pad; r < int8_rows; ++r)
+      memset(q + r * dim_pad, 0, dim_pad * sizeof(float));
+    for (size_t r = 0; r < int8_rows; ++r) {
+      QuantizeQueryRow(q + r * dim_pad, dim, qi, x.d + r * blocks, x.dsum + r * blocks);
+      for (size_t i = 0; i < ldq; ++i) x.q[r * ldq + i] = qi[i];
+    }
   }
   if (kBf16DotTarget && plan.bf16_dot) {
     // The rows (rounded, unscaled: the scale multiplies the dot products) as
@@ -563,13 +581,53 @@ void StageRows(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh
   }
 }
 
+// Integer products: the raw scores (before the per-token scales, modifiers
+// and masks) of the chunk's `keys` keys from c0 into s [rows][ld], times
+// the score scale in log2 units; -inf up to a whole vector. kStageKeys keys
+// at a time: I8 rows of whole blocks are read in place, the others'
+// integers staged (IntegerRow).
+void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
+                    const Int8DecodeScratch& x, float* HWY_RESTRICT s) {
+  const SdpaProblem& p = *plan.problem;
+  const int64_t dim = p.head_dim;
+  const size_t ld = DecodeScoreStride(kLanes);
+  const size_t blocks = static_cast<size_t>(IntegerBlocks(dim));
+  const size_t ldk = blocks * static_cast<size_t>(kBlockElems);
+  const bool in_place = p.k.dtype == Dtype::kI8 && dim % kBlockElems == 0;
+  const bool block_scales = IsBlockDtype(p.k.dtype);
+  const Int8QueryRows q{x.q, x.d, x.dsum, blocks};
+  const size_t rows = static_cast<size_t>(plan.rows);
+  const Int8Kernels& kernels = GetInt8Kernels();
+  for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
+    const int64_t n = std::min(kStageKeys, keys - j0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t at = p.KeyRowOffset(p.k, b, kvh, c0 + j0 + i);
+      if (in_place) {
+        x.rows[i] = p.k.As<int8_t>() + at;
+      } else {
+        int8_t* row = x.keys + static_cast<size_t>(i) * ldk;
+        IntegerRow(p.k.dtype, p.k.BytesAt(at), dim, row, x.e + i * blocks, x.m + i * blocks);
+        x.rows[i] = row;
+      }
+    }
+    const bool offsets = p.k.dtype == Dtype::kQ4_1 || p.k.dtype == Dtype::kQ5_1;
+    kernels.scores(Int8GroupRows(rows), rows, q, x.rows, block_scales ? x.e : nullptr,
+                   offsets ? x.m : nullptr, static_cast<size_t>(n), plan.q_scale, s + j0, ld);
+  }
+  const size_t keys_pad = (static_cast<size_t>(keys) + kLanes - 1) / kLanes * kLanes;
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t j = static_cast<size_t>(keys); j < keys_pad; ++j) s[r * ld + j] = -INFINITY;
+  }
+}
+
 // Scores of the chunk's `keys` keys from c0 for every row into s [rows][ld]
 // (log2 units, lanes past the last key up to a whole vector -inf), masked.
 // Staged (plan.staged, T float): K's rows go through `stage` first.
+// Integer products (plan.int8): Int8ScoreChunk.
 template <bool kL2, typename T>
 void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
                 const float* HWY_RESTRICT q, size_t dim_pad, float* HWY_RESTRICT s,
-                float* HWY_RESTRICT stage) {
+                float* HWY_RESTRICT stage, const Int8DecodeScratch& x) {
   const SdpaProblem& p = *plan.problem;
   const int64_t group = p.group(), dim = p.head_dim, rows = plan.rows;
   const size_t ld = DecodeScoreStride(kLanes);
@@ -587,8 +645,12 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
     dot_scale *= *p.ScaleRow(p.k_scale, b, kvh, 0, &unused);
   }
   bool staged = false;
+  if (plan.int8) {
+    Int8ScoreChunk(plan, b, kvh, c0, keys, x, s);
+    staged = true;  // (done)
+  }
   if constexpr (std::is_same_v<T, float>) {
-    if (plan.staged) {
+    if (plan.staged && !staged) {
       const size_t lds = StageStride(p);
       for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
         const int64_t n = std::min(kStageKeys, keys - j0);
@@ -823,7 +885,15 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
   float* HWY_RESTRICT stage =
       reinterpret_cast<float*>(pair_scratch) +
       (plan.bf16_dot ? PadFloats(Bf16DecodeScratchWords(kDecodeChunk, kDecodeMaxRuns)) : 0);
-  PrepareQueries(plan, b, kvh, dim_pad, q);
+  // Integer products: then Int8DecodeScratch.
+  Int8DecodeScratch int8{};
+  if (plan.int8) {
+    Int8DecodeScratch::Place(
+        p.head_dim,
+        stage + (plan.staged ? PadFloats(static_cast<size_t>(kStageKeys) * StageStride(p)) : 0),
+        &int8);
+  }
+  PrepareQueries(plan, b, kvh, dim_pad, q, int8);
 
   int64_t c0[kDecodeRun], keys[kDecodeRun];
   float* out[kDecodeRun];
@@ -842,7 +912,8 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
         stats[g][2 * r + 1] = 0.0f;
       }
     } else {
-      ScoreChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], q, dim_pad, s0 + g * chunk_scores, stage);
+      ScoreChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], q, dim_pad, s0 + g * chunk_scores, stage,
+                         int8);
     }
   }
   // Under bf16 products P is rounded once: by the softmax, or with

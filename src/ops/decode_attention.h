@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "src/ops/decode_bf16.h"
+#include "src/ops/int8_products.h"
 #include "src/sdpa_problem.h"
 #include "src/scratch.h"
 #include "src/targets.h"
@@ -93,6 +94,7 @@ struct DecodePlan {
   bool bf16;              // bf16 products: q, K, V and P rounded (RoundToBf16)
   bool bf16_dot;          // bf16 on the AVX512_BF16 dot products (decode_bf16.h)
   bool staged;            // DecodeStaged: rows staged as fp32 (rounded under bf16)
+  bool int8;              // integer products: K's scores on Int8Kernels
   float* partial_out;     // [B * Hkv][chunks][rows][Dv]
   float* partial_stats;   // [B * Hkv][chunks][rows][2]: running max (log2), sum
   size_t scratch_floats;  // per worker thread
@@ -131,19 +133,62 @@ const DecodeKernels& GetDecodeKernels();
 // chunk, because the last vector store of a row may start at any key.
 inline size_t DecodeScoreStride(size_t lanes) { return static_cast<size_t>(kDecodeChunk) + lanes; }
 
+// Integer products (DecodePlan::int8): the scratch of the rows' quantized
+// queries and of kStageKeys keys' integers (int8_products.h), carved out of
+// a worker's floats in this order.
+struct Int8DecodeScratch {
+  int16_t* q;           // [kDecodeMaxRows][blocks * 32]
+  float* d;             // [kDecodeMaxRows][blocks]
+  float* dsum;          // [kDecodeMaxRows][blocks]
+  int8_t* keys;         // [kStageKeys][blocks * 32]: staged integers
+  float* e;             // [kStageKeys][blocks]
+  float* m;             // [kStageKeys][blocks]
+  const int8_t** rows;  // [kStageKeys]: each key's integers (staged or in place)
+
+  // The layout over `floats`, and its size (floats = null: the size alone).
+  static size_t Place(int64_t head_dim, float* floats, Int8DecodeScratch* x) {
+    const size_t blocks = static_cast<size_t>(IntegerBlocks(head_dim));
+    const size_t rows = static_cast<size_t>(kDecodeMaxRows), keys = static_cast<size_t>(kStageKeys);
+    const size_t sizes[7] = {PadFloats(rows * blocks * 16),  // int16: 2 per float
+                             PadFloats(rows * blocks),
+                             PadFloats(rows * blocks),
+                             PadFloats(keys * blocks * 8),  // int8: 4 per float
+                             PadFloats(keys * blocks),
+                             PadFloats(keys * blocks),
+                             PadFloats(keys * sizeof(void*) / sizeof(float))};
+    size_t at[7], total = 0;
+    for (int i = 0; i < 7; ++i) {
+      at[i] = total;
+      total += sizes[i];
+    }
+    if (floats != nullptr) {
+      x->q = reinterpret_cast<int16_t*>(floats + at[0]);
+      x->d = floats + at[1];
+      x->dsum = floats + at[2];
+      x->keys = reinterpret_cast<int8_t*>(floats + at[3]);
+      x->e = floats + at[4];
+      x->m = floats + at[5];
+      x->rows = reinterpret_cast<const int8_t**>(floats + at[6]);
+    }
+    return total;
+  }
+};
+
 // Scratch floats per worker: the scaled queries [kDecodeMaxRows][D padded to
 // lanes] (rows past the last are zeros: the score kernels work on groups of
 // a power of two rows) and the scores of a run of chunks [run][rows][score
 // stride].
 // With bf16_dot, then the P pairs and their nonzero masks of a batch of
 // runs (Bf16DecodeValues); the queries' floats hold their bf16 pairs.
-// Staged (DecodeStaged), then kStageKeys staged rows.
+// Staged (DecodeStaged), then kStageKeys staged rows. With integer
+// products, then Int8DecodeScratch.
 inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lanes, bool bf16_dot) {
   const size_t dim = (static_cast<size_t>(p.head_dim) + lanes - 1) / lanes * lanes;
   return PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim) +
          PadFloats(static_cast<size_t>(kDecodeRun * rows) * DecodeScoreStride(lanes)) +
          (bf16_dot ? PadFloats(Bf16DecodeScratchWords(kDecodeChunk, kDecodeMaxRuns)) : 0) +
-         (DecodeStaged(p) ? PadFloats(static_cast<size_t>(kStageKeys) * StageStride(p)) : 0);
+         (DecodeStaged(p) ? PadFloats(static_cast<size_t>(kStageKeys) * StageStride(p)) : 0) +
+         (p.Int8Products() ? Int8DecodeScratch::Place(p.head_dim, nullptr, nullptr) : 0);
 }
 
 }  // namespace hwyattn

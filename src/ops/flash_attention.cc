@@ -46,6 +46,7 @@
 #include "src/ops/blocks.h"
 #include "src/ops/convert.h"
 #include "src/ops/flash_attention.h"
+#include "src/ops/int8_products.h"
 #include "src/ops/flash_bf16.h"
 #include "src/ops/score_rules.h"
 #include "src/targets.h"
@@ -1144,16 +1145,29 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
   // scales its sums), then paired.
   const bool bf16_dot = kBf16DotTarget && plan.bf16_dot;
   const float q_scale = bf16_dot ? 1.0f : plan.q_scale;
+  const bool int8 = p.Int8Products();
   DispatchFloatDtype(p.q.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if (p.q.stride[3] == 1) {
+    if (p.q.stride[3] == 1 && !int8) {
       bf16 ? PackQueriesContiguous<T, true>(p, b, kvh, row0, rows, q_scale, q_t)
            : PackQueriesContiguous<T, false>(p, b, kvh, row0, rows, q_scale, q_t);
     } else {
-      bf16 ? PackQueries<T, true>(p, b, kvh, row0, rows, q_scale, q_t)
-           : PackQueries<T, false>(p, b, kvh, row0, rows, q_scale, q_t);
+      bf16 ? PackQueries<T, true>(p, b, kvh, row0, rows, int8 ? 1.0f : q_scale, q_t)
+           : PackQueries<T, false>(p, b, kvh, row0, rows, int8 ? 1.0f : q_scale, q_t);
     }
   });
+  // Integer products: the rows quantized and dequantized (int8_products.h),
+  // then scaled.
+  if (int8) {
+    const float* channel_scale = nullptr;
+    int64_t step = 0;
+    if (p.k_scale.layout == KvScales::kPerChannel)
+      channel_scale = p.ScaleRow(p.k_scale, b, kvh, 0, &step);
+    for (int64_t c = 0; c < rows; ++c) {
+      DequantizedQueryRow(q_t + c, dim, static_cast<int64_t>(kQueryTile), channel_scale, step);
+      for (int64_t d = 0; d < dim; ++d) q_t[d * kQueryTile + c] *= q_scale;
+    }
+  }
   uint32_t* HWY_RESTRICT q_pairs = reinterpret_cast<uint32_t*>(scratch + layout.q_pairs);
   uint32_t* HWY_RESTRICT p_pairs = reinterpret_cast<uint32_t*>(scratch + layout.p_pairs);
   const size_t dim_pairs = static_cast<size_t>(dim + 1) / 2;

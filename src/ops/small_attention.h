@@ -25,8 +25,8 @@ constexpr int64_t kSmallMaxDim = 64;
 // the one that rounds its operands.
 inline bool SmallApplies(const SdpaProblem& p, double flops) {
   return flops <= kSmallMaxFlops && p.head_dim <= kSmallMaxDim && !p.Paged() &&
-         p.k_scale.layout == KvScales::kNone && !p.Bf16Products() && !IsPackedDtype(p.k.dtype) &&
-         !IsPackedDtype(p.v.dtype);
+         p.k_scale.layout == KvScales::kNone && !p.Bf16Products() && !p.Int8Products() &&
+         !IsPackedDtype(p.k.dtype) && !IsPackedDtype(p.v.dtype);
 }
 
 // Every feature of hwyattn_sdpa (masks, causal, key lengths, weights, lse,

@@ -328,6 +328,12 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   // where the CPU has them, I8 and FP8 caches included).
   const bool bf16 = in.ConsumeIntegralInRange(0, 3) == 0;
   if (bf16) opts.precision = HWYATTN_PRECISION_BF16;
+  // Integer products one call in three of the others (F32 on a float K),
+  // checked against the unquantized oracle within the header's bound; not
+  // with per-channel K scales, which scale the query before its rounding
+  // (kv_attention_test checks those against the oracle on the rule's query).
+  const bool int8 = !bf16 && k_layout != 1 && in.ConsumeIntegralInRange(0, 2) == 0;
+  if (int8) opts.precision = HWYATTN_PRECISION_INT8;
   // One corruption, maybe.
   switch (in.ConsumeIntegralInRange(0, 10)) {
     case 1:
@@ -407,6 +413,27 @@ int FuzzKv(FuzzedDataProvider& in, const hwyattn_parallel* pool) {
   // factor within exp(+-2^-7 M) of its own (the normalisation included);
   // P's and V's roundings add 2^-8 max|v|.
   if (bf16) score_tol += std::expm1(std::ldexp(ref.score_magnitude, -7)) + std::ldexp(1.0, -7);
+  // INT8: each score within e = scale * sum_b max_b|q| / 254 * sum_b |k| of
+  // the unquantized query's (the header), bounded by the largest |q| and
+  // the largest key row's sum; a weight moves by a factor within exp(+-2e).
+  if (int8) {
+    double q_max = 0, k_sum = 0;
+    for (size_t e = 0; e < q.bytes / 4; ++e) {
+      float x;
+      memcpy(&x, q.data.get() + e * 4, 4);
+      q_max = std::max(q_max, std::fabs(static_cast<double>(x)));
+    }
+    for (int64_t pg = 0; pg < P; ++pg)
+      for (int64_t h = 0; h < Hkv; ++h)
+        for (int64_t o = 0; o < S; ++o) {
+          double sum = 0;
+          for (int64_t d = 0; d < D; ++d)
+            sum += std::fabs(hwyattn_test::ReadCacheValue(cache, false, pg, h, o, d));
+          if (std::isfinite(sum)) k_sum = std::max(k_sum, sum);
+        }
+    const double e = q_max / 254.0 * k_sum / std::sqrt(static_cast<double>(D));
+    score_tol += std::expm1(2.0 * e) + 2.0 * e;
+  }
   if (max_err > (1e-5 + score_tol) * std::max({max_ref, max_v, 1e-30}) && max_err > 1e-30) {
     char buf[160];
     snprintf(buf, sizeof(buf), "max|err| %g vs max|ref| %g, max|v| %g", max_err, max_ref, max_v);

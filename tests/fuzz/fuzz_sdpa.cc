@@ -285,6 +285,8 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   // over block formats, whose bf16 operands the reference cannot hold in
   // their own dtype (RoundOperandsToBf16): blocks_test's Bf16Products cases.
   if (in.ConsumeIntegralInRange(0, 3) == 0 && !blocks) opts.precision = HWYATTN_PRECISION_BF16;
+  // Integer products over block-format K in one call of three.
+  if (blocks && in.ConsumeIntegralInRange(0, 2) == 0) opts.precision = HWYATTN_PRECISION_INT8;
   if (in.ConsumeIntegralInRange(0, 2) == 0) Corrupt(in, args, &opts, &kv_len);
   if (!slopes.empty() && in.ConsumeIntegralInRange(0, 7) == 0) slopes[0] = NAN;  // invalid
   if (!sinks.empty() && in.ConsumeIntegralInRange(0, 7) == 0)
@@ -367,16 +369,43 @@ int FuzzSdpa(FuzzedDataProvider& in) {
   if (!hwyattn_test::ReferenceSdpa(q.t, k.t, v.t, &opts, &ref, &error)) {
     Die("reference refused a call the library accepted", error);
   }
+  // Integer products against the unquantized oracle: each score within e =
+  // |scale| sum_b max_b|q| / 254 sum_b |k| (the header), bounded by max|q|
+  // (<= 1) and the largest key row's sum; weights move by factors within
+  // exp(+-2e), lse by e.
+  const bool int8 =
+      opts.struct_size >= offsetof(hwyattn_sdpa_options, precision) + sizeof(opts.precision) &&
+      opts.precision == HWYATTN_PRECISION_INT8;
+  double int8_e = 0.0;
+  if (int8) {
+    int64_t ks[4], unused[4];
+    hwyattn_test::LogicalDims(k.t, ks, unused);
+    double k_sum = 0.0;
+    for (int64_t b = 0; b < ks[0]; ++b)
+      for (int64_t h = 0; h < ks[1]; ++h)
+        for (int64_t j = 0; j < ks[2]; ++j) {
+          double sum = 0.0;
+          for (int64_t d = 0; d < ks[3]; ++d) {
+            const int64_t idx[4] = {b, h, j, d};
+            sum += std::fabs(hwyattn_test::ReadElement(k.t, idx));
+          }
+          k_sum = std::max(k_sum, sum);
+        }
+    const double scale = opts.scale != 0.0f ? std::fabs(static_cast<double>(opts.scale))
+                                            : 1.0 / std::sqrt(static_cast<double>(qd[3]));
+    int8_e = scale / 254.0 * k_sum;
+  }
+  const double int8_tol = std::expm1(2.0 * int8_e);
   const double store = StoreRounding(out.t);
   // Scores reach |scale| D = 40 (every product aligned by a broadcast
   // stride): their float32 roundings reach the outputs (ScoreTolerance).
   const double score_tol = hwyattn_test::ScoreTolerance(ref.score_magnitude, qd[3]);
   Compare("out", out.t, ref.out, /*floor=*/1.0,
-          (bf16 ? 1.01 / 512 + 1e-5 : 1e-5) + store + score_tol);  // |v| <= 1
+          (bf16 ? 1.01 / 512 + 1e-5 : 1e-5) + store + score_tol + int8_tol);  // |v| <= 1
   // Probabilities in [0, 1]: absolute.
-  if (has_w) Compare("weights", weights.t, ref.weights, /*floor=*/1.0, 1e-5 + score_tol);
+  if (has_w) Compare("weights", weights.t, ref.weights, /*floor=*/1.0, 1e-5 + score_tol + int8_tol);
   if (has_lse)  // as sdpa_test: 1e-5 * max(1, |lse|), and the scores' roundings
-    Compare("lse", lse.t, ref.lse, /*floor=*/1.0, 1e-5, score_tol / 2);
+    Compare("lse", lse.t, ref.lse, /*floor=*/1.0, 1e-5, score_tol / 2 + int8_e);
   return 0;
 }
 

@@ -474,6 +474,39 @@ class KvTest(unittest.TestCase):
         want, _, _ = sdpa_ref(q, decode_pages("q4_0", k4), vx.transpose(1, 0, 2)[None])
         self.assertLess(rel_err(out, want), TOLERANCE)
 
+    def test_sdpa_int8_products_over_q8_0(self):
+        # precision='int8': the query quantized per block of 32 as ggml's
+        # q8_0 (d = max|x| / 127, q = round(x / d)), then exact integer sums:
+        # numpy on that query and the dequantized cache agrees to fp32
+        # rounding, for a decode (integer kernel) and a prefill (fp32 on the
+        # same query) alike; float k: int8 is f32.
+        cache = hwyattn.KVCache(1, 48, 2, 64, 64, dtype="q8_0")
+        kx = self.rng.uniform(-1, 1, (48, 2, 64)).astype(np.float32)
+        cache.write(kx, kx, np.arange(48))
+        k, v = cache.k, cache.v
+        kd, vd = decode_pages("q8_0", k), decode_pages("q8_0", v)
+        for lq in (1, 9):
+            q = self.rng.uniform(-2, 2, (1, 4, lq, 64)).astype(np.float32)
+            blocks = q.reshape(1, 4, lq, 2, 32)
+            d = np.abs(blocks).max(axis=-1, keepdims=True) / np.float32(127)
+            inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), 0).astype(np.float32)
+            # roundf: half away from zero
+            x = (blocks * inv).astype(np.float32)
+            qi = np.sign(x) * np.floor(np.abs(x) + 0.5)
+            rule_q = (d.astype(np.float64) * qi).reshape(q.shape)
+            out, lse = hwyattn.sdpa(q, k, v, kv_dtype="q8_0", precision="int8", return_lse=True)
+            want, _, want_lse = sdpa_ref(rule_q, kd, vd)
+            self.assertLess(rel_err(out, want), TOLERANCE)
+            np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5)
+            exact, _, exact_lse = sdpa_ref(q, kd, vd)
+            self.assertGreater(np.abs(lse - exact_lse).max(), 1e-6)  # quantized
+            f32 = hwyattn.sdpa(q, kd.astype(np.float32), vd.astype(np.float32))
+            np.testing.assert_array_equal(
+                hwyattn.sdpa(q, kd.astype(np.float32), vd.astype(np.float32), precision="int8"),
+                f32)
+        with self.assertRaises(hwyattn.InvalidArgumentError):
+            hwyattn.sdpa(q, kd.astype(np.float32), vd.astype(np.float32), precision="int4")
+
     # int4 caches (HWYATTN_I4): uint8 pages [P, Hkv, S, (D + 1) // 2], two
     # numbers a byte, with int8's scale layouts.
 

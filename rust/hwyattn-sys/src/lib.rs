@@ -105,6 +105,9 @@ pub const HWYATTN_CAUSAL_BOTTOM_RIGHT: hwyattn_causal = 2;
 pub type hwyattn_precision = c_uint;
 pub const HWYATTN_PRECISION_F32: hwyattn_precision = 0;
 pub const HWYATTN_PRECISION_BF16: hwyattn_precision = 1;
+/// Integer Q K^T for a quantized K (I8, I4, ggml blocks): the query
+/// quantized per block of 32 as ggml's `quantize_row_q8_0`; float K: F32.
+pub const HWYATTN_PRECISION_INT8: hwyattn_precision = 2;
 
 // ---------------------------------------------------------------------------
 // Structs

@@ -169,7 +169,8 @@ fn rust_layout() -> BTreeMap<String, i64> {
         HWYATTN_CAUSAL_TOP_LEFT,
         HWYATTN_CAUSAL_BOTTOM_RIGHT,
         HWYATTN_PRECISION_F32,
-        HWYATTN_PRECISION_BF16
+        HWYATTN_PRECISION_BF16,
+        HWYATTN_PRECISION_INT8
     );
     m
 }

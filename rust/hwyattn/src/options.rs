@@ -28,9 +28,17 @@ pub enum Precision {
     /// fp32 products (F16/BF16 inputs widened exactly). The default.
     #[default]
     F32,
-    /// Operands rounded to bf16, fp32 accumulation. Not in this library
-    /// version yet: the call fails with [`Status::Unsupported`](crate::Status).
+    /// bf16 products, fp32 accumulation (oneDNN's and PyTorch's CPU rule):
+    /// Q K^T on q and k rounded to bf16, P V on p and v rounded; the
+    /// softmax, lse and out stay fp32 (`HWYATTN_PRECISION_BF16`).
     Bf16,
+    /// Integer Q K^T for a quantized K (`i8`, [`I4x2`](crate::I4x2) or a
+    /// ggml block format such as [`BlockQ8_0`](crate::BlockQ8_0)): each query
+    /// row quantized per block of 32 head dims as ggml's `quantize_row_q8_0`
+    /// does, times the cache's integers with exact int32 sums; P V, the
+    /// softmax and out stay fp32. On a float K it is [`F32`](Precision::F32)
+    /// (`HWYATTN_PRECISION_INT8`; the header bounds its error).
+    Int8,
 }
 
 /// A mask's element type: `bool` (true = attend), `f32` (added to the
@@ -230,6 +238,7 @@ impl<'a> SdpaOptions<'a> {
         o.precision = match self.precision {
             Precision::F32 => sys::HWYATTN_PRECISION_F32,
             Precision::Bf16 => sys::HWYATTN_PRECISION_BF16,
+            Precision::Int8 => sys::HWYATTN_PRECISION_INT8,
         };
         // The C library reads kv_len[0..B] and slopes/sinks[0..Hq] through
         // bare pointers: too short a slice must stop here.

@@ -5,6 +5,7 @@
 // rounded by hand, i8 and int4 within half a quantization step, ggml's
 // blocks decoded here from their bytes) and attention of mixed batches
 // (chunked prefill, decode, full prefill) over paged and contiguous caches;
+// Precision::Int8 against F32 (the header's bound; F32 on a float K);
 // errors from the library and from the crate.
 
 mod common;
@@ -12,8 +13,8 @@ mod common;
 use common::{assert_close, Rng};
 use hwyattn::{
     kv_attention, kv_cache_write, Bf16, BlockIQ4NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1,
-    BlockQ8_0, CacheElement, Causal, I4x2, KvBatch, KvCache, KvScale, SdpaOptions, Status, Tensor,
-    TensorMut, F8E5M2,
+    BlockQ8_0, CacheElement, Causal, I4x2, KvBatch, KvCache, KvScale, Precision, SdpaOptions,
+    Status, Tensor, TensorMut, F8E5M2,
 };
 
 #[derive(Default)]
@@ -1090,4 +1091,183 @@ fn packed_pages_need_their_sizes() {
         "{}",
         e
     );
+}
+
+/// kv_attention of `st` (scale 0.2, bottom-right causal) at `precision`:
+/// (out [T, Hq, Dv], lse [T, Hq]).
+fn run_at<T: CacheElement>(
+    st: &Step,
+    q: &[f32],
+    hq: usize,
+    cache: &KvCache<'_, T>,
+    precision: Precision,
+) -> (Vec<f32>, Vec<f32>) {
+    let mut out = vec![f32::NAN; st.t * hq * st.dv];
+    let mut lse = vec![f32::NAN; st.t * hq];
+    let opts = SdpaOptions::new()
+        .scale(Some(0.2))
+        .causal(Causal::BottomRight)
+        .precision(precision)
+        .lse(TensorMut::new(&mut lse, &[st.t, hq]).unwrap());
+    kv_attention(
+        &Tensor::new(q, &[st.t, hq, st.d]).unwrap(),
+        cache,
+        &KvBatch::new(&st.q_start, &st.kv_len).unwrap(),
+        &mut TensorMut::new(&mut out, &[st.t, hq, st.dv]).unwrap(),
+        &opts,
+    )
+    .unwrap();
+    drop(opts);
+    (out, lse)
+}
+
+/// Precision::Int8 (`HWYATTN_PRECISION_INT8`) on an i8 cache with per-channel
+/// K scales s_d (D = 40: a second block of 8 dims, zero-padded) and per-token
+/// V scales, in a batch of two decodes (2 query rows per kv head: the integer
+/// dot products) and a prefill of 7 (14 rows: fp32 tiles on the quantized
+/// query). Against F32 products, out moves (the query is quantized) by at
+/// most what include/hwyattn.h's accuracy statement allows: each score by
+///   E = scale * sum over blocks of (max|x| over the block / 254) * sum |k'|
+/// over the block (x_d = q_d s_d, k' = the key / s_d: the i8 number), so
+/// lse by at most E_row (the row's largest E) and each weight by a factor
+/// within exp(+-2 E_row): out by at most max|v| (exp(2 E_row) - 1). And
+/// Int8 is F32 on the query quantized and dequantized by hand (d q_d / s_d),
+/// within fp32 rounding.
+#[test]
+fn int8_precision_on_an_i8_cache_with_channel_scales() {
+    let (hq, hkv, d, dv) = (4, 2, 40, 24);
+    let st = Step::new(61, hq, hkv, d, dv, &[9, 6, 7], &[1, 1, 7]);
+    let (p, sz) = (8, 4);
+    let (table, stride) = paging(62, &st.kv_len, sz, p);
+    let slot = |s: usize, t: usize| table[s * stride + t / sz] as i64 * sz as i64 + (t % sz) as i64;
+    let ch: Vec<f32> = (0..hkv * d).map(|i| 0.012 + 0.0003 * i as f32).collect();
+    let mut kp = vec![0i8; p * hkv * sz * d];
+    let mut vp = vec![0i8; p * hkv * sz * dv];
+    let mut vs = vec![0.0f32; p * hkv * sz];
+    // The query as INT8 sees it: x = q s_d per block of 32, d = max|x| / 127,
+    // round(x / d) half away from zero (f32::round), back to d q / s_d.
+    let mut qd = vec![0.0f32; st.q.len()];
+    for row in 0..st.t * hq {
+        let hk = row % hq / (hq / hkv);
+        for c0 in (0..d).step_by(32) {
+            let c1 = (c0 + 32).min(d);
+            let x = |c: usize| st.q[row * d + c] * ch[hk * d + c];
+            let amax = (c0..c1).map(|c| x(c).abs()).fold(0.0f32, f32::max);
+            let step = amax / 127.0;
+            let inv = if step != 0.0 { 1.0 / step } else { 0.0 };
+            for c in c0..c1 {
+                qd[row * d + c] = step * (x(c) * inv).round() / ch[hk * d + c];
+            }
+        }
+    }
+    let ((out32, lse32), (out8, lse8), (outq, _)) = {
+        let mut cache = KvCache::new(&mut kp, &mut vp, p, hkv, sz, d, dv)
+            .unwrap()
+            .scales(KvScale::PerChannel(&ch), KvScale::PerToken(&mut vs))
+            .unwrap()
+            .block_table(&table, stride);
+        st.write(&mut cache, &slot);
+        (
+            run_at(&st, &st.q, hq, &cache, Precision::F32),
+            run_at(&st, &st.q, hq, &cache, Precision::Int8),
+            run_at(&st, &qd, hq, &cache, Precision::F32),
+        )
+    };
+    assert!(out8.iter().chain(&lse8).all(|x| x.is_finite()));
+    assert_ne!(
+        out8, out32,
+        "Int8 gave F32's bits: the query was not quantized"
+    );
+    let token = |s: usize, t: usize, h: usize| {
+        let sl = slot(s, t) as usize;
+        (sl / sz * hkv + h) * sz + sl % sz
+    };
+    let vmax = (0..p * hkv * sz * dv)
+        .map(|i| (vp[i] as f64 * vs[i / dv] as f64).abs())
+        .fold(0.0, f64::max);
+    let mut max_diff = 0.0f64;
+    for s in 0..st.kv_len.len() {
+        let q0 = st.q_start[s] as usize;
+        for i in 0..(st.q_start[s + 1] as usize - q0) {
+            for h in 0..hq {
+                let hk = h / (hq / hkv);
+                let row = (q0 + i) * hq + h;
+                let mut e_row = 0.0f64;
+                for t in 0..st.kv_len[s] as usize {
+                    let mut e = 0.0;
+                    for c0 in (0..d).step_by(32) {
+                        let c1 = (c0 + 32).min(d);
+                        let amax = (c0..c1)
+                            .map(|c| (st.q[row * d + c] as f64 * ch[hk * d + c] as f64).abs())
+                            .fold(0.0, f64::max);
+                        let ksum: f64 = (c0..c1)
+                            .map(|c| (kp[token(s, t, hk) * d + c] as f64).abs())
+                            .sum();
+                        e += amax / 254.0 * ksum;
+                    }
+                    e_row = e_row.max(0.2f32 as f64 * e);
+                }
+                let bound = vmax * (2.0 * e_row).exp_m1() + 1e-5;
+                for c in 0..dv {
+                    let diff = (out8[row * dv + c] as f64 - out32[row * dv + c] as f64).abs();
+                    max_diff = max_diff.max(diff);
+                    assert!(
+                        diff <= bound,
+                        "seq {} query {} head {} out[{}]: moved {} > {}",
+                        s,
+                        i,
+                        h,
+                        c,
+                        diff,
+                        bound
+                    );
+                }
+                let dl = (lse8[row] as f64 - lse32[row] as f64).abs();
+                assert!(
+                    dl <= e_row + 1e-5,
+                    "seq {} query {} head {} lse moved {}",
+                    s,
+                    i,
+                    h,
+                    dl
+                );
+            }
+        }
+    }
+    assert!(max_diff > 0.0);
+    let want: Vec<f64> = outq.iter().map(|&x| x as f64).collect();
+    assert_close(&out8, &want, TOL, "Int8 against F32 on the quantized query");
+}
+
+/// On a float K, Int8 is F32: the same bits of out and lse (f32 and Bf16
+/// pages, the same mixed batch).
+#[test]
+fn int8_precision_on_a_float_cache_is_f32() {
+    let (hq, hkv, d, dv) = (4, 2, 40, 24);
+    let st = Step::new(63, hq, hkv, d, dv, &[9, 6, 7], &[1, 1, 7]);
+    let (p, sz) = (8, 4);
+    let (table, stride) = paging(64, &st.kv_len, sz, p);
+    let slot = |s: usize, t: usize| table[s * stride + t / sz] as i64 * sz as i64 + (t % sz) as i64;
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    let mut kp = vec![0.0f32; p * hkv * sz * d];
+    let mut vp = vec![0.0f32; p * hkv * sz * dv];
+    let mut cache = KvCache::new(&mut kp, &mut vp, p, hkv, sz, d, dv)
+        .unwrap()
+        .block_table(&table, stride);
+    st.write(&mut cache, &slot);
+    let (out32, lse32) = run_at(&st, &st.q, hq, &cache, Precision::F32);
+    let (out8, lse8) = run_at(&st, &st.q, hq, &cache, Precision::Int8);
+    assert!(out32.iter().all(|x| x.is_finite()));
+    assert_eq!(bits(&out8), bits(&out32), "out");
+    assert_eq!(bits(&lse8), bits(&lse32), "lse");
+    let mut kb = vec![Bf16::default(); p * hkv * sz * d];
+    let mut vb = vec![Bf16::default(); p * hkv * sz * dv];
+    let mut cache = KvCache::new(&mut kb, &mut vb, p, hkv, sz, d, dv)
+        .unwrap()
+        .block_table(&table, stride);
+    st.write(&mut cache, &slot);
+    let (out32, lse32) = run_at(&st, &st.q, hq, &cache, Precision::F32);
+    let (out8, lse8) = run_at(&st, &st.q, hq, &cache, Precision::Int8);
+    assert_eq!(bits(&out8), bits(&out32), "out, bf16 pages");
+    assert_eq!(bits(&lse8), bits(&lse32), "lse, bf16 pages");
 }

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Integer products (precision = INT8, hwyattn.h's rule): Q K^T on the
+// integers of a quantized K (HasIntegerNumbers: I8, I4, ggml's block
+// formats) against the query quantized per block of kBlockElems head dims as
+// ggml's quantize_row_q8_0 quantizes it. The one home of the rule:
+//   QuantizeQueryRow  a query row's int8 blocks, their scales d and d * sum(q);
+//   IntegerRow        a K row's integers and, per block, its scale e and
+//                     offset m (blocks.h's formats; 1 and 0 for I8 and I4,
+//                     whose scales the kernels apply as for F32);
+//   Int8Kernels       the decode kernel's scores from them, per target
+//                     (int8_scores.cc): each block's exact int32 sum, then
+//                     d * e * sum + m * d * sum(q) in fp32.
+// The prefill kernel multiplies the dequantized query (DequantizedQueryRow)
+// by its fp32 panels instead: the same scores within fp32 rounding.
+#ifndef HWYATTN_SRC_OPS_INT8_PRODUCTS_H_
+#define HWYATTN_SRC_OPS_INT8_PRODUCTS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/tensor.h"
+
+namespace hwyattn {
+
+// Blocks of a quantized row of `dim` elements (the last one zero-padded).
+inline int64_t IntegerBlocks(int64_t dim) { return (dim + kBlockElems - 1) / kBlockElems; }
+
+// x[0, dim) quantized per block b: d[b] = max|x| / 127, q = roundf(x * (1 /
+// d)) (0 where d = 0), q[dim, blocks * 32) = 0, dsum[b] = d[b] * sum of the
+// block's q. A block holding a NaN or an infinity gets d = NaN (its scores
+// are NaN, as fp32 products would make them) and q = 0.
+void QuantizeQueryRow(const float* x, int64_t dim, int8_t* q, float* d, float* dsum);
+
+// The integers of a row of `dim` elements of K in dtype t (HasIntegerNumbers)
+// into q[0, blocks * 32) (zero-padded), and per block its scale e[b] and
+// offset m[b]: element i of block b is e[b] * q[i] + m[b] (times the cache's
+// own scales for I8 and I4, whose e is 1 and m 0).
+void IntegerRow(Dtype t, const unsigned char* src, int64_t dim, int8_t* q, float* e, float* m);
+
+// The fp32 query row that the prefill kernel multiplies under INT8, in
+// place (x[d * stride] for d < dim): times K's per-channel scales where it
+// has them (channel_scale, `step` floats apart; else null), quantized as
+// QuantizeQueryRow does, dequantized (d * q), divided by the channel's scale
+// again (0 where it is 0), so that its fp32 products with the dequantized K
+// (k s) are the integer products' d q k.
+void DequantizedQueryRow(float* x, int64_t dim, int64_t stride, const float* channel_scale,
+                         int64_t step);
+
+// A query row as the integer kernels read it: each block's 32 int8 numbers
+// widened to int16 (the operand of the multiply-adds), then the scales.
+struct Int8QueryRows {
+  const int16_t* q;   // [group rows][blocks * 32]; rows past `rows` zeros
+  const float* d;     // [group rows][blocks]
+  const float* dsum;  // [group rows][blocks]: d * sum of the block's q
+  size_t blocks;      // IntegerBlocks(head dim)
+};
+
+// The rows the integer kernel computes for `rows` <= 8 query rows: the
+// smallest power of two >= rows (those past `rows` hold zeros), whatever
+// the target's vector length.
+inline size_t Int8GroupRows(size_t rows) {
+  size_t g = 1;
+  while (g < rows) g *= 2;
+  return g;
+}
+
+// One target's integer score kernel: for r < rows and j < n,
+//   s[r * lds + j] = scale * sum over blocks b of
+//       (d[r][b] * e[j][b] * sum_i q[r][32 b + i] k_j[32 b + i] + m[j][b] * dsum[r][b])
+// with k_j = keys[j] (blocks * 32 int8; e, m: [n][blocks], or null for 1
+// and 0). group_rows: Int8GroupRows(rows), the rows the kernel computes
+// (those past `rows` are zeros and not stored).
+struct Int8Kernels {
+  int64_t target;
+  void (*scores)(size_t group_rows, size_t rows, const Int8QueryRows& q, const int8_t* const* keys,
+                 const float* e, const float* m, size_t n, float scale, float* s, size_t lds);
+};
+
+// For the decode kernels' target (PickKernels picks the same one).
+const Int8Kernels& GetInt8Kernels();
+
+}  // namespace hwyattn
+
+#endif  // HWYATTN_SRC_OPS_INT8_PRODUCTS_H_

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "src/ops/int8_products.h"
 #include "src/targets.h"
 
@@ -39,8 +41,10 @@ using D8 = hn::Rebind<int8_t, D16>;
 using D32 = hn::Repartition<int32_t, D16>;
 using DF32 = hn::Rebind<float, D32>;
 
-// Int8Kernels::scores for group_rows = kRows.
-template <size_t kRows>
+// Int8Kernels::scores for group_rows = kRows; kScaled: e is not null (a
+// block format's scales; without them the query's d multiplies alone,
+// broadcast from memory).
+template <size_t kRows, bool kScaled>
 HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const int8_t* const* keys,
                             const float* e, const float* m, size_t n, float scale, float* s,
                             size_t lds) {
@@ -53,7 +57,7 @@ HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const int8_t* c
   const size_t ldq = blocks * static_cast<size_t>(kBlockElems);
   for (size_t j = 0; j < n; ++j) {
     const int8_t* HWY_RESTRICT k = keys[j];
-    const float* ej = e != nullptr ? e + j * blocks : nullptr;
+    const float* ej = kScaled ? e + j * blocks : nullptr;
     WithRegisters<kRows>(hn::Zero(df), [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
       for (size_t b = 0; b < blocks; ++b) {
         const size_t at = b * static_cast<size_t>(kBlockElems);
@@ -66,11 +70,11 @@ HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const int8_t* c
               sum0 = hn::ReorderWidenMulAccumulate(d32, qv, kv, sum0, Nth<2 * r + 1>(sums...));
             });
           }
-          const float eb = ej != nullptr ? ej[b] : 1.0f;
           Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
             auto& a = Nth<r>(acc...);
             const auto sum = hn::Add(Nth<2 * r>(sums...), Nth<2 * r + 1>(sums...));
-            a = hn::MulAdd(hn::ConvertTo(df, sum), hn::Set(df, q.d[r * blocks + b] * eb), a);
+            const float scale = kScaled ? q.d[r * blocks + b] * ej[b] : q.d[r * blocks + b];
+            a = hn::MulAdd(hn::ConvertTo(df, sum), hn::Set(df, scale), a);
           });
         });
       }
@@ -89,12 +93,17 @@ HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const int8_t* c
 void Scores(size_t group_rows, size_t rows, const Int8QueryRows& q, const int8_t* const* keys,
             const float* e, const float* m, size_t n, float scale, float* s, size_t lds) {
   HWY_DASSERT(rows >= 1 && rows <= group_rows && group_rows <= 8);
-  switch (group_rows) {
-    case 1: return ScoreRows<1>(rows, q, keys, e, m, n, scale, s, lds);
-    case 2: return ScoreRows<2>(rows, q, keys, e, m, n, scale, s, lds);
-    case 4: return ScoreRows<4>(rows, q, keys, e, m, n, scale, s, lds);
-    default: return ScoreRows<8>(rows, q, keys, e, m, n, scale, s, lds);
-  }
+  const auto rows_of = [&](auto scaled) {
+    constexpr bool kScaled = decltype(scaled)::value;
+    switch (group_rows) {
+      case 1: return ScoreRows<1, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
+      case 2: return ScoreRows<2, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
+      case 4: return ScoreRows<4, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
+      default: return ScoreRows<8, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
+    }
+  };
+  if (e != nullptr) return rows_of(std::true_type());
+  rows_of(std::false_type());
 }
 
 constexpr Int8Kernels kInt8Kernels = {HWY_TARGET, &Scores};

@@ -16,10 +16,12 @@
 # ggml's dequantizers do.
 #
 # The claims are counted over every case (`test-backend-ops support`, no
-# computation). Under CI=true the test runs the cases of every K/V type but
-# four block formats, q4_1, q5_0, q5_1 and iq4_nl (about 1,350 cases whose CPU
-# reference is slowest; blocks_test and quants_test check those formats, and
-# a run outside CI, or with GGML_TEST_ALL_TYPES=1, tests them here too).
+# computation). Under CI=true the test runs the cases of the float K/V types
+# and q8_0 (llama.cpp's usual quantized cache), leaving out five block
+# formats, q4_0, q4_1, q5_0, q5_1 and iq4_nl (their CPU reference is the
+# slowest part of the run; blocks_test, quants_test and kv_attention_test
+# check those formats, and a run outside CI, or with GGML_TEST_ALL_TYPES=1,
+# tests them here too).
 #
 # Usage: ggml_test_backend_ops.sh <ggml-src> <ggml-build> <libggml-hwyattn.so> <min-claimed> <libhwyattn.so>
 set -euo pipefail
@@ -65,8 +67,8 @@ declined=$(grep '^  FLASH_ATTN_EXT(' "$log.support" | grep -c 'NOT SUPPORTED' ||
 claimed=$((cases - declined))
 filter=()
 if [[ ${CI:-} == true && -z ${GGML_TEST_ALL_TYPES:-} ]]; then
-  filter=(-p '^(?!.*type_[KV]=(q4_1|q5_0|q5_1|iq4_nl),)')
-  echo "CI: testing every K/V type but q4_1, q5_0, q5_1 and iq4_nl (GGML_TEST_ALL_TYPES=1: all)"
+  filter=(-p '^(?!.*type_[KV]=(q4_0|q4_1|q5_0|q5_1|iq4_nl),)')
+  echo "CI: testing every K/V type but q4_0, q4_1, q5_0, q5_1 and iq4_nl (GGML_TEST_ALL_TYPES=1: all)"
 fi
 start=$SECONDS
 status=0

@@ -59,11 +59,15 @@ stamp() { echo "cross_test.sh: $* ($(date +%T), ${SECONDS}s)"; }
 # one, bf16, blocks, paged caches) without the cases whose cost is sequence
 # length rather than code ($quick: the benchmark shapes, the 36-head
 # decode, the engine-like band masks of up to 3000 keys, and the integer
-# products' matrix of I8 scale layouts and head dims, whose rule is the same
-# code on every target: the NEON leg runs them), and the portable fallback
+# products' matrix of formats and I8 scale layouts, whose unpacking and
+# quantization are the same code on every target: the NEON leg runs them;
+# the SVE widths keep the cases of the integer kernel's shapes, 8 rows,
+# staged odd head dims, offsets and modifiers), and the portable fallback
 # runs on x86 (its EMU128 legs: the same code).
 once='^(capi_test|reference_test|cpp_binding_test|softmax_test|matmul_test|tanh_test|oom_test|examples\..*)$'
-quick='-Sdpa/BenchShapeTest.*:Sdpa/DecodeTest.*_Lk1300:MaskTest.BandLikeAnEngine:Kv/KvInt8Test.*/I8D*'
+int8='Kv/KvInt8Test.*'
+quick="-Sdpa/BenchShapeTest.*:Sdpa/DecodeTest.*_Lk1300:MaskTest.BandLikeAnEngine:$int8/I8D*:$int8/I4KChannel"
+quick+=":$int8/Q8_0:$int8/Q4_0:$int8/Q4_1:$int8/Q5_*:$int8/IQ4_NL:$int8/I8Gqa3:$int8/F16IsF32"
 runs_for() {
   case $1 in
     arm64)

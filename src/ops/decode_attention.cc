@@ -345,19 +345,18 @@ void WeightedValuesRows(size_t rows, const float* p, size_t ldp, const KeyRun<T>
   }
 }
 
-// out[r][dv] = sum_j p[r][j] v[j][dv] for `rows` rows (out rows `ldo`
-// apart) and value_dim dims, skipping the zero probabilities: the operations
-// of WeightedValues and of the scalar tail, in the same order (continuing
-// from out's values with `accumulate`).
+// out[r][dv] = sum_j p[r][j] v[j][dv] for `rows` rows, skipping the zero
+// probabilities: the operations of WeightedValues and of the scalar tail, in
+// the same order (continuing from out's values with `accumulate`).
 template <typename T>
 void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_RESTRICT s, size_t ld,
                                  const T* HWY_RESTRICT v, int64_t ldv, size_t value_dim,
-                                 bool accumulate, float* HWY_RESTRICT out, size_t ldo) {
+                                 bool accumulate, float* HWY_RESTRICT out) {
   const DF df;
   const size_t dv_vec = value_dim / kLanes * kLanes;
   for (size_t r = 0; r < rows; ++r) {
     const float* pr = s + r * ld;
-    float* o = out + r * ldo;
+    float* o = out + r * value_dim;
     for (size_t dv = 0; dv < dv_vec; dv += kLanes) {
       VF acc = accumulate ? hn::LoadU(df, o + dv) : hn::Zero(df);
       for (size_t j = 0; j < keys; ++j) {
@@ -374,113 +373,6 @@ void WeightedValuesSkippingZeros(size_t rows, size_t keys, const float* HWY_REST
         if (pr[j] != 0.0f) sum += pr[j] * ToFloat(v[static_cast<int64_t>(j) * ldv + dv]);
       }
       o[dv] = sum;
-    }
-  }
-}
-
-// out[r][dv] for r < rows and value dims [dv0, dv1) (out rows `ldo` apart),
-// from the runs' keys: 4 rows x 4 vectors of value dims per pass, then
-// single vectors, then the dims past the last whole vector one by one.
-template <bool kL2, typename T>
-HWY_NOINLINE void WeightedValueSpan(size_t rows, const float* s, size_t ld, const KeyRun<T>* runs,
-                                    size_t n, size_t dv0, size_t dv1, int64_t ldv, bool accumulate,
-                                    float* out, size_t ldo) {
-  const size_t dv_vec = dv0 + (dv1 - dv0) / kLanes * kLanes;
-  for (size_t r0 = 0; r0 < rows; r0 += 4) {
-    const size_t nr = std::min<size_t>(4, rows - r0);
-    const float* pr = s + r0 * ld;
-    float* o = out + r0 * ldo;
-    size_t dv = dv0;
-    for (; dv + 4 * kLanes <= dv_vec; dv += 4 * kLanes) {
-      WeightedValuesRows<kL2, 4>(nr, pr, ld, runs, n, dv, ldv, accumulate, o + dv, ldo);
-    }
-    for (; dv < dv_vec; dv += kLanes) {
-      WeightedValuesRows<kL2, 1>(nr, pr, ld, runs, n, dv, ldv, accumulate, o + dv, ldo);
-    }
-    for (; dv < dv1; ++dv) {
-      for (size_t r = 0; r < nr; ++r) {
-        float sum = accumulate ? o[r * ldo + dv] : 0.0f;
-        for (size_t k = 0; k < n; ++k) {
-          const float* pk = pr + r * ld + runs[k].first;
-          for (size_t j = 0; j < runs[k].count; ++j)
-            sum += pk[j] * ToFloat(runs[k].rows[static_cast<int64_t>(j) * ldv + dv]);
-        }
-        o[r * ldo + dv] = sum;
-      }
-    }
-  }
-}
-
-// P . V over a V in a packed format (I4, block formats) without fp32
-// staging: kStageKeys keys at a time, their integers staged as int8 rows
-// (IntegerRow), and per block of 32 value dims the int8 loops (the I8
-// cache's instances) with each key's weight p e (the block's scale; I4's
-// scales are the cache's, applied as for I8), plus sum_j p m (Q4_1's and
-// Q5_1's offsets) on the block's dims: v = e q + m, summed as (p e) q + p m.
-// skip_zeros: as WeightedValuesSkippingZeros (a zero p adds nothing, its
-// p e and p m are 0). `stage`: the staged rows' scratch (StageStride).
-template <bool kL2>
-void PackedValues(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
-                  const float* HWY_RESTRICT s, bool skip_zeros, float* HWY_RESTRICT out,
-                  float* HWY_RESTRICT stage) {
-  const SdpaProblem& p = *plan.problem;
-  const size_t rows = static_cast<size_t>(plan.rows), ld = DecodeScoreStride(kLanes);
-  const int64_t value_dim = p.value_dim;
-  const size_t blocks = static_cast<size_t>(IntegerBlocks(value_dim));
-  const size_t ld8 = blocks * static_cast<size_t>(kBlockElems);
-  const size_t keys_max = static_cast<size_t>(kStageKeys);
-  // [kStageKeys][ld8] int8, then e and m [kStageKeys][blocks], then the
-  // weights [rows][kStageKeys] (StageFloats).
-  int8_t* HWY_RESTRICT v8 = reinterpret_cast<int8_t*>(stage);
-  float* HWY_RESTRICT e = stage + PadFloats(keys_max * ld8 / sizeof(float));
-  float* HWY_RESTRICT m = e + PadFloats(keys_max * blocks);
-  float* HWY_RESTRICT w = m + PadFloats(keys_max * blocks);
-  const bool scaled = IsBlockDtype(p.v.dtype);
-  const bool offsets = p.v.dtype == Dtype::kQ4_1 || p.v.dtype == Dtype::kQ5_1;
-  for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
-    const size_t n = static_cast<size_t>(std::min(kStageKeys, keys - j0));
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t at = p.KeyRowOffset(p.v, b, kvh, c0 + j0 + static_cast<int64_t>(i));
-      IntegerRow(p.v.dtype, p.v.BytesAt(at), value_dim, v8 + i * ld8, e + i * blocks,
-                 m + i * blocks);
-    }
-    const KeyRun<int8_t> run = {v8, 0, 0, n};
-    const float* sj = s + j0;
-    for (size_t bl = 0; bl < blocks; ++bl) {
-      const size_t d0 = bl * static_cast<size_t>(kBlockElems);
-      const size_t d1 =
-          std::min(d0 + static_cast<size_t>(kBlockElems), static_cast<size_t>(value_dim));
-      const float* weights = sj;
-      size_t ldw = ld;
-      if (scaled) {
-        for (size_t r = 0; r < rows; ++r) {
-          for (size_t i = 0; i < n; ++i) w[r * keys_max + i] = sj[r * ld + i] * e[i * blocks + bl];
-          if (skip_zeros) {
-            for (size_t i = 0; i < n; ++i) {
-              if (sj[r * ld + i] == 0.0f) w[r * keys_max + i] = 0.0f;
-            }
-          }
-        }
-        weights = w;
-        ldw = keys_max;
-      }
-      if (skip_zeros) {
-        WeightedValuesSkippingZeros(rows, n, weights, ldw, v8 + d0, static_cast<int64_t>(ld8),
-                                    d1 - d0, j0 > 0, out + d0, static_cast<size_t>(value_dim));
-      } else {
-        WeightedValueSpan<kL2>(rows, weights, ldw, &run, 1, d0, d1, static_cast<int64_t>(ld8),
-                               j0 > 0, out, static_cast<size_t>(value_dim));
-      }
-      if (offsets) {
-        for (size_t r = 0; r < rows; ++r) {
-          float sum = 0.0f;
-          for (size_t i = 0; i < n; ++i) {
-            const float pj = sj[r * ld + i];
-            if (!(skip_zeros && pj == 0.0f)) sum += pj * m[i * blocks + bl];
-          }
-          for (size_t d = d0; d < d1; ++d) out[r * static_cast<size_t>(value_dim) + d] += sum;
-        }
-      }
     }
   }
 }
@@ -851,6 +743,7 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
   const int64_t value_dim = p.value_dim, rows = plan.rows;
   const size_t ld = DecodeScoreStride(kLanes);
   const int64_t ldv = plan.staged ? static_cast<int64_t>(StageStride(p)) : p.v.stride[2];
+  const size_t dv_vec = static_cast<size_t>(value_dim) / kLanes * kLanes;
   // The chunk's runs of keys (the whole chunk, or a page's each), in
   // batches of up to kDecodeMaxRuns: each batch continues the sums of the one
   // before, the same operations in the same order as a chunk in one piece.
@@ -887,9 +780,7 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
   // Every row's sums over the chunk; with skip_zeros, zero probabilities
   // skipped, with the same operations in the same order otherwise.
   const auto values = [&](bool skip_zeros) {
-    if (PackedValuesApply(p)) {
-      PackedValues<kL2>(plan, b, kvh, c0, keys, s, skip_zeros, out, stage);
-    } else if (kBf16DotTarget && plan.bf16_dot) {  // the same runs on the AVX512_BF16 loops
+    if (kBf16DotTarget && plan.bf16_dot) {  // the same runs on the AVX512_BF16 loops
       for_batches([&](size_t n, bool accumulate) {
         Bf16ValueRun bruns[kDecodeMaxRuns];
         for (size_t k = 0; k < n; ++k) {
@@ -904,14 +795,36 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
         for (size_t k = 0; k < n; ++k) {
           WeightedValuesSkippingZeros(static_cast<size_t>(rows), runs[k].count, s + runs[k].first,
                                       ld, runs[k].rows, ldv, static_cast<size_t>(value_dim),
-                                      runs[k].first > 0, out, static_cast<size_t>(value_dim));
+                                      runs[k].first > 0, out);
         }
       });
     } else {
       for_batches([&](size_t n, bool accumulate) {
-        WeightedValueSpan<kL2>(static_cast<size_t>(rows), s, ld, runs, n, 0,
-                               static_cast<size_t>(value_dim), ldv, accumulate, out,
-                               static_cast<size_t>(value_dim));
+        for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+          const size_t nr = static_cast<size_t>(std::min<int64_t>(4, rows - r0));
+          const float* pr = s + r0 * ld;
+          float* o = out + r0 * value_dim;
+          size_t dv = 0;
+          for (; dv + 4 * kLanes <= dv_vec; dv += 4 * kLanes) {
+            WeightedValuesRows<kL2, 4>(nr, pr, ld, runs, n, dv, ldv, accumulate, o + dv,
+                                       static_cast<size_t>(value_dim));
+          }
+          for (; dv < dv_vec; dv += kLanes) {
+            WeightedValuesRows<kL2, 1>(nr, pr, ld, runs, n, dv, ldv, accumulate, o + dv,
+                                       static_cast<size_t>(value_dim));
+          }
+          for (; dv < static_cast<size_t>(value_dim); ++dv) {
+            for (size_t r = 0; r < nr; ++r) {
+              float sum = accumulate ? o[r * value_dim + dv] : 0.0f;
+              for (size_t k = 0; k < n; ++k) {
+                const float* pk = pr + r * ld + runs[k].first;
+                for (size_t j = 0; j < runs[k].count; ++j)
+                  sum += pk[j] * ToFloat(runs[k].rows[static_cast<int64_t>(j) * ldv + dv]);
+              }
+              o[r * value_dim + dv] = sum;
+            }
+          }
+        }
       });
     }
   };
@@ -938,9 +851,16 @@ int64_t MaskedChunkKeys(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t ro
                         int64_t* HWY_RESTRICT c0, int64_t keys) {
   const int64_t group = p.group();
   int64_t lo = *c0 + keys, hi = *c0;
+  // A mask broadcast over heads (an engine's, ggml's kq_mask) gives the
+  // rows of one position the same mask row: each distinct row scanned once.
+  int64_t seen[kDecodeMaxRows];
+  int64_t num_seen = 0;
   for (int64_t r = 0; r < rows; ++r) {
+    const int64_t at = p.mask.Offset(b, kvh * group + r % group, r / group, 0);
+    if (std::find(seen, seen + num_seen, at) != seen + num_seen) continue;
+    seen[num_seen++] = at;
     int64_t first = *c0, end = *c0 + keys;
-    MaskRowSpan(p.mask, p.mask.Offset(b, kvh * group + r % group, r / group, 0), &first, &end);
+    MaskRowSpan(p.mask, at, &first, &end);
     if (first < end) {
       lo = std::min(lo, first);
       hi = std::max(hi, end);
@@ -975,7 +895,10 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
   // Integer products: then Int8DecodeScratch.
   Int8DecodeScratch int8{};
   if (plan.int8) {
-    Int8DecodeScratch::Place(p.head_dim, stage + (plan.staged ? StageFloats(p) : 0), &int8);
+    Int8DecodeScratch::Place(
+        p.head_dim,
+        stage + (plan.staged ? PadFloats(static_cast<size_t>(kStageKeys) * StageStride(p)) : 0),
+        &int8);
   }
   PrepareQueries(plan, b, kvh, dim_pad, q, int8);
 

@@ -58,25 +58,6 @@ inline size_t StageStride(const SdpaProblem& p) {
   return (static_cast<size_t>(dim) + 15) / 16 * 16;
 }
 
-// P . V of a packed V (I4, block formats) under fp32 or integer products
-// runs on its integers staged as int8 (PackedValues: the I8 loops, no fp32
-// staging); under bf16 products V is staged rounded to bf16 as K is.
-inline bool PackedValuesApply(const SdpaProblem& p) {
-  return IsPackedDtype(p.v.dtype) && !p.Bf16Products();
-}
-
-// Floats of the staged rows' scratch: kStageKeys rows StageStride apart, or
-// what PackedValues lays out there (the int8 rows, each block's scale and
-// offset, the weights of kDecodeMaxRows rows), whichever is larger.
-inline size_t StageFloats(const SdpaProblem& p) {
-  const size_t keys = static_cast<size_t>(kStageKeys);
-  const size_t blocks = static_cast<size_t>((p.value_dim + kBlockElems - 1) / kBlockElems);
-  const size_t rows = keys * StageStride(p);
-  const size_t packed = PadFloats(keys * blocks * static_cast<size_t>(kBlockElems) / 4) +
-                        2 * PadFloats(keys * blocks) + static_cast<size_t>(kDecodeMaxRows) * keys;
-  return PadFloats(rows > packed ? rows : packed);
-}
-
 inline bool DecodeApplies(const SdpaProblem& p) {
   return p.q_len * p.group() <= kDecodeMaxRows && (p.k.dtype == p.v.dtype || DecodeStaged(p)) &&
          (p.k.stride[3] == 1 || p.head_dim == 1) && (p.v.stride[3] == 1 || p.value_dim == 1) &&
@@ -206,7 +187,7 @@ inline size_t DecodeScratchFloats(const SdpaProblem& p, int64_t rows, size_t lan
   return PadFloats(static_cast<size_t>(kDecodeMaxRows) * dim) +
          PadFloats(static_cast<size_t>(kDecodeRun * rows) * DecodeScoreStride(lanes)) +
          (bf16_dot ? PadFloats(Bf16DecodeScratchWords(kDecodeChunk, kDecodeMaxRuns)) : 0) +
-         (DecodeStaged(p) ? StageFloats(p) : 0) +
+         (DecodeStaged(p) ? PadFloats(static_cast<size_t>(kStageKeys) * StageStride(p)) : 0) +
          (p.Int8Products() ? Int8DecodeScratch::Place(p.head_dim, nullptr, nullptr) : 0);
 }
 

@@ -216,9 +216,11 @@ def compare_figure(base, title, ids, competitors, speedups, limits, limit_names,
     vals = {(rid, (name, t)): v for (rid, name, t), v in speedups.items()}
     hbars(ax_s, ids, series, vals, times, "speed-up, log scale (right of 1x: hwyattn faster)",
           log=True, base=1.0, ref=1.0)
-    ax_s.set_title("hwyattn's speed-up over the other libraries", pad=34)
-    legend_above(ax_s, 2)
     libs = ["hwyattn"] + list(competitors)
+    # Room between each title and its plot for the legends' rows (2 columns left, 3 right).
+    pad = 8 + 13 * max(-(-len(series) // 2), -(-2 * len(libs) // 3), 2)
+    ax_s.set_title("hwyattn's speed-up over the other libraries", pad=pad)
+    legend_above(ax_s, 2)
     markers = ["D", "o", "s", "^"]
     colours = [GREEN[1]] + [palette[k % len(palette)][1] for k in range(len(competitors))]
     for k, lib in enumerate(libs):
@@ -242,7 +244,7 @@ def compare_figure(base, title, ids, competitors, speedups, limits, limit_names,
     ax_l.set_axisbelow(True)
     ax_l.tick_params(axis="y", length=0)
     ax_l.set_xlabel("% of the limit named at the right")
-    ax_l.set_title("Everyone against the machine's limits", pad=34)
+    ax_l.set_title("Everyone against the machine's limits", pad=pad)
     legend_above(ax_l, 3)
     footnote(fig, notes)
     return save(fig, base)

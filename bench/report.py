@@ -24,9 +24,10 @@ Output:
                               Q K^T + softmax + P V on the library's matmul (speed-up
                               of fusion); bench_tiles (tiles.json): the bf16 register
                               tiles alone against the bf16 dot peak
-    table.md, "Against other  with scripts/bench.sh --compare: PyTorch and ONNX Runtime on the
-      libraries"              same rows (torch.json, onnxruntime.json next to the attention JSON,
-                              from bench/compare/; used only when written in the same run as it)
+    table.md, "Against other  with scripts/bench.sh --compare: PyTorch, ONNX Runtime and OpenVINO on
+      libraries"              the same rows (torch.json, onnxruntime.json, openvino.json next to the
+                              attention JSON, from bench/compare/; used only when written in the
+                              same run as it)
   and the charts, each as .svg and .png (bench/charts.py, matplotlib):
     <out-dir>/attention.*     the rows against the machine's limits: compute-bound rows as % of
                               the peak that bounds them (fp32 FMA or bf16 dot), memory-bound rows
@@ -68,7 +69,8 @@ TILES_RE = re.compile(r"^BM_Bf16Tile/(?P<kind>score|value)/(?P<arg>[a-z]+:\d+)")
 
 COMPARE_RE = re.compile(r"^BM_Compare/(?P<lib>[A-Za-z0-9_.-]+)/(?P<id>[A-Za-z0-9]+)/threads:(?P<threads>\d+)")
 # bench/compare's result files, in the order of the table's columns, with their display names.
-COMPETITORS = [("torch", "torch.json", "PyTorch"), ("onnxruntime", "onnxruntime.json", "ONNX Runtime")]
+COMPETITORS = [("torch", "torch.json", "PyTorch"), ("onnxruntime", "onnxruntime.json", "ONNX Runtime"),
+               ("openvino", "openvino.json", "OpenVINO")]
 
 MATMUL_ORDER = ["sq512", "sq1024", "sq2048", "m1_qkv", "m1_out"]
 MATMUL_NOTES = {
@@ -534,23 +536,15 @@ def compare_section(context, results, competitors, source):
     peaks = peaks_of(context)
     names = ["hwyattn"] + [c[1] for c in competitors]
     lines = ["## Against other libraries", ""]
-    versions = []
-    for lib, display, cctx, _, path in competitors:
-        v = "%s %s" % (display, cctx.get("library_version", "?"))
-        if lib == "torch":
-            v += " (Debian's python3-torch%s; BLAS: %s)" % (
-                (" " + cctx["debian_package_version"]) if cctx.get("debian_package_version") else "",
-                os.path.basename(cctx.get("blas", "?").split(", ")[-1]))
-        elif lib == "onnxruntime":
-            v += " (npm's onnxruntime-node, CPU provider, Node %s)" % cctx.get("node_version", "?")
-        versions.append("%s, %s, `%s`" % (v, reps_text_of(cctx), rel_path(path)))
+    versions = [competitor_version(lib, display, cctx) + ", %s, `%s`" % (reps_text_of(cctx), rel_path(path))
+                for lib, display, cctx, _, path in competitors]
     lines.append(
-        "Same machine, same rows, same fp32 inputs in the same run: each library's script (bench/compare/) ran "
-        "right after hwyattn's rows, its own repetitions randomly interleaved, each output checked once against a "
-        "float64 reference. %s. hwyattn: `%s`. Cells: time per call, GFLOP/s by bench/README.md's formulas for "
-        "every library (causal rows credited with the visible half only), and %% of the FMA peak measured at "
-        "the start of the run (%s / %s GFLOP/s at 1 / 2 threads)."
-        % ("; ".join(versions), source, fmt_num(peaks[1]), fmt_num(peaks[2])))
+        "Same machine, same rows, same inputs in the same run: each library's script (bench/compare/) ran in its "
+        "own process right after hwyattn's rows, its own repetitions randomly interleaved, each output checked "
+        "once against a float64 reference (a wrong output is an error, not timed). %s. hwyattn: `%s`. Cells: "
+        "time per call, GFLOP/s by bench/README.md's formulas for every library (causal rows credited with the "
+        "visible half only), and %% of the FMA peak measured at the start of the run (%s / %s GFLOP/s at 1 / 2 "
+        "threads)." % ("; ".join(versions), source, fmt_num(peaks[1]), fmt_num(peaks[2])))
     for lib, display, cctx, _, _ in competitors:
         for note in contention_note(cctx):
             lines.append(note.replace("this run", "%s's part of the run" % display) if note else note)
@@ -581,12 +575,13 @@ def compare_section(context, results, competitors, source):
     lines.append("")
     lines.append("What each library ran (bench/README.md, \"Comparing with other libraries\"):")
     lines.append("")
-    lines.append("- hwyattn: `hwyattn_sdpa`; M1 `hwyattn_mha_forward`.")
+    lines.append("- hwyattn: `hwyattn_sdpa`; M1 `hwyattn_mha_forward`; the KV-cache rows (D1q, V1, V2, ...) "
+                 "`hwyattn_kv_attention`.")
     for lib, display, cctx, cres, _ in competitors:
         by_path = {}
         errors = []
         for rid in ids:
-            paths = {t: cres[(rid, t)].get("path") for t in (1, 2) if (rid, t) in cres}
+            paths = {t: describe_path(cres[(rid, t)]) for t in (1, 2) if (rid, t) in cres}
             for t in (1, 2):
                 e = cres.get((rid, t))
                 if e is not None and e.get("error_occurred"):
@@ -600,13 +595,64 @@ def compare_section(context, results, competitors, source):
         lines.append("- %s: %s." % (display, "; ".join(parts) if parts else "no rows"))
         for err in errors:
             lines.append("  - error: %s" % err)
-    skipped = {}
-    for _, _, cctx, _, _ in competitors:
-        skipped.update(cctx.get("skipped_rows") or {})
-    if skipped:
-        lines.append("- Not run by the other libraries: %s."
-                     % "; ".join("%s (%s)" % (rid, skipped[rid]) for rid in ordered(skipped, ROW_ORDER)))
+    # Rows a library left out: those no other library ran, with the reasons, then each library's own.
+    ran = {rid for _, _, _, cres, _ in competitors for (rid, _) in cres}
+    reasons = {}  # id -> {display: reason}
+    for _, display, cctx, _, _ in competitors:
+        for rid, why in (cctx.get("skipped_rows") or {}).items():
+            reasons.setdefault(rid, {})[display] = why
+    nobody = [rid for rid in ordered(reasons, ROW_ORDER) if rid not in ran]
+    if nobody:
+        lines.append("- Not run by the other libraries: %s." % "; ".join(
+            "%s (%s)" % (rid, skip_reasons(reasons[rid])) for rid in nobody))
+    for _, display, _, _, _ in competitors:
+        own = [rid for rid in ordered(reasons, ROW_ORDER) if rid in ran and display in reasons[rid]]
+        if own:
+            lines.append("- Not run by %s: %s." % (display, "; ".join(
+                "%s (%s)" % (rid, reasons[rid][display]) for rid in own)))
     return lines
+
+
+def skip_reasons(by_library):
+    """'reason' when the libraries that gave one agree, else 'PyTorch: ...; OpenVINO: ...'."""
+    distinct = sorted(set(by_library.values()))
+    if len(distinct) == 1:
+        return distinct[0]
+    return "; ".join("%s: %s" % (lib, why) for lib, why in by_library.items())
+
+
+def describe_path(entry):
+    """What a library ran for a row, with what it reported it did (OpenVINO: the plugin's SDPA node)."""
+    path = entry.get("path")
+    if path and entry.get("sdpa_runtime"):
+        path += " [the plugin ran: %s%s]" % (entry["sdpa_runtime"], (
+            ", inference precision %s" % entry["inference_precision"]) if entry.get("inference_precision") else "")
+    return path
+
+
+def competitor_version(lib, display, cctx):
+    """'PyTorch 2.15.0 (PyPI, ...)': the version and where it came from, as the result file records them."""
+    v = "%s %s" % (display, cctx.get("library_version", "?"))
+    if cctx.get("installed_from"):
+        details = ["PyPI"]
+        if lib == "torch":
+            details += ["CPU capability %s" % cctx.get("cpu_capability", "?"),
+                        "BLAS %s %s, oneDNN %s" % (cctx.get("blas", "?"), cctx.get("mkl", "").split("-")[0],
+                                                    cctx.get("onednn", "?"))]
+        elif lib == "onnxruntime":
+            details += ["%s, models written with onnx %s, opset %s" % (
+                cctx.get("execution_provider", "CPU"), cctx.get("onnx_version", "?"), cctx.get("onnx_opset", "?"))]
+        elif lib == "openvino":
+            details += ["CPU plugin, capabilities %s" % cctx.get("cpu_capabilities", "?").replace(" ", ", ")]
+        return v + " (%s)" % "; ".join(details)
+    # Result files of the earlier scripts (Debian's torch 1.13, npm's onnxruntime-node).
+    if lib == "torch":
+        v += " (Debian's python3-torch%s; BLAS: %s)" % (
+            (" " + cctx["debian_package_version"]) if cctx.get("debian_package_version") else "",
+            os.path.basename(cctx.get("blas", "?").split(", ")[-1]))
+    elif lib == "onnxruntime":
+        v += " (npm's onnxruntime-node, CPU provider, Node %s)" % cctx.get("node_version", "?")
+    return v
 
 
 def reps_text_of(context):
@@ -664,6 +710,7 @@ def compare_chart(charts, base, context, results, competitors):
     """compare.*: hwyattn's speed-up over each competitor, and everyone's share of the machine's limits."""
     names = [c[1] for c in competitors]
     peaks, bws = peaks_of(context), {t: as_float(context.get("read_bw_gbps_%dt" % t)) for t in (1, 2)}
+    bf16_peaks = {t: as_float(context.get("bf16_peak_gflops_%dt" % t)) for t in (1, 2)}
     ok = lambda e: e is not None and not e.get("error_occurred")
     ids, speedups, limits, limit_names, latencies = [], {}, {}, {}, {}
     for rid in ordered_ids(results):
@@ -684,6 +731,10 @@ def compare_chart(charts, base, context, results, competitors):
                     limit_names[rid] = "read bw"
                     if counter(e, "GBps") is not None and bws[t]:
                         limits[(rid, name, t)] = 100.0 * counter(e, "GBps") / bws[t]
+                elif counter(e, "GFLOPS") is not None and bf16_peaks[t] and "precision=bf16" in (hw or {}).get(
+                        "label", ""):
+                    limit_names[rid] = "bf16 dot peak"
+                    limits[(rid, name, t)] = 100.0 * counter(e, "GFLOPS") / bf16_peaks[t]
                 elif counter(e, "GFLOPS") is not None and peaks[t]:
                     limit_names[rid] = "FMA peak"
                     limits[(rid, name, t)] = 100.0 * counter(e, "GFLOPS") / peaks[t]
@@ -694,9 +745,9 @@ def compare_chart(charts, base, context, results, competitors):
     if not ids:
         return []
     left_out = [rid for rid in ordered_ids(results) if rid not in ids]
-    title = "hwyattn %s against %s, fp32 attention" % (
-        context.get("hwyattn_version", ""),
-        " and ".join("%s %s" % (c[1], c[2].get("library_version", "")) for c in competitors))
+    others = ["%s %s" % (c[1], c[2].get("library_version", "").split("+")[0]) for c in competitors]
+    title = "hwyattn %s against %s" % (context.get("hwyattn_version", ""), " and ".join(
+        [", ".join(others[:-1]), others[-1]] if len(others) > 1 else others))
     notes = ["%s; each library's median time per call, all in the same run." % run_line(context),
              "Limits measured at the start of hwyattn's run: FMA peak %s / %s GFLOP/s, streaming read %s / %s GB/s "
              "(1 / 2 threads). The decode rows run warm (K/V as the previous call left them, partly from L3: "

@@ -60,14 +60,15 @@ TARGETS = {
     "T1": "<= 0.15 us on 1t",
 }
 
-NAME_RE = re.compile(r"^BM_Attention/(?P<id>[A-Za-z0-9]+)/threads:(?P<threads>\d+)")
+# Row ids: letters, digits and underscores (D1q8_0, P1q8_0); TP1's pool rows (BM_Attention/TP1/P1/...) do not match.
+NAME_RE = re.compile(r"^BM_Attention/(?P<id>[A-Za-z0-9_]+)/threads:(?P<threads>\d+)")
 MATMUL_RE = re.compile(r"^BM_Matmul/(?P<impl>hwyattn|onednn)/(?P<id>[A-Za-z0-9_]+)/threads:(?P<threads>\d+)")
 COMPOSITION_RE = re.compile(
     r"^BM_Composition/(?P<id>[A-Za-z0-9]+)/(?P<impl>fused|composed)/threads:(?P<threads>\d+)")
 
 TILES_RE = re.compile(r"^BM_Bf16Tile/(?P<kind>score|value)/(?P<arg>[a-z]+:\d+)")
 
-COMPARE_RE = re.compile(r"^BM_Compare/(?P<lib>[A-Za-z0-9_.-]+)/(?P<id>[A-Za-z0-9]+)/threads:(?P<threads>\d+)")
+COMPARE_RE = re.compile(r"^BM_Compare/(?P<lib>[A-Za-z0-9_.-]+)/(?P<id>[A-Za-z0-9_]+)/threads:(?P<threads>\d+)")
 # bench/compare's result files, in the order of the table's columns, with their display names.
 COMPETITORS = [("torch", "torch.json", "PyTorch"), ("onnxruntime", "onnxruntime.json", "ONNX Runtime"),
                ("openvino", "openvino.json", "OpenVINO")]

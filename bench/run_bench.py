@@ -3,7 +3,7 @@
 """Runs one benchmark binary and records how busy the machine was meanwhile.
 
     python3 bench/run_bench.py --json OUT.json [--wait-idle SECONDS]
-        [--progress LABEL [--previous LAST.json]] -- BINARY [FLAGS...]
+        [--progress LABEL [--previous LAST.json] [--progress-every SECONDS]] -- BINARY [FLAGS...]
 
 The binary must write its Google Benchmark JSON to OUT.json (pass
 --benchmark_out=OUT.json yourself). Before starting it, waits up to
@@ -17,16 +17,29 @@ The binary must write its Google Benchmark JSON to OUT.json (pass
     wall_seconds    the run's wall time
     cpu_model       /proc/cpuinfo's model name, for report.py's captions
 
---progress LABEL (a Google Benchmark binary): first counts the rows with the
+--progress LABEL (a Google Benchmark binary): first lists the rows with the
 same flags plus --benchmark_list_tests (nothing is measured, the JSON is not
 touched), then runs the binary as before, its console output passed through,
-and prints to stderr a line per row as its results arrive ("LABEL: 12/56
-BM_Attention/P1/threads:1, 2m05s"), and every HEARTBEAT seconds without one
-the count so far. With interleaved repetitions a row's results arrive after
-its last repetition, so most rows finish near the end: the line also gives
-LAST.json's wall time (the previous run's) when there is one. The binary's
-stdout goes through a pipe (line-buffered with coreutils' stdbuf): the timed
-code and its flags are the same as without --progress.
+plus --v=2: Google Benchmark then logs each call of a row's function on
+stderr ("-- LOG(2): Running <row> for <iterations>", "-- LOG(2): Ran in
+<cpu>/<real>"), outside the timed loop. From those lines (class Repetitions,
+not passed through) it counts the repetitions finished, and prints to stderr,
+every --progress-every seconds (default 30) and at the end:
+
+    run_bench.py: attention: 37/120 repetitions done (40 rows x 3; 2 rows
+    complete), 2m10s, about 5m20s left
+
+The count is what is done: under random interleaving a row's results (its
+console lines, the JSON) arrive only after its last repetition, most of them
+near the end, so rows complete says little until then. "Time left" is from
+this run's own repetitions: each started row's latest repetition time for its
+remaining ones, the mean over started rows for the others (their first
+repetition, which also finds the iteration count, then the rest); before the
+first repetition ends it says so, and the start line gives the previous run's
+wall time (LAST.json, --previous) with its rows and repetitions. A binary that
+rejects --v=2 gets the row count instead ("k/n rows done").
+The binary's stdout goes through a pipe (line-buffered with coreutils'
+stdbuf): the timed code is the same as without --progress.
 
 report.py prints a warning under a table whose run had other_cpu_pct > 10.
 Linux only for the measurement (elsewhere the binary just runs).
@@ -45,9 +58,106 @@ import sys
 import threading
 import time
 
-HEARTBEAT = 60.0
+PROGRESS_EVERY = 30.0
 # A console line of Google Benchmark: the row's name, then an aggregate's suffix or spaces.
 CONSOLE_RE = re.compile(r"^(\S+?)(?:_(?:mean|median|stddev|cv))?\s")
+# Google Benchmark's --v=2 lines, one pair per call of a row's function (benchmark_runner.cc).
+LOG_RE = re.compile(r"^-- LOG\(\d+\): (?:Running (\S+) for (\d+)|Ran in )")
+# Google Benchmark flags that make the rows list and listing differ from the measured run.
+RUN_ONLY_FLAGS = ("--benchmark_out", "--benchmark_repetitions")
+
+
+class Repetitions:
+    """Counts the repetitions a Google Benchmark binary (1.7) has finished, from its --v=2 lines.
+
+    Each call of a row's function logs "-- LOG(2): Running <row> for <n>" (n iterations) and, once
+    done, "-- LOG(2): Ran in <cpu>/<real>". A row's first repetition is a series of calls of growing n
+    until one lasts min_time (the iteration count's estimation); each later repetition is one call of
+    that same n. Under random interleaving the repetitions of all rows run in a shuffled order, but a
+    repetition's calls are never split. So a call ends a repetition unless the next call is of the same
+    row with more iterations; the last call ends one when the binary exits (finish()).
+
+    feed(line, now) takes every stderr line with its time (seconds, any origin); done() the repetitions
+    finished, rows_complete() the rows with all of theirs, left_seconds() the estimate of the time
+    left, or None before the first repetition has ended."""
+
+    def __init__(self, rows, repetitions):
+        self.rows = list(rows)
+        self.repetitions = max(int(repetitions), 1)
+        self.total = len(self.rows) * self.repetitions
+        self.finished = {}  # row -> repetitions finished
+        self.first = {}  # row -> wall seconds of its first repetition (the estimation calls included)
+        self.call = {}  # row -> wall seconds of its latest repetition's last call (what a later one takes)
+        self.current = None  # [row, n, start of its repetition, start of this call, end of this call]
+
+    def feed(self, line, now):
+        """True for a --v=2 line (counted, not to be shown), False for any other."""
+        m = LOG_RE.match(line)
+        if not m:
+            return False
+        if m.group(1) is None:  # "Ran in": the current call is over
+            if self.current is not None:
+                self.current[4] = now
+            return True
+        row, n = m.group(1), int(m.group(2))
+        cur = self.current
+        if cur is not None and cur[0] == row and n > cur[1]:
+            self.current = [row, n, cur[2], now, None]  # the estimation goes on: the same repetition
+        else:
+            self._close(now)
+            self.current = [row, n, now, now, None]
+        return True
+
+    def finish(self, now):
+        """The binary has exited: its last call ended a repetition."""
+        self._close(now)
+
+    def _close(self, now):
+        cur, self.current = self.current, None
+        if cur is None:
+            return
+        row, _, rep_start, call_start, call_end = cur
+        end = call_end if call_end is not None else now
+        if row not in self.finished:
+            self.first[row] = end - rep_start
+        self.finished[row] = self.finished.get(row, 0) + 1
+        self.call[row] = end - call_start
+
+    def done(self):
+        return min(sum(self.finished.values()), self.total)
+
+    def rows_complete(self):
+        return sum(1 for r in self.rows if self.finished.get(r, 0) >= self.repetitions)
+
+    def left_seconds(self):
+        """Seconds left by this run's repetitions so far: a started row's latest repetition time for each
+        it has left; a row not started the mean first repetition of the started ones, then the mean later
+        one. None before a repetition has ended."""
+        if not self.finished:
+            return None
+        first = sum(self.first.values()) / len(self.first)
+        later = sum(self.call.values()) / len(self.call)
+        left = 0.0
+        for row in self.rows:
+            n = self.finished.get(row, 0)
+            if n:
+                left += max(self.repetitions - n, 0) * self.call[row]
+            else:
+                left += first + (self.repetitions - 1) * later
+        return left
+
+    def line(self, label, elapsed):
+        """'attention: 37/120 repetitions done (40 rows x 3; 2 rows complete), 2m10s, about 5m20s left'."""
+        left = self.left_seconds()
+        if self.done() >= self.total:
+            tail = "all done"
+        elif left is None:
+            tail = "time left: known after the first repetition"
+        else:
+            tail = "about %s left" % clock(left)
+        return "%s: %d/%d repetitions done (%d rows x %d; %d rows complete), %s, %s" % (
+            label, self.done(), self.total, len(self.rows), self.repetitions, self.rows_complete(),
+            clock(elapsed), tail)
 
 
 def cpu_jiffies():
@@ -88,14 +198,18 @@ def clock(seconds):
     return "%dm%02ds" % divmod(int(round(seconds)), 60)
 
 
-def short_name(name):
-    """BM_Attention/P1/threads:1/min_time:0.400/real_time -> BM_Attention/P1/threads:1."""
-    return re.sub(r"/(min_time:[^/]*|real_time|manual_time|process_time)", "", name)
+def flag_value(cmd, flag, default=None):
+    """The value of the last --flag=value in cmd (Google Benchmark takes the last)."""
+    value = default
+    for a in cmd[1:]:
+        if a.startswith(flag + "="):
+            value = a.split("=", 1)[1]
+    return value
 
 
 def list_rows(cmd):
     """The benchmark names the binary would run with these flags (--benchmark_list_tests), or None."""
-    flags = [a for a in cmd[1:] if not a.startswith(("--benchmark_out", "--benchmark_repetitions"))]
+    flags = [a for a in cmd[1:] if not a.startswith(RUN_ONLY_FLAGS)]
     try:
         out = subprocess.run([cmd[0]] + flags + ["--benchmark_list_tests=true"], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True, check=True).stdout
@@ -104,43 +218,83 @@ def list_rows(cmd):
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def run_with_progress(cmd, label, previous):
-    """Runs cmd, passing its stdout through and printing a line per finished row to stderr."""
-    rows = list_rows(cmd)
+def previous_run(path):
+    """'; the last run (90 rows x 5) took 23m10s' from a previous run's JSON, or ''."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        wall = float(data["context"]["wall_seconds"])
+    except (OSError, TypeError, ValueError, KeyError):
+        return ""
+    names = {b.get("run_name") for b in data.get("benchmarks", []) if b.get("run_name")}
+    reps = {b.get("repetitions") for b in data.get("benchmarks", []) if b.get("repetitions")}
+    what = " (%d rows x %s)" % (len(names), "/".join(str(r) for r in sorted(reps))) if names and reps else ""
+    return "; the last run%s took %s" % (what, clock(wall))
+
+
+def run_with_progress(cmd, label, previous, every=PROGRESS_EVERY):
+    """Runs cmd, passing its output through and printing the repetitions done to stderr (Repetitions)."""
+    verbose = cmd + ["--v=2"]
+    rows = list_rows(verbose)
+    if rows is None:  # a binary without Google Benchmark's --v: count the rows as their results arrive
+        verbose, rows = cmd, list_rows(cmd)
     if not rows:
         print("run_bench.py: %s: could not list the rows; no progress lines" % label, file=sys.stderr)
         return subprocess.call(cmd)
-    last = ""
-    try:
-        with open(previous, encoding="utf-8") as f:
-            wall = float(json.load(f)["context"]["wall_seconds"])
-        last = "; the last run took %s" % clock(wall)
-    except (OSError, TypeError, ValueError, KeyError):
-        pass
-    print("run_bench.py: %s: %d rows%s" % (label, len(rows), last), file=sys.stderr)
-    wanted, done = set(rows), set()
-    line_buffered = ["stdbuf", "-oL"] if shutil.which("stdbuf") else []
+    reps = Repetitions(rows, flag_value(cmd, "--benchmark_repetitions", "1"))
+    counting = verbose is not cmd
+    last = previous_run(previous) if previous else ""
+    print("run_bench.py: %s: %d rows x %d repetitions%s" % (label, len(rows), reps.repetitions, last),
+          file=sys.stderr, flush=True)
+    wanted, complete = set(rows), set()
+    line_buffered = ["stdbuf", "-oL", "-eL"] if shutil.which("stdbuf") else []
     t0 = time.monotonic()
-    proc = subprocess.Popen(line_buffered + cmd, stdout=subprocess.PIPE, text=True, errors="replace")
+    proc = subprocess.Popen(line_buffered + verbose, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace")
     lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout] + [lines.put(None)], daemon=True).start()
-    while True:
+
+    def pump(stream, kind):
+        for text in stream:
+            lines.put((kind, text, time.monotonic()))
+        lines.put((kind, None, time.monotonic()))
+
+    for stream, kind in ((proc.stdout, "out"), (proc.stderr, "err")):
+        threading.Thread(target=pump, args=(stream, kind), daemon=True).start()
+
+    def report(now):
+        if counting:
+            text = reps.line(label, now - t0)
+        else:
+            text = "%s: %d/%d rows done, %s%s" % (label, len(complete), len(rows), clock(now - t0), last)
+        print("run_bench.py: " + text, file=sys.stderr, flush=True)
+
+    open_streams, next_line = 2, t0 + every
+    while open_streams:
         try:
-            line = lines.get(timeout=HEARTBEAT)
+            kind, text, when = lines.get(timeout=max(next_line - time.monotonic(), 0.01))
         except queue.Empty:
-            print("run_bench.py: %s: %d/%d rows done, %s elapsed%s" % (
-                label, len(done), len(rows), clock(time.monotonic() - t0), last), file=sys.stderr)
+            kind, text = None, None
+        if time.monotonic() >= next_line:
+            report(time.monotonic())
+            next_line = time.monotonic() + every
+        if kind is None:
             continue
-        if line is None:
-            break
-        sys.stdout.write(line)
-        sys.stdout.flush()
-        m = CONSOLE_RE.match(line)
-        if m and m.group(1) in wanted and m.group(1) not in done:
-            done.add(m.group(1))
-            print("run_bench.py: %s: %d/%d %s, %s" % (label, len(done), len(rows), short_name(m.group(1)),
-                                                     clock(time.monotonic() - t0)), file=sys.stderr)
-    return proc.wait()
+        if text is None:
+            open_streams -= 1
+        elif kind == "err":
+            if not (counting and reps.feed(text, when - t0)):
+                sys.stderr.write(text)
+                sys.stderr.flush()
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            m = CONSOLE_RE.match(text)
+            if m and m.group(1) in wanted:
+                complete.add(m.group(1))
+    rc = proc.wait()
+    reps.finish(time.monotonic() - t0)
+    report(time.monotonic())
+    return rc
 
 
 def main(argv):
@@ -151,8 +305,11 @@ def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
     ap.add_argument("--wait-idle", type=float, default=0.0)
-    ap.add_argument("--progress", metavar="LABEL", help="a line per finished row to stderr (Google Benchmark)")
+    ap.add_argument("--progress", metavar="LABEL",
+                    help="the repetitions done and the time left on stderr (a Google Benchmark binary)")
     ap.add_argument("--previous", help="the previous run's JSON, whose wall time the progress lines give")
+    ap.add_argument("--progress-every", type=float, default=PROGRESS_EVERY, metavar="SECONDS",
+                    help="seconds between progress lines (default %.0f)" % PROGRESS_EVERY)
     args = ap.parse_args(argv[:split])
     cmd = argv[split + 1:]
 
@@ -168,7 +325,8 @@ def main(argv):
     before = cpu_jiffies()
     usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    rc = run_with_progress(cmd, args.progress, args.previous) if args.progress else subprocess.call(cmd)
+    rc = (run_with_progress(cmd, args.progress, args.previous, args.progress_every) if args.progress
+          else subprocess.call(cmd))
     wall = time.monotonic() - t0
     after = cpu_jiffies()
     usage_after = resource.getrusage(resource.RUSAGE_CHILDREN)

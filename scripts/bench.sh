@@ -3,7 +3,7 @@
 #
 # scripts/bench.sh: build hwyattn in Release and run the benchmarks, each
 # measuring this machine's FMA peak in the same run, then write
-#   bench/results/latest.json       bench_attention: the rows of bench/README.md at 1 and 2 threads,
+#   bench/results/latest.json       bench_attention: its rows (bench/README.md) at 1 and 2 threads,
 #                                   with the peak and the read bandwidth
 #   bench/results/matmul.json       bench_matmul: the packed matmul against oneDNN's sgemm
 #   bench/results/composition.json  bench_composition: fused against Q K^T + softmax + P V
@@ -16,19 +16,36 @@
 #   bench/results/onnxruntime.json  ONNX Runtime on the same rows (bench/compare/ort_rows.py)
 #   bench/results/openvino.json     OpenVINO on the same rows (bench/compare/openvino_rows.py)
 #   bench/results/compare.{svg,png} hwyattn beside them, with a section in table.md
-# Each benchmark: median of 5 repetitions, interleaved at random (Google
+#
+# Two sizes (bench/README.md, "How long a run takes"):
+#   default  the attention rows of README.md's Performance table and those its
+#            targets compare with (DEFAULT_ROWS below: 20 rows, 40 with the
+#            thread counts), 3 repetitions; matmul, composition and tiles whole,
+#            3 repetitions; 10 s of waiting for idle CPUs at most per binary.
+#            About 8 minutes on the shared 2-core Zen 3 machine once built
+#            (bench_attention 5.5), about 11 when other processes load it heavily.
+#   --full   every row of bench_attention (90 with the thread counts), 5
+#            repetitions, up to 30 s of waiting: about 28 minutes there (the
+#            attention binary alone about 23).
+# Each benchmark: the median of its repetitions, interleaved at random (Google
 # Benchmark's --benchmark_enable_random_interleaving): a row's repetitions
 # are spread over the whole run, so a minute of load from other processes
 # moves every row's median a little instead of a few rows' a lot, and the
 # two sides of each comparison (hwyattn and oneDNN, fused and composed)
-# alternate in time. About 3-4 minutes on the 2-core reference machine once built.
-# Progress on stderr: a line per row as its results arrive ("attention: 12/56
-# BM_Attention/P1/threads:1, 2m05s"), a count every minute without one; under
-# the interleaving most rows finish near the end of their binary's run.
+# alternate in time.
+# Progress on stderr, every 30 s per binary (bench/run_bench.py): the
+# repetitions finished and the time left by the run's own repetitions so far
+# ("attention: 37/120 repetitions done (40 rows x 3; 2 rows complete), 2m10s,
+# about 5m20s left"); under the interleaving most rows complete near the end.
 #
 # Usage (from anywhere; as root on a fresh Debian 12 it installs what is missing,
 # plus libdnnl-dev, the oneDNN that bench_matmul compares with):
-#   scripts/bench.sh [--compare | --compare-only] [extra bench_attention flags, e.g. --benchmark_filter=P1]
+#   scripts/bench.sh [--full] [--compare | --compare-only] [--dry-run]
+#                    [extra bench_attention flags, e.g. --benchmark_filter=P1]
+# --full: every row and 5 repetitions (the published tables; see above).
+# A --benchmark_filter of yours replaces the default's row selection (in either size).
+# --dry-run: builds and runs nothing; prints, per binary, the rows it would run
+# (from the existing binaries' --benchmark_list_tests) and the repetitions.
 # --compare: right after hwyattn's attention rows, time PyTorch, ONNX Runtime and
 # OpenVINO, each in its own process, on the rows that ran, in the same run. They
 # come from PyPI at the exact versions below, into the virtual environment
@@ -37,19 +54,20 @@
 # its nvidia-* packages, downloaded once; it runs on the CPU), never in the
 # repository. A library that cannot be installed or imported is left out with
 # a warning. Each prints its progress (repetitions done / total, time left).
-# About 10 more minutes (estimated) on the reference machine. Needs the
-# "attention" benchmark in BENCH_ONLY.
+# About 10 more minutes (estimated) on the reference machine with --full. Needs
+# the "attention" benchmark in BENCH_ONLY.
 # --compare-only: no build and no hwyattn run: the other libraries on the rows
 # of the existing bench/results/latest.json, then the report.
 # Environment:
 #   BUILD_DIR             build directory (default: build, relative to the repo root)
 #   HWYATTN_BENCH_BW_MIB  bandwidth buffer size in MiB (default 1024)
 #   JOBS                  parallel build jobs (default: nproc)
-#   REPETITIONS           repetitions per benchmark (default 5)
+#   REPETITIONS           repetitions per benchmark (default 3; 5 with --full)
 #   BENCH_ONLY            space-separated subset of "attention matmul composition tiles"
-#                         to run (default: all three); the report uses the JSON
+#                         to run (default: all four); the report uses the JSON
 #                         files present
-#   WAIT_IDLE             seconds to wait for idle CPUs before each benchmark (default 30)
+#   WAIT_IDLE             seconds to wait for idle CPUs before each benchmark (default 10;
+#                         30 with --full)
 #   COMPARE_MIN_TIME      --compare: seconds per repetition of another library's row (default 0.3)
 #   HWYATTN_CACHE         the cache holding venv-compare (default ${XDG_CACHE_HOME:-~/.cache}/hwyattn)
 set -euo pipefail
@@ -57,12 +75,14 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
-REPETITIONS=${REPETITIONS:-5}
 BENCH_ONLY=${BENCH_ONLY:-attention matmul composition tiles}
-WAIT_IDLE=${WAIT_IDLE:-30}
 COMPARE_MIN_TIME=${COMPARE_MIN_TIME:-0.3}
 HWYATTN_CACHE=${HWYATTN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hwyattn}
 COMPARE_VENV=$HWYATTN_CACHE/venv-compare
+# The default run's bench_attention rows (without --full): README.md's
+# Performance table, plus the rows its targets are ratios of (V2 against
+# V2chunk + V2decodes; P1b and M1b against P1 and M1 are both in it).
+DEFAULT_ROWS=(P1 P2 P3 X1 M1 W1 P1b M1b D1 D2 D1cold D2cold D2hcold D2qcold D1qcold V1 V2 V2chunk V2decodes T1)
 # --compare's libraries, exact versions from PyPI (bench/README.md, "Comparing
 # with other libraries"): per library, the pip requirements its script needs.
 # numpy: the newest for Python 3.11; onnx writes ONNX Runtime's models.
@@ -72,15 +92,65 @@ COMPARE_ONNXRUNTIME=(onnxruntime==1.31.1 onnx==1.23.2)
 COMPARE_OPENVINO=(openvino==2026.4.1)
 COMPARE=0
 COMPARE_ONLY=0
+FULL=0
+DRY_RUN=0
+USER_FILTER=0
 bench_args=()
 for arg in "$@"; do
   case $arg in
+    --full) FULL=1 ;;
+    --dry-run) DRY_RUN=1 ;;
     --compare) COMPARE=1 ;;
     --compare-only) COMPARE=1; COMPARE_ONLY=1 ;;
+    --benchmark_filter=*) USER_FILTER=1; bench_args+=("$arg") ;;
     *) bench_args+=("$arg") ;;
   esac
 done
 set -- ${bench_args[@]+"${bench_args[@]}"}
+if ((FULL)); then
+  REPETITIONS=${REPETITIONS:-5}
+  WAIT_IDLE=${WAIT_IDLE:-30}
+else
+  REPETITIONS=${REPETITIONS:-3}
+  WAIT_IDLE=${WAIT_IDLE:-10}
+fi
+# bench_attention's row selection: every row with --full or a filter of yours,
+# else DEFAULT_ROWS (an anchored regex: P1 does not select P1b or TP1/P1).
+attention_filter=()
+if ((!FULL && !USER_FILTER)); then
+  attention_filter=("--benchmark_filter=^BM_Attention/($(IFS='|'; echo "${DEFAULT_ROWS[*]}"))/threads:")
+fi
+
+# dry_run: what each binary of BENCH_ONLY would run (its --benchmark_list_tests
+# with the run's flags: nothing is measured), without installing or building.
+dry_run() {
+  local name binary flags rows
+  echo "bench.sh: $( ((FULL)) && echo "--full" || echo "default"): $REPETITIONS repetitions," \
+       "up to $WAIT_IDLE s of waiting for idle CPUs per binary; binaries in $BUILD_DIR/bench"
+  for name in attention matmul composition tiles; do
+    [[ " $BENCH_ONLY " == *" $name "* ]] || continue
+    binary=$BUILD_DIR/bench/bench_$name
+    flags=()
+    [[ $name == attention ]] && flags=(${attention_filter[@]+"${attention_filter[@]}"} "$@")
+    if [[ ! -x $binary ]]; then
+      echo "$name: $binary is not built yet ${flags[*]:+(flags: ${flags[*]})}"
+      continue
+    fi
+    rows=$("$binary" ${flags[@]+"${flags[@]}"} --benchmark_list_tests=true 2>/dev/null) || {
+      echo "$name: $binary ${flags[*]} --benchmark_list_tests failed"
+      continue
+    }
+    echo "$name: $(grep -c . <<<"$rows") rows x $REPETITIONS repetitions${flags[*]:+ (${flags[*]})}:"
+    sed 's|/min_time:[^/]*||; s|/real_time$||; s|/manual_time$||' <<<"$rows" | paste -sd' ' | fold -s -w 110 |
+      sed 's|^|  |; s| *$||'
+  done
+  ((COMPARE)) && echo "compare: PyTorch, ONNX Runtime and OpenVINO on the attention rows, $REPETITIONS repetitions"
+  return 0
+}
+if ((DRY_RUN)); then
+  dry_run "$@"
+  exit 0
+fi
 
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
@@ -121,8 +191,9 @@ run() {
   echo "bench.sh: $name ($(date +%T))" >&2
   # run_bench.py waits (up to WAIT_IDLE s) for idle CPUs, then records in the
   # JSON how much CPU other processes took during the run (report.py warns);
-  # meanwhile it prints to stderr a line per row as its results arrive (k/n,
-  # the row, the time elapsed; the last run's time from the previous JSON).
+  # meanwhile it prints to stderr every 30 s the repetitions finished and the
+  # time left (Google Benchmark's --v=2 call log, which it adds and counts;
+  # the previous run's time from the previous JSON).
   python3 bench/run_bench.py --json "$out.tmp" --wait-idle "$WAIT_IDLE" --progress "$name" --previous "$out" -- \
     "$BUILD_DIR/bench/$binary" \
     --benchmark_repetitions="$REPETITIONS" \
@@ -221,7 +292,8 @@ if ((COMPARE_ONLY)); then
   exit 0
 fi
 
-run attention bench_attention bench/results/latest.json --benchmark_enable_random_interleaving=true "$@"
+run attention bench_attention bench/results/latest.json --benchmark_enable_random_interleaving=true \
+  ${attention_filter[@]+"${attention_filter[@]}"} "$@"
 if ((COMPARE)); then compare; fi
 run matmul bench_matmul bench/results/matmul.json --benchmark_enable_random_interleaving=true
 run composition bench_composition bench/results/composition.json --benchmark_enable_random_interleaving=true

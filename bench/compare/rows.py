@@ -586,9 +586,14 @@ def run_peer(library, argv, candidates_for, context_extra, doc=None):
         "numpy_version": np.__version__,
     }
     context.update(context_extra())
-    tmp = args.out + ".part"
+    # A whole file or none: written beside it, then renamed over it; but an
+    # --out that exists and is no regular file (/dev/null, a pipe) is written
+    # in place (renaming over /dev/null would replace the device).
+    in_place = os.path.exists(args.out) and not os.path.isfile(args.out)
+    tmp = args.out if in_place else args.out + ".part"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump({"context": context, "benchmarks": benchmarks}, f, indent=2)
         f.write("\n")
-    os.replace(tmp, args.out)
+    if not in_place:
+        os.replace(tmp, args.out)
     return 0  # errors are in the JSON (report.py shows them)

@@ -55,74 +55,91 @@ inline uint32_t BlockHighBits(const unsigned char* block, size_t at) {
          uint32_t{block[at + 3]} << 24;
 }
 
-// out[0, 32) = the block's 32 values.
+// Whether the block format kType has an offset m (Q4_1, Q5_1).
 template <Dtype kType>
-inline void DequantizeBlock(const unsigned char* HWY_RESTRICT block, float* HWY_RESTRICT out) {
-  const float d = BlockHalf(block, 0);
+inline constexpr bool kBlockHasOffset = kType == Dtype::kQ4_1 || kType == Dtype::kQ5_1;
+
+// The block's offset m (0 for a format without one).
+template <Dtype kType>
+inline float BlockOffset(const unsigned char* block) {
+  return kBlockHasOffset<kType> ? BlockHalf(block, 2) : 0.0f;
+}
+
+// out[j] = value(q_j) for the block's 32 integers q_j (element j's value is
+// d * q_j, plus m with an offset): the one reading of the formats' bits,
+// which the dequantization below (value: d * q (+ m)) and the integer
+// products (int8_products.cc; value: q) share. `value` takes an int.
+template <Dtype kType, typename T, class Value>
+HWY_INLINE void BlockNumbers(const unsigned char* HWY_RESTRICT block, T* HWY_RESTRICT out,
+                             const Value value) {
+  constexpr size_t kAt = kBlockHasOffset<kType> ? 4 : 2;  // after d (and m)
   if constexpr (kType == Dtype::kQ8_0) {
-    for (int j = 0; j < 32; ++j) out[j] = d * static_cast<float>(static_cast<int8_t>(block[2 + j]));
-  } else if constexpr (kType == Dtype::kQ4_0 || kType == Dtype::kIQ4_NL) {
-    const unsigned char* qs = block + 2;
+    for (int j = 0; j < 32; ++j)
+      out[j] = value(static_cast<int>(static_cast<int8_t>(block[2 + j])));
+  } else if constexpr (kType == Dtype::kQ4_0 || kType == Dtype::kQ4_1 || kType == Dtype::kIQ4_NL) {
+    const unsigned char* qs = block + kAt;
     for (int j = 0; j < 16; ++j) {
       const int lo = qs[j] & 0xF, hi = qs[j] >> 4;
-      if constexpr (kType == Dtype::kQ4_0) {
-        out[j] = d * static_cast<float>(lo - 8);
-        out[j + 16] = d * static_cast<float>(hi - 8);
+      if constexpr (kType == Dtype::kIQ4_NL) {
+        out[j] = value(static_cast<int>(kIq4nlValues[lo]));
+        out[j + 16] = value(static_cast<int>(kIq4nlValues[hi]));
       } else {
-        out[j] = d * static_cast<float>(kIq4nlValues[lo]);
-        out[j + 16] = d * static_cast<float>(kIq4nlValues[hi]);
+        constexpr int kZero = kType == Dtype::kQ4_0 ? 8 : 0;
+        out[j] = value(lo - kZero);
+        out[j + 16] = value(hi - kZero);
       }
-    }
-  } else if constexpr (kType == Dtype::kQ4_1) {
-    const float m = BlockHalf(block, 2);
-    const unsigned char* qs = block + 4;
-    for (int j = 0; j < 16; ++j) {
-      out[j] = d * static_cast<float>(qs[j] & 0xF) + m;
-      out[j + 16] = d * static_cast<float>(qs[j] >> 4) + m;
     }
   } else {
     static_assert(kType == Dtype::kQ5_0 || kType == Dtype::kQ5_1, "a block format");
-    constexpr bool kOffset = kType == Dtype::kQ5_1;
-    const float m = kOffset ? BlockHalf(block, 2) : 0.0f;
-    const size_t at = kOffset ? 4 : 2;
-    const uint32_t qh = BlockHighBits(block, at);
-    const unsigned char* qs = block + at + 4;
+    constexpr int kZero = kType == Dtype::kQ5_0 ? 16 : 0;
+    const uint32_t qh = BlockHighBits(block, kAt);
+    const unsigned char* qs = block + kAt + 4;
     for (int j = 0; j < 16; ++j) {
       const int lo = (qs[j] & 0xF) | static_cast<int>((qh >> j) & 1u) << 4;
       const int hi = (qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1u) << 4;
-      if constexpr (kOffset) {
-        out[j] = d * static_cast<float>(lo) + m;
-        out[j + 16] = d * static_cast<float>(hi) + m;
-      } else {
-        out[j] = d * static_cast<float>(lo - 16);
-        out[j + 16] = d * static_cast<float>(hi - 16);
-      }
+      out[j] = value(lo - kZero);
+      out[j + 16] = value(hi - kZero);
     }
   }
 }
 
-// out[0, n) = the n signed nibbles from `bytes` (I4; the first in the low
-// nibble). Reads (n + 1) / 2 bytes.
-inline void DequantizeI4(const unsigned char* HWY_RESTRICT bytes, int64_t n,
-                         float* HWY_RESTRICT out) {
+// q[0, 32) = the block's integers.
+template <Dtype kType>
+HWY_INLINE void BlockIntegers(const unsigned char* HWY_RESTRICT block, int8_t* HWY_RESTRICT q) {
+  BlockNumbers<kType>(block, q, [](int x) { return static_cast<int8_t>(x); });
+}
+
+// out[i] = value(q_i) for the n signed nibbles q_i of `bytes` (I4; the
+// first in the low nibble). Reads (n + 1) / 2 bytes.
+template <typename T, class Value>
+HWY_INLINE void I4Numbers(const unsigned char* HWY_RESTRICT bytes, int64_t n, T* HWY_RESTRICT out,
+                          const Value value) {
   // (nibble ^ 8) - 8: the nibble as a two's complement int4.
   for (int64_t i = 0; 2 * i + 1 < n; ++i) {
-    out[2 * i] = static_cast<float>(((bytes[i] & 0xF) ^ 8) - 8);
-    out[2 * i + 1] = static_cast<float>(((bytes[i] >> 4) ^ 8) - 8);
+    out[2 * i] = value(((bytes[i] & 0xF) ^ 8) - 8);
+    out[2 * i + 1] = value(((bytes[i] >> 4) ^ 8) - 8);
   }
-  if (n % 2 != 0) out[n - 1] = static_cast<float>(((bytes[n / 2] & 0xF) ^ 8) - 8);
+  if (n % 2 != 0) out[n - 1] = value(((bytes[n / 2] & 0xF) ^ 8) - 8);
 }
 
 // out[0, n) = elements [d0, d0 + n) of a row in the packed format kType, with
 // d0 a multiple of kBlockElems and n = kBlockElems except at an I4 row's
-// end: the unit the packing loops dequantize.
+// end: the unit the packing loops dequantize. A block's values are
+// d * q (+ m); I4's are its numbers (the kernels apply the cache's scales).
 template <Dtype kType>
 inline void DequantizeSpan(const unsigned char* HWY_RESTRICT row, int64_t d0, int64_t n,
                            float* HWY_RESTRICT out) {
   if constexpr (kType == Dtype::kI4) {
-    DequantizeI4(row + d0 / 2, n, out);
+    I4Numbers(row + d0 / 2, n, out, [](int x) { return static_cast<float>(x); });
   } else {
-    DequantizeBlock<kType>(row + d0 / kBlockElems * static_cast<int64_t>(BlockBytes(kType)), out);
+    const unsigned char* block = row + d0 / kBlockElems * static_cast<int64_t>(BlockBytes(kType));
+    const float d = BlockHalf(block, 0);
+    if constexpr (kBlockHasOffset<kType>) {
+      const float m = BlockOffset<kType>(block);
+      BlockNumbers<kType>(block, out, [d, m](int q) { return d * static_cast<float>(q) + m; });
+    } else {
+      BlockNumbers<kType>(block, out, [d](int q) { return d * static_cast<float>(q); });
+    }
   }
 }
 

@@ -17,48 +17,6 @@
 #include "src/ops/blocks.h"
 
 namespace hwyattn {
-namespace {
-
-// Block b's integers, scale and offset in the block format kType
-// (blocks.h's values, without multiplying them out).
-template <Dtype kType>
-void IntegerBlock(const unsigned char* HWY_RESTRICT block, int8_t* HWY_RESTRICT q, float* e,
-                  float* m) {
-  *e = BlockHalf(block, 0);
-  *m = 0.0f;
-  if constexpr (kType == Dtype::kQ8_0) {
-    memcpy(q, block + 2, 32);
-  } else if constexpr (kType == Dtype::kQ4_0 || kType == Dtype::kQ4_1 || kType == Dtype::kIQ4_NL) {
-    constexpr bool kOffset = kType == Dtype::kQ4_1;
-    if (kOffset) *m = BlockHalf(block, 2);
-    const unsigned char* qs = block + (kOffset ? 4 : 2);
-    for (int j = 0; j < 16; ++j) {
-      const int lo = qs[j] & 0xF, hi = qs[j] >> 4;
-      if constexpr (kType == Dtype::kIQ4_NL) {
-        q[j] = kIq4nlValues[lo];
-        q[j + 16] = kIq4nlValues[hi];
-      } else {
-        q[j] = static_cast<int8_t>(kOffset ? lo : lo - 8);
-        q[j + 16] = static_cast<int8_t>(kOffset ? hi : hi - 8);
-      }
-    }
-  } else {
-    static_assert(kType == Dtype::kQ5_0 || kType == Dtype::kQ5_1, "a block format");
-    constexpr bool kOffset = kType == Dtype::kQ5_1;
-    if (kOffset) *m = BlockHalf(block, 2);
-    const size_t at = kOffset ? 4 : 2;
-    const uint32_t qh = BlockHighBits(block, at);
-    const unsigned char* qs = block + at + 4;
-    for (int j = 0; j < 16; ++j) {
-      const int lo = (qs[j] & 0xF) | static_cast<int>((qh >> j) & 1u) << 4;
-      const int hi = (qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1u) << 4;
-      q[j] = static_cast<int8_t>(kOffset ? lo : lo - 16);
-      q[j + 16] = static_cast<int8_t>(kOffset ? hi : hi - 16);
-    }
-  }
-}
-
-}  // namespace
 
 void QuantizeQueryRow(const float* x, int64_t dim, int8_t* q, float* d, float* dsum) {
   const int64_t blocks = IntegerBlocks(dim);
@@ -93,19 +51,16 @@ void IntegerRow(Dtype t, const unsigned char* src, int64_t dim, int8_t* q, float
       constexpr Dtype kType = decltype(type)::value;
       const size_t bytes = BlockBytes(kType);
       for (int64_t b = 0; b < blocks; ++b) {
-        IntegerBlock<kType>(src + b * static_cast<int64_t>(bytes), q + b * kBlockElems, e + b,
-                            m + b);
+        const unsigned char* block = src + b * static_cast<int64_t>(bytes);
+        BlockIntegers<kType>(block, q + b * kBlockElems);
+        e[b] = BlockHalf(block, 0);
+        m[b] = BlockOffset<kType>(block);
       }
     });
     return;
   }
   if (t == Dtype::kI4) {
-    // (nibble ^ 8) - 8: the nibble as a two's complement int4 (blocks.h).
-    for (int64_t i = 0; 2 * i + 1 < dim; ++i) {
-      q[2 * i] = static_cast<int8_t>(((src[i] & 0xF) ^ 8) - 8);
-      q[2 * i + 1] = static_cast<int8_t>(((src[i] >> 4) ^ 8) - 8);
-    }
-    if (dim % 2 != 0) q[dim - 1] = static_cast<int8_t>(((src[dim / 2] & 0xF) ^ 8) - 8);
+    I4Numbers(src, dim, q, [](int x) { return static_cast<int8_t>(x); });
   } else {
     HWY_DASSERT(t == Dtype::kI8);
     memcpy(q, src, static_cast<size_t>(dim));

@@ -351,46 +351,6 @@ hwyattn_status RunAlibi(Context* ctx, Call* c, const hwyattn_parallel& pool) {
   return HWYATTN_OK;
 }
 
-// hwyattn's decode kernel takes a (batch, kv head) of at most 8 query rows
-// (Lq * Hq / Hkv), reading K and V in place; more rows go to its prefill
-// kernel, which first packs K and V (converting F16 and BF16, and always
-// under a mask). For a few query tokens over a GQA group of more than 8 /
-// Lq heads (decode steps of models with 16 query heads per kv head), one
-// call per sub-group of 8 / Lq heads reads K and V in place a few times
-// instead: calls of one (batch, kv head, sub-group) each.
-bool SplitForDecode(const Call& c) {
-  const int64_t Lq = c.q.shape[2], group = c.q.shape[1] / c.k.shape[1];
-  if (Lq * group <= 8 || Lq > 4) return false;
-  const int64_t per_call = 8 / Lq, calls = (group + per_call - 1) / per_call;
-  return calls <= 4;
-}
-
-hwyattn_status RunSplitForDecode(const Call& c) {
-  const int64_t B = c.q.shape[0], Hkv = c.k.shape[1], group = c.q.shape[1] / Hkv;
-  const int64_t per_call = 8 / c.q.shape[2];
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
-      for (int64_t h = 0; h < group; h += per_call) {
-        const int64_t h0 = kvh * group + h, n = std::min(per_call, group - h);
-        hwyattn_tensor q = Slice(Slice(c.q, 0, b, 1), 1, h0, n);
-        hwyattn_tensor out = Slice(Slice(c.out, 0, b, 1), 1, h0, n);
-        hwyattn_tensor k = Slice(Slice(c.k, 0, b, 1), 1, kvh, 1);
-        hwyattn_tensor v = Slice(Slice(c.v, 0, b, 1), 1, kvh, 1);
-        hwyattn_tensor mask;
-        hwyattn_sdpa_options opts = c.opts;
-        if (c.has_mask) {
-          mask = Slice(Slice(c.mask, 0, b, 1), 1, h0, n);
-          opts.mask = &mask;
-        }
-        if (opts.sinks != nullptr) opts.sinks += h0;
-        const hwyattn_status s = hwyattn_sdpa(&q, &k, &v, &out, &opts);
-        if (s != HWYATTN_OK) return s;
-      }
-    }
-  }
-  return HWYATTN_OK;
-}
-
 enum ggml_status FlashAttention(Context* ctx, ggml_tensor* op) {
   Call c;
   const char* why = "";
@@ -401,9 +361,8 @@ enum ggml_status FlashAttention(Context* ctx, ggml_tensor* op) {
   const hwyattn_parallel pool = PoolOf(*ctx);
   c.opts.parallel = &pool;
   if (c.sinks != nullptr) c.opts.sinks = static_cast<const float*>(c.sinks->data);
-  const hwyattn_status s = c.max_bias > 0.0f   ? RunAlibi(ctx, &c, pool)
-                           : SplitForDecode(c) ? RunSplitForDecode(c)
-                                               : hwyattn_sdpa(&c.q, &c.k, &c.v, &c.out, &c.opts);
+  const hwyattn_status s =
+      c.max_bias > 0.0f ? RunAlibi(ctx, &c, pool) : hwyattn_sdpa(&c.q, &c.k, &c.v, &c.out, &c.opts);
   if (s != HWYATTN_OK) {
     GGML_LOG_ERROR("%s: %s (%s): %s: %s\n", kName, ggml_op_desc(op), op->name,
                    hwyattn_status_string(s), hwyattn_last_error());

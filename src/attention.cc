@@ -95,14 +95,14 @@ struct Job {
   const SdpaProblem* problem;
   Kernel kernel;
   double flops;
-  int64_t heads;         // B * Hkv
-  int64_t per_head;      // decode: runs of chunks per kv head; flash: query tiles per kv head
+  int64_t heads;         // B * Hkv; decode: B * its units (DecodePlan)
+  int64_t per_head;      // decode: runs of chunks per unit; flash: query tiles per kv head
   int64_t pack;          // flash: heads packed in phase A (0: K/V read in place)
   size_t shared_floats;  // its part of the call's shared scratch
   size_t worker_floats;  // a worker's scratch for one of its items
   DecodePlan decode;
   FlashPlan flash;
-  std::atomic<int32_t>* remaining;  // decode: per kv head, its items still running
+  std::atomic<int32_t>* remaining;  // decode: per unit, its items still running
   bool decode_in_b;                 // decode: its runs are phase B items
   int64_t first_a, first_b;         // its first item in phase A, in phase B
 
@@ -128,19 +128,19 @@ struct Job {
     }
   }
   // Decode item i (in phase A, or B under decode_in_b): run i % per_head of
-  // kv head i / per_head. The merge of a head (which normalises a lone
+  // unit i / per_head. The merge of a unit (which normalises a lone
   // chunk, and combines several in their fixed order) is done by whichever
   // worker finishes the head's last item: no barrier between the chunks and
   // the merges. The acq_rel decrement orders every item's partials before
   // the merge that reads them; which worker merges never changes a bit.
   void RunDecode(int64_t i, float* scratch) const {
-    const SdpaProblem& p = *problem;
     const DecodeKernels& kernels = GetDecodeKernels();
-    const int64_t head = i / per_head, b = head / p.kv_heads, kvh = head % p.kv_heads;
+    const int64_t head = i / per_head, b = head / decode.units(), unit = head % decode.units();
     const int64_t chunk0 = i % per_head * decode.run;
-    kernels.attend_chunks(decode, b, kvh, chunk0, std::min(decode.run, decode.chunks - chunk0),
+    kernels.attend_chunks(decode, b, unit, chunk0, std::min(decode.run, decode.chunks - chunk0),
                           scratch);
-    if (remaining[head].fetch_sub(1, std::memory_order_acq_rel) == 1) kernels.merge(decode, b, kvh);
+    if (remaining[head].fetch_sub(1, std::memory_order_acq_rel) == 1)
+      kernels.merge(decode, b, unit);
   }
   // The cost of phase A item i, in keys streamed: a decode run's visible
   // keys plus a fixed cost per chunk (set-up, softmax and output passes)
@@ -151,7 +151,7 @@ struct Job {
     if (kernel == Kernel::kSmall)
       return flops / (8.0 * static_cast<double>(p.head_dim + p.value_dim));
     if (kernel == Kernel::kFlash) return static_cast<double>(p.KeyEnd(i / p.kv_heads));
-    const int64_t b = i / per_head / p.kv_heads, chunk0 = i % per_head * decode.run;
+    const int64_t b = i / per_head / decode.units(), chunk0 = i % per_head * decode.run;
     double w = 0.0;
     for (int64_t c = chunk0; c < std::min(chunk0 + decode.run, decode.chunks); ++c) {
       int64_t first;
@@ -195,8 +195,8 @@ struct Job {
   }
 };
 
-// The shared scratch of a decode problem: partials [heads][chunks][rows] of
-// Dv outputs and 2 stats, then a counter per kv head (a float slot each).
+// The shared scratch of a decode problem: partials [B * units][chunks][rows]
+// of Dv outputs and 2 stats, then a counter per unit (a float slot each).
 // The sizes are bounded by the K/V tensors' (rows <= kDecodeMaxRows): no
 // overflow.
 void PlanDecode(Job* job) {
@@ -204,7 +204,10 @@ void PlanDecode(Job* job) {
   const DecodeKernels& kernels = GetDecodeKernels();
   DecodePlan& plan = job->decode;
   plan.problem = &p;
-  plan.rows = p.q_len * p.group();
+  plan.parts = DecodeParts(p);
+  plan.heads = p.group() / plan.parts;
+  plan.rows = p.q_len * plan.heads;
+  job->heads = p.batch * plan.units();
   plan.chunks = (p.kv_len + kDecodeChunk - 1) / kDecodeChunk;
   plan.run = 1;  // set once the call's thread count is known
   plan.q_scale = p.scale * kLog2e;

@@ -48,11 +48,9 @@ struct Shape {
   int64_t batch, q_heads, kv_heads, q_len, k_len, dim;
 };
 const Shape kShapes[] = {
-    {"Small", 1, 2, 1, 3, 5, 2},
-    {"Decode", 2, 8, 2, 1, 1300, 64},
-    {"DecodeRows", 1, 4, 1, 2, 700, 32},
-    {"Prefill", 2, 4, 2, 130, 300, 40},
-    {"PrefillLong", 1, 2, 2, 200, 700, 64},
+    {"Small", 1, 2, 1, 3, 5, 2},           {"Decode", 2, 8, 2, 1, 1300, 64},
+    {"DecodeParts", 1, 12, 1, 2, 700, 32},  // a GQA group of 24 rows: 3 decode units of 8
+    {"Prefill", 2, 4, 2, 130, 300, 40},    {"PrefillLong", 1, 2, 2, 200, 700, 64},
     {"CrossLqGtLk", 1, 3, 1, 40, 20, 16},
 };
 

@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "hwyattn.h"
 #include "src/attention.h"
+#include "src/ops/decode_attention.h"
 #include "src/ops/convert.h"
 #include "src/sdpa_problem.h"
 
@@ -219,6 +220,8 @@ const PagedCase kCases[] = {
     {"decode_dimtail_f32_p16", 4, 2, 1, 300, 40, HWYATTN_F32, HWYATTN_CAUSAL_NONE, 16, true},
     {"decode_chunked_causal_p16", 4, 2, 3, 1100, 64, HWYATTN_F32, HWYATTN_CAUSAL_BOTTOM_RIGHT, 16,
      true},
+    // A GQA group of 16 rows: two decode units of 8 heads (DecodeParts).
+    {"decode_parts_gqa16_f16_p16", 16, 1, 1, 600, 64, HWYATTN_F16, HWYATTN_CAUSAL_NONE, 16, true},
     // Page ends that cut the key groups: fp32-close, not the same bits.
     {"decode_gqa4_f32_p5", 8, 2, 1, 1500, 128, HWYATTN_F32, HWYATTN_CAUSAL_NONE, 5, false},
     {"decode_mha_bf16_p1", 4, 4, 1, 300, 64, HWYATTN_BF16, HWYATTN_CAUSAL_NONE, 1, false},
@@ -238,6 +241,30 @@ INSTANTIATE_TEST_SUITE_P(Cases, PagedTest, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<PagedCase>& info) {
                            return info.param.name;
                          });
+
+// The decode kernel's units (decode_attention.h's rule): a GQA group of at
+// most 8 rows whole; a larger one, of at most 4 positions, in the fewest
+// equal parts (of at most 4) of at most 8 rows; else 0 (the prefill kernel).
+TEST(DecodePartsTest, HandValues) {
+  struct Row {
+    int64_t q_len, q_heads, kv_heads, parts;
+  };
+  const Row rows[] = {
+      {1, 8, 1, 1},  {8, 1, 1, 1},  {2, 8, 2, 1},  {1, 16, 1, 2}, {1, 32, 2, 2},
+      {2, 16, 1, 4}, {4, 8, 1, 4},  {1, 12, 1, 2}, {2, 12, 1, 3}, {1, 9, 1, 3},
+      {1, 11, 1, 0}, {3, 16, 1, 0}, {1, 64, 1, 0}, {5, 2, 1, 0},  {9, 1, 1, 0},
+      {3, 6, 1, 3},  {2, 6, 1, 2},  {4, 32, 1, 0}, {1, 40, 2, 4},
+  };
+  for (const Row& r : rows) {
+    SdpaProblem p;
+    p.batch = 1;
+    p.q_len = r.q_len;
+    p.q_heads = r.q_heads;
+    p.kv_heads = r.kv_heads;
+    EXPECT_EQ(DecodeParts(p), r.parts)
+        << "Lq " << r.q_len << ", Hq " << r.q_heads << ", Hkv " << r.kv_heads;
+  }
+}
 
 }  // namespace
 }  // namespace hwyattn

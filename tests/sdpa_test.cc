@@ -700,6 +700,10 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(DecodeShape{1, 8, 1, 511}, DecodeShape{1, 4, 2, 513},
                                          DecodeShape{2, 4, 1, 1025}, DecodeShape{8, 2, 2, 1024},
                                          DecodeShape{3, 3, 3, 257}, DecodeShape{1, 2, 2, 2000},
+                                         // GQA groups of more than 8 rows, in decode
+                                         // units of 8 (DecodeParts): 2 of 8 heads, 4 of
+                                         // 2 heads x 4 positions.
+                                         DecodeShape{1, 16, 1, 600}, DecodeShape{4, 16, 2, 520},
                                          // 36 heads x 3 chunks: items are runs of two
                                          // chunks, the last one alone.
                                          DecodeShape{1, 12, 12, 1300})),

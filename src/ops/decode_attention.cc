@@ -417,18 +417,18 @@ void ScaleKeys(const SdpaProblem& p, const KvScale& scale, int64_t b, int64_t kv
   }
 }
 
-// The scaled query rows of (b, kvh) into q [kDecodeMaxRows][dim_pad]: rows
+// The scaled query rows of (b, unit) into q [kDecodeMaxRows][dim_pad]: rows
 // up to a whole number of score groups are zeros (their scores are dropped);
 // with more rows than lanes (8 rows on SSE4) that is several groups, the last
 // one partly filled.
 // Integer products (plan.int8): the rows, unscaled (the scale multiplies
 // the integer kernel's sums), quantized into x (int8_products.h).
-void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t kvh, size_t dim_pad,
+void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t unit, size_t dim_pad,
                     float* HWY_RESTRICT q, const Int8DecodeScratch& x) {
   const SdpaProblem& p = *plan.problem;
-  const int64_t group = p.group(), dim = p.head_dim, rows = plan.rows;
+  const int64_t kvh = plan.KvHead(unit), dim = p.head_dim, rows = plan.rows;
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t pos = r / group, head = kvh * group + r % group;
+    const int64_t pos = plan.Position(r), head = plan.Head(unit, r);
     float* dst = q + static_cast<size_t>(r) * dim_pad;
     ScaledQueryRow(p, b, head, pos, plan.bf16_dot || plan.int8 ? 1.0f : plan.q_scale, dst,
                    plan.bf16);
@@ -625,11 +625,11 @@ void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, 
 // Staged (plan.staged, T float): K's rows go through `stage` first.
 // Integer products (plan.int8): Int8ScoreChunk.
 template <bool kL2, typename T>
-void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
+void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t unit, int64_t c0, int64_t keys,
                 const float* HWY_RESTRICT q, size_t dim_pad, float* HWY_RESTRICT s,
                 float* HWY_RESTRICT stage, const Int8DecodeScratch& x) {
   const SdpaProblem& p = *plan.problem;
-  const int64_t group = p.group(), dim = p.head_dim, rows = plan.rows;
+  const int64_t kvh = plan.KvHead(unit), dim = p.head_dim, rows = plan.rows;
   const size_t ld = DecodeScoreStride(kLanes);
   const int64_t offset = p.PositionOffset();
 
@@ -697,7 +697,7 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int6
   const ScoreModifiers mods(p);
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * ld;
-    const int64_t pos = r / group, head = kvh * group + r % group;
+    const int64_t pos = plan.Position(r), head = plan.Head(unit, r);
     if (mods.any) mods.ApplyRow(sr, keys, head, c0 - mods.AlibiOrigin(p, b, head, pos + offset));
     int64_t first, end;
     p.VisibleKeys(b, pos + offset, &first, &end);
@@ -847,16 +847,16 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
 // last that the mask lets some row of (b, kvh) see (MaskRowSpan of each
 // row): a chunk the mask blocks for every row (outside a sliding window, in
 // an engine's cache padding) is skipped, 0 keys.
-int64_t MaskedChunkKeys(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t rows,
-                        int64_t* HWY_RESTRICT c0, int64_t keys) {
-  const int64_t group = p.group();
+int64_t MaskedChunkKeys(const DecodePlan& plan, int64_t b, int64_t unit, int64_t* HWY_RESTRICT c0,
+                        int64_t keys) {
+  const SdpaProblem& p = *plan.problem;
   int64_t lo = *c0 + keys, hi = *c0;
   // A mask broadcast over heads (an engine's, ggml's kq_mask) gives the
   // rows of one position the same mask row: each distinct row scanned once.
   int64_t seen[kDecodeMaxRows];
   int64_t num_seen = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t at = p.mask.Offset(b, kvh * group + r % group, r / group, 0);
+  for (int64_t r = 0; r < plan.rows; ++r) {
+    const int64_t at = p.mask.Offset(b, plan.Head(unit, r), plan.Position(r), 0);
     if (std::find(seen, seen + num_seen, at) != seen + num_seen) continue;
     seen[num_seen++] = at;
     int64_t first = *c0, end = *c0 + keys;
@@ -871,15 +871,15 @@ int64_t MaskedChunkKeys(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t ro
   return hi - lo;
 }
 
-// Chunks [chunk0, chunk0 + count) of (b, kvh), each with its own softmax and
+// Chunks [chunk0, chunk0 + count) of (b, unit), each with its own softmax and
 // partial result exactly as if alone, but phase by phase over all of them:
 // the scores of every chunk (one stream over their K), then the softmaxes,
 // then the outputs (one stream over their V). K and V elements of type T.
 template <bool kL2, typename T>
-void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0, int64_t count,
+void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t unit, int64_t chunk0, int64_t count,
                     float* HWY_RESTRICT scratch) {
   const SdpaProblem& p = *plan.problem;
-  const int64_t value_dim = p.value_dim, rows = plan.rows;
+  const int64_t kvh = plan.KvHead(unit), value_dim = p.value_dim, rows = plan.rows;
   const size_t dim_pad = (static_cast<size_t>(p.head_dim) + kLanes - 1) / kLanes * kLanes;
   // [kDecodeMaxRows][dim_pad] queries; then [count][rows][ld] scores.
   float* HWY_RESTRICT q = scratch;
@@ -900,18 +900,18 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
         stage + (plan.staged ? PadFloats(static_cast<size_t>(kStageKeys) * StageStride(p)) : 0),
         &int8);
   }
-  PrepareQueries(plan, b, kvh, dim_pad, q, int8);
+  PrepareQueries(plan, b, unit, dim_pad, q, int8);
 
   int64_t c0[kDecodeRun], keys[kDecodeRun];
   float* out[kDecodeRun];
   float* stats[kDecodeRun];
   for (int64_t g = 0; g < count; ++g) {
-    const size_t first = plan.PartialIndex(b, kvh, chunk0 + g);
+    const size_t first = plan.PartialIndex(b, unit, chunk0 + g);
     out[g] = plan.partial_out + first * static_cast<size_t>(value_dim);
     stats[g] = plan.partial_stats + first * 2;
     // Keys of this chunk that any row may see; each row may see fewer.
     keys[g] = plan.ChunkKeys(b, chunk0 + g, &c0[g]);
-    if (p.has_mask && keys[g] > 0) keys[g] = MaskedChunkKeys(p, b, kvh, rows, &c0[g], keys[g]);
+    if (p.has_mask && keys[g] > 0) keys[g] = MaskedChunkKeys(plan, b, unit, &c0[g], keys[g]);
     if (keys[g] == 0) {
       memset(out[g], 0, static_cast<size_t>(rows * value_dim) * sizeof(float));
       for (int64_t r = 0; r < rows; ++r) {
@@ -919,7 +919,7 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
         stats[g][2 * r + 1] = 0.0f;
       }
     } else {
-      ScoreChunk<kL2, T>(plan, b, kvh, c0[g], keys[g], q, dim_pad, s0 + g * chunk_scores, stage,
+      ScoreChunk<kL2, T>(plan, b, unit, c0[g], keys[g], q, dim_pad, s0 + g * chunk_scores, stage,
                          int8);
     }
   }
@@ -948,13 +948,14 @@ void AttendChunksOf(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chun
   }
 }
 
-void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0, int64_t count,
+void AttendChunks(const DecodePlan& plan, int64_t b, int64_t unit, int64_t chunk0, int64_t count,
                   float* HWY_RESTRICT scratch) {
   // Preconditions (free in Release).
   HWY_DASSERT(plan.problem != nullptr && plan.problem->Valid() && DecodeApplies(*plan.problem));
-  HWY_DASSERT(0 <= b && b < plan.problem->batch && 0 <= kvh && kvh < plan.problem->kv_heads);
-  HWY_DASSERT(plan.rows == plan.problem->q_len * plan.problem->group() &&
-              plan.rows <= kDecodeMaxRows);
+  HWY_DASSERT(0 <= b && b < plan.problem->batch && 0 <= unit && unit < plan.units());
+  HWY_DASSERT(plan.parts == DecodeParts(*plan.problem) &&
+              plan.heads * plan.parts == plan.problem->group() &&
+              plan.rows == plan.problem->q_len * plan.heads && plan.rows <= kDecodeMaxRows);
   HWY_DASSERT(1 <= count && count <= plan.run && plan.run <= kDecodeRun && 0 <= chunk0 &&
               chunk0 + count <= plan.chunks);
   HWY_DASSERT(plan.partial_out != nullptr && plan.partial_stats != nullptr &&
@@ -968,9 +969,9 @@ void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0
   const auto attend = [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kL2Loops) {
-      if (plan.prefetch_l2) return AttendChunksOf<true, T>(plan, b, kvh, chunk0, count, scratch);
+      if (plan.prefetch_l2) return AttendChunksOf<true, T>(plan, b, unit, chunk0, count, scratch);
     }
-    AttendChunksOf<false, T>(plan, b, kvh, chunk0, count, scratch);
+    AttendChunksOf<false, T>(plan, b, unit, chunk0, count, scratch);
   };
   // Block formats (and whatever K or V they pair with): staged fp32 rows,
   // already rounded under bf16 products.
@@ -984,21 +985,21 @@ void AttendChunks(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0
   });
 }
 
-// Combines the chunks of (b, kvh) in order: out = sum_c 2^(m_c - M) O_c /
+// Combines the chunks of (b, unit) in order: out = sum_c 2^(m_c - M) O_c /
 // sum_c 2^(m_c - M) l_c, lse = (M + log2 l) ln 2. The order is fixed, so the
 // result does not depend on which thread computed which chunk.
-void Merge(const DecodePlan& plan, int64_t b, int64_t kvh) {
-  HWY_DASSERT(plan.problem != nullptr && 0 <= b && b < plan.problem->batch && 0 <= kvh &&
-              kvh < plan.problem->kv_heads && plan.chunks >= 1);
+void Merge(const DecodePlan& plan, int64_t b, int64_t unit) {
+  HWY_DASSERT(plan.problem != nullptr && 0 <= b && b < plan.problem->batch && 0 <= unit &&
+              unit < plan.units() && plan.chunks >= 1);
   const DF df;
   const SdpaProblem& p = *plan.problem;
-  const int64_t group = p.group(), value_dim = p.value_dim, rows = plan.rows;
-  const size_t first = plan.PartialIndex(b, kvh, 0);
+  const int64_t value_dim = p.value_dim, rows = plan.rows;
+  const size_t first = plan.PartialIndex(b, unit, 0);
   const size_t chunk_stride = static_cast<size_t>(rows);
   const ScoreModifiers mods(p);
   const int64_t offset = p.PositionOffset();
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t pos = r / group, head = kvh * group + r % group;
+    const int64_t pos = plan.Position(r), head = plan.Head(unit, r);
     float m = -FLT_MAX;
     for (int64_t c = 0; c < plan.chunks; ++c) {
       m = std::max(m, plan.partial_stats[(first + c * chunk_stride + r) * 2]);

@@ -31,8 +31,29 @@ constexpr int64_t kDecodeChunk = 512;
 // with 1024 keys would then be one work item and leave a thread idle (-42%).
 constexpr int64_t kDecodeRun = 2;
 
-// Rows per kv head (Lq * Hq / Hkv) up to which the decode kernel is used.
+// Rows per work unit (Lq times its query heads) up to which the decode
+// kernel is used.
 constexpr int64_t kDecodeMaxRows = 8;
+
+// A GQA group of more rows is split into equal parts of its heads, each
+// part a unit of its own that reads the kv head's K and V in place again
+// (decode steps of models with 16 query heads per kv head), for up to 4
+// query positions in up to 4 parts; beyond, the prefill kernel, which packs
+// K and V once, is used.
+constexpr int64_t kDecodeMaxParts = 4;
+
+// Parts per GQA group for the decode kernel: the fewest equal parts of at
+// most kDecodeMaxRows rows each; 0 when the decode kernel does not apply by
+// its rows. The one home of the rule (every caller, ggml's included).
+inline int64_t DecodeParts(const SdpaProblem& p) {
+  const int64_t group = p.group();
+  if (p.q_len * group <= kDecodeMaxRows) return 1;
+  if (p.q_len > kDecodeMaxRows / 2) return 0;
+  for (int64_t parts = 2; parts <= kDecodeMaxParts; ++parts) {
+    if (group % parts == 0 && p.q_len * (group / parts) <= kDecodeMaxRows) return parts;
+  }
+  return 0;
+}
 
 // Runs of keys (a chunk, or what of it each page holds) per batch of P . V:
 // a 512-key chunk in pages of 8 or more keys is one batch (~2 KiB of runs
@@ -59,7 +80,7 @@ inline size_t StageStride(const SdpaProblem& p) {
 }
 
 inline bool DecodeApplies(const SdpaProblem& p) {
-  return p.q_len * p.group() <= kDecodeMaxRows && (p.k.dtype == p.v.dtype || DecodeStaged(p)) &&
+  return DecodeParts(p) > 0 && (p.k.dtype == p.v.dtype || DecodeStaged(p)) &&
          (p.k.stride[3] == 1 || p.head_dim == 1) && (p.v.stride[3] == 1 || p.value_dim == 1) &&
          !p.has_weights;
 }
@@ -81,12 +102,16 @@ inline Bf16DotKernel DecodeBf16DotKernel(const SdpaProblem& p) {
 }
 
 // Everything a decode work item needs, fixed for the whole call. Work items
-// are (batch b, kv head, run of `run` key chunks); each chunk's unnormalised
-// output and its (max, sum) per row are written apart, and a merge per (b,
-// kv head) combines the chunks in order.
+// are (batch b, unit, run of `run` key chunks), a unit being a kv head's
+// GQA group or one of its `parts` (DecodeParts): `heads` consecutive query
+// heads, unit u's from u * heads; each chunk's unnormalised output and its
+// (max, sum) per row are written apart, and a merge per (b, unit) combines
+// the chunks in order.
 struct DecodePlan {
   const SdpaProblem* problem;
-  int64_t rows;           // query rows per kv head: Lq * G, position-major
+  int64_t heads;          // query heads per unit: G / parts
+  int64_t parts;          // units per kv head
+  int64_t rows;           // query rows per unit: Lq * heads, position-major
   int64_t chunks;         // ceil(Lk / kDecodeChunk)
   int64_t run;            // chunks per work item: 1 .. kDecodeRun
   float q_scale;          // scale * log2(e)
@@ -95,12 +120,18 @@ struct DecodePlan {
   bool bf16_dot;          // bf16 on the AVX512_BF16 dot products (decode_bf16.h)
   bool staged;            // DecodeStaged: rows staged as fp32 (rounded under bf16)
   bool int8;              // integer products: K's scores on Int8Kernels
-  float* partial_out;     // [B * Hkv][chunks][rows][Dv]
-  float* partial_stats;   // [B * Hkv][chunks][rows][2]: running max (log2), sum
+  float* partial_out;     // [B * units][chunks][rows][Dv]
+  float* partial_stats;   // [B * units][chunks][rows][2]: running max (log2), sum
   size_t scratch_floats;  // per worker thread
 
-  size_t PartialIndex(int64_t b, int64_t kvh, int64_t chunk) const {
-    return static_cast<size_t>(((b * problem->kv_heads + kvh) * chunks + chunk) * rows);
+  int64_t units() const { return problem->kv_heads * parts; }
+  // The kv head of unit u, and the query head and position of its row r.
+  int64_t KvHead(int64_t unit) const { return unit / parts; }
+  int64_t Head(int64_t unit, int64_t r) const { return unit * heads + r % heads; }
+  int64_t Position(int64_t r) const { return r / heads; }
+
+  size_t PartialIndex(int64_t b, int64_t unit, int64_t chunk) const {
+    return static_cast<size_t>(((b * units() + unit) * chunks + chunk) * rows);
   }
   // Keys [first, first + count) of `chunk` that some row of batch b may see
   // by position (SdpaProblem::VisibleKeys of the first and the last row, whose
@@ -109,7 +140,7 @@ struct DecodePlan {
     const SdpaProblem& p = *problem;
     int64_t lo, unused, hi;
     p.VisibleKeys(b, p.PositionOffset(), &lo, &unused);
-    p.VisibleKeys(b, (rows - 1) / p.group() + p.PositionOffset(), &unused, &hi);
+    p.VisibleKeys(b, Position(rows - 1) + p.PositionOffset(), &unused, &hi);
     const int64_t c0 = chunk * kDecodeChunk;
     const int64_t c1 = c0 + kDecodeChunk < hi ? c0 + kDecodeChunk : hi;
     *first = c0 > lo ? c0 : lo;
@@ -121,10 +152,10 @@ struct DecodePlan {
 struct DecodeKernels {
   int64_t target;
   size_t lanes;
-  // Chunks [chunk0, chunk0 + count) of (b, kvh), count <= kDecodeRun.
-  void (*attend_chunks)(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t chunk0,
+  // Chunks [chunk0, chunk0 + count) of (b, unit), count <= kDecodeRun.
+  void (*attend_chunks)(const DecodePlan& plan, int64_t b, int64_t unit, int64_t chunk0,
                         int64_t count, float* scratch);
-  void (*merge)(const DecodePlan& plan, int64_t b, int64_t kvh);
+  void (*merge)(const DecodePlan& plan, int64_t b, int64_t unit);
 };
 
 const DecodeKernels& GetDecodeKernels();

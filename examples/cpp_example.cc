@@ -12,7 +12,7 @@
 //
 // Exits non-zero if a result differs from the hand-computed one or an error
 // is not reported as documented. Expected output (the target depends on the CPU):
-//   hwyattn 0.2.0, SIMD target: AVX3
+//   hwyattn 0.4.0, SIMD target: AVX3
 //   bidirectional: (3.0000, 4.0000) (3.4000, 4.4000) (3.5000, 4.5000)
 //   causal:        (1.0000, 2.0000) (2.3333, 3.3333) (3.5000, 4.5000)
 //   error (exception): k: head_dim (shape[3]) is 1 but q's head_dim is 2

@@ -25,7 +25,7 @@
  *   query x2: sees every key, as above -> (3.5, 4.5)
  *
  * Expected output (the target line depends on the CPU: AVX3, AVX2, SSE4, NEON, ...):
- *   hwyattn 0.2.0, SIMD target: AVX3
+ *   hwyattn 0.4.0, SIMD target: AVX3
  *   bidirectional:
  *     out[0] = 3.0000 4.0000
  *     out[1] = 3.4000 4.4000

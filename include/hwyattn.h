@@ -77,8 +77,15 @@ extern "C" {
 /* Version and errors                                                        */
 /* ------------------------------------------------------------------------ */
 
+/* The version follows the API's steps: 0.2 the engine interface (KV caches,
+ * varlen batches, score modifiers, merge_states, caller pools), 0.3 fp8
+ * caches and F16/BF16 outputs, 0.4 ggml's block formats and I4 as caches and
+ * HWYATTN_PRECISION_INT8. Each step only appends (enum values, struct fields
+ * behind struct_size), so HWYATTN_ABI_VERSION, the SONAME's number, is
+ * unchanged since 0.1: a program built against an older header runs on this
+ * library as before. */
 #define HWYATTN_VERSION_MAJOR 0
-#define HWYATTN_VERSION_MINOR 2
+#define HWYATTN_VERSION_MINOR 4
 #define HWYATTN_VERSION_PATCH 0
 /** Bumped on any incompatible change to this header (struct layouts, enum
  *  values, function signatures). Compare with hwyattn_abi_version() at start-up
@@ -87,7 +94,7 @@ extern "C" {
 
 /** The library's HWYATTN_ABI_VERSION. */
 HWYATTN_API uint32_t hwyattn_abi_version(void);
-/** The library's version as "MAJOR.MINOR.PATCH", e.g. "0.2.0". Static storage. */
+/** The library's version as "MAJOR.MINOR.PATCH", e.g. "0.4.0". Static storage. */
 HWYATTN_API const char* hwyattn_version(void);
 
 /** Status codes. The values are stable forever; new ones are only appended. */

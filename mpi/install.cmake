@@ -3,7 +3,7 @@
 # `cmake --install` rules for libhwyattn_mpi, included by cmake/install.cmake
 # when the target exists (HWYATTN_MPI=ON). Adds to the installed tree:
 #
-#   <libdir>/libhwyattn_mpi.so.0.2.0, .so.1, .so   (components runtime / dev)
+#   <libdir>/libhwyattn_mpi.so.0.4.0, .so.1, .so   (components runtime / dev)
 #   <includedir>/hwyattn_mpi.h
 #   <libdir>/cmake/hwyattn/hwyattn_mpiTargets*.cmake  hwyattn::hwyattn_mpi, loaded by
 #                                   find_package(hwyattn CONFIG COMPONENTS mpi)

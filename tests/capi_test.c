@@ -45,7 +45,7 @@ static int Near(double got, double want, double tol) {
 #define LN4 1.3862943611198906
 
 static void TestVersion(void) {
-  CHECK(strcmp(hwyattn_version(), "0.2.0") == 0);
+  CHECK(strcmp(hwyattn_version(), "0.4.0") == 0);
   CHECK(hwyattn_abi_version() == HWYATTN_ABI_VERSION);
 }
 

@@ -1427,7 +1427,7 @@ bool ContainsIdentifier(const std::string& text, const std::string& name) {
 // ---------------------------------------------------------------------------
 
 TEST(ApiTest, Version) {
-  EXPECT_STREQ(hwyattn_version(), "0.2.0");
+  EXPECT_STREQ(hwyattn_version(), "0.4.0");
   std::ostringstream os;
   os << HWYATTN_VERSION_MAJOR << "." << HWYATTN_VERSION_MINOR << "." << HWYATTN_VERSION_PATCH;
   EXPECT_EQ(os.str(), hwyattn_version()) << "header macros and library disagree";

@@ -5,7 +5,7 @@ package hwyattn
 // #include "shim.h"
 import "C"
 
-// Version is the library's version, e.g. "0.2.0".
+// Version is the library's version, e.g. "0.4.0".
 func Version() string { return C.GoString(C.hwyattn_version()) }
 
 // ABIVersion is the library's HWYATTN_ABI_VERSION. It equals HeaderABIVersion

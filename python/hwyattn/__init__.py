@@ -43,7 +43,7 @@ __all__ = [
 
 
 def version():
-    """The C library's version, e.g. "0.2.0"."""
+    """The C library's version, e.g. "0.4.0"."""
     return _capi.function("hwyattn_version")().decode()
 
 

@@ -40,7 +40,7 @@ use std::os::raw::{c_char, c_int, c_uint, c_void};
 // ---------------------------------------------------------------------------
 
 pub const HWYATTN_VERSION_MAJOR: u32 = 0;
-pub const HWYATTN_VERSION_MINOR: u32 = 2;
+pub const HWYATTN_VERSION_MINOR: u32 = 4;
 pub const HWYATTN_VERSION_PATCH: u32 = 0;
 /// The ABI these declarations describe; compare with `hwyattn_abi_version()`.
 pub const HWYATTN_ABI_VERSION: u32 = 1;

@@ -6,11 +6,13 @@
 # Installed tree (paths from GNUInstallDirs, all relative to the prefix, so the
 # tree can be moved after installation):
 #
-#   <libdir>/libhwyattn.so.0.2.0                shared library, SONAME libhwyattn.so.1
-#   <libdir>/libhwyattn.so.1 -> .so.0.2.0       (runtime link)
+#   <libdir>/libhwyattn.so.0.4.0                shared library, SONAME libhwyattn.so.1
+#   <libdir>/libhwyattn.so.1 -> .so.0.4.0       (runtime link)
 #   <libdir>/libhwyattn.so   -> .so.1           (development link)
 #   <libdir>/libhwyattn.a                       static library (C++, and OpenMP inside
-#                                               unless built with HWYATTN_OPENMP=OFF)
+#                                               unless built with HWYATTN_OPENMP=OFF;
+#                                               with Highway's objects inside if built
+#                                               against a bundled Highway, see below)
 #   <includedir>/hwyattn.h                      the C ABI
 #   <includedir>/hwyattn.hpp                    the header-only C++17 binding over it
 #   <libdir>/cmake/hwyattn/hwyattnConfig.cmake  find_package(hwyattn CONFIG):
@@ -65,6 +67,24 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/"
     PATTERN "hwyattn.h"
     PATTERN "hwyattn.hpp")
 
+# --- Highway -------------------------------------------------------------------
+# Built against the installed Highway (the default), the static library's
+# users link it too: hwyattnConfig.cmake finds it (find_dependency(hwy)) and
+# hwyattn.pc names it (Requires.private: libhwy; Debian's libhwy-dev ships
+# libhwy.pc). Built against a bundled one (-DHWYATTN_HIGHWAY,
+# cmake/highway.cmake), nothing of Highway is installed: libhwyattn.so links
+# it statically (hidden) and libhwyattn.a holds its objects, so neither file
+# names it and the installed tree references no Highway that is not there.
+if(HWYATTN_HWY_BUNDLED)
+  set(HWYATTN_CONFIG_FIND_HWY "")
+  set(HWYATTN_PC_REQUIRES_PRIVATE "")
+  set(HWYATTN_CONFIG_HIGHWAY "bundled ${HWYATTN_HWY_VERSION}")
+else()
+  set(HWYATTN_CONFIG_FIND_HWY "find_dependency(hwy ${HWYATTN_HWY_MIN_VERSION} CONFIG)")
+  set(HWYATTN_PC_REQUIRES_PRIVATE "Requires.private: libhwy >= ${HWYATTN_HWY_MIN_VERSION}")
+  set(HWYATTN_CONFIG_HIGHWAY "installed ${HWYATTN_HWY_VERSION}")
+endif()
+
 # --- CMake package -------------------------------------------------------------
 install(EXPORT hwyattnTargets
   NAMESPACE hwyattn::
@@ -92,8 +112,7 @@ install(FILES
 # --- pkg-config ----------------------------------------------------------------
 # The .pc file finds the prefix from its own location (${pcfiledir}), so the
 # installed tree is relocatable and `cmake --install --prefix <dir>` works
-# without reconfiguring. Debian's libhwy-dev ships libhwy.pc, which the
-# Requires.private line names.
+# without reconfiguring.
 if(IS_ABSOLUTE "${HWYATTN_INSTALL_PKGCONFIGDIR}")
   message(FATAL_ERROR "HWYATTN_INSTALL_PKGCONFIGDIR must be relative to the prefix")
 endif()

@@ -9,10 +9,11 @@
 #   arm64    every C/C++ suite on the target the library picks on an
 #            emulated Cortex-A72 (NEON); the attention suites and the MHA
 #            module on a 256-bit SVE CPU with BF16 ("max" with sve-max-vq=2:
-#            SVE_256_BF16, SVE's BFDOT tiles), the attention suites at 512
-#            bits (vq=4: SVE2_BF16), at 128 bits
-#            capped at SVE2_128 (vq=1: the SVE kernels' own bf16 rounding
-#            rule, no dot products), on NEON with BF16 ("max" with sve=off:
+#            SVE_256_BF16, SVE's BFDOT tiles), at 512 bits (vq=4:
+#            SVE2_BF16), at 128 bits capped at SVE2_128 (vq=1: the SVE
+#            kernels' own bf16 rounding rule, no dot products), a third of
+#            the attention suites' cases on each (GTest shards), and on NEON
+#            with BF16 ("max" with sve=off:
 #            NEON_BF16, NEON's BFDOT tiles); the fallback is picked when
 #            capped (target_test) and tested on x86; target_test
 #            checks each CPU's choice against the table below
@@ -22,25 +23,51 @@
 #            target has no implementation yet).
 #   s390x    big-endian: the portable fallback (Highway 1.0.3 has no s390x
 #            SIMD target), the suites that read F16/BF16/int8 data.
-# Each architecture builds only the executables its legs run.
+# Legs against Highway 1.4 (built from its source archive with
+# -DHWYATTN_HIGHWAY, cmake/highway.cmake; no libhwy-dev:<arch> needed), for
+# the SIMD targets Highway 1.0.3 lacks; not run by scripts/test.sh (CI's
+# 60 minutes: ppc64el-hwy14 took 15.5 min to build and 14.4 to test on a
+# busy 2-core Zen 3, s390x-hwy14 8.5 and 6):
+#   ppc64el-hwy14  POWER VSX: the ppc64el leg's suites on an emulated POWER8,
+#            POWER9 and POWER10, which must pick PPC8, PPC9 and PPC10
+#            (target_test checks the name, HWYATTN_TEST_EXPECT_TARGET); then
+#            target_test capped at PPC8 and at the fallback (SCALAR) on the
+#            POWER10.
+#   s390x-hwy14  z/Architecture vector facility, built for a z14 baseline
+#            (-march=z14 -mzvector: Highway compiles Z14/Z15 only from there,
+#            with no dispatch below it): the s390x leg's suites on QEMU's
+#            "max" CPU, which must pick Z14 (QEMU 7.2 lacks z15's vector
+#            enhancements 2), and target_test capped at the fallback.
+# Measured here (2 busy cores, JOBS=2, from an empty build directory):
+# ppc64el-hwy14 builds in 15.5 min (4 kernel instances: PPC8/9/10 and the
+# fallback) and tests in 14.5 min; s390x-hwy14 builds in 8.5 min and tests in
+# 6 min.
+# Each leg builds only the executables its runs use, in its own build
+# directory (<prefix><leg>, e.g. build-ppc64el-hwy14).
 #
 # The binding, install and MPI tests are x86-only (they run the build
 # machine's python3, cargo, go and compilers against the library).
 #
 # Usage (from anywhere; as root on a fresh Debian 12 it installs what is missing):
-#   scripts/cross_test.sh [arm64] [ppc64el] [s390x]     (default: all three)
+#   scripts/cross_test.sh [leg...]    legs: arm64 ppc64el s390x (the default: these
+#                                     three) ppc64el-hwy14 s390x-hwy14
 # Environment:
-#   CROSS_BUILD_PREFIX  build directories are <prefix><arch> (default: build-)
+#   CROSS_BUILD_PREFIX  build directories are <prefix><leg> (default: build-)
 #   JOBS                parallel build and test jobs (default: nproc)
 #   TEST_TIMEOUT        per-test timeout in seconds (default 1800: emulated)
+#   HWYATTN_HIGHWAY_ARCHIVE  the Highway (>= 1.4) the *-hwy14 legs build: a
+#                       source tree or release archive (default: the pinned
+#                       ../shared/third_party/highway-1.4.0.tar.gz, also next to
+#                       the main checkout of a git worktree; without it those
+#                       legs are skipped, saying so)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 CROSS_BUILD_PREFIX=${CROSS_BUILD_PREFIX:-build-}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 TEST_TIMEOUT=${TEST_TIMEOUT:-1800}
-arches=("$@")
-((${#arches[@]} > 0)) || arches=(arm64 ppc64el s390x)
+legs=("$@")
+((${#legs[@]} > 0)) || legs=(arm64 ppc64el s390x)
 
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
@@ -48,8 +75,8 @@ source scripts/deps.sh
 stamp() { echo "cross_test.sh: $* ($(date +%T), ${SECONDS}s)"; }
 
 # What each architecture's tests run: "<QEMU_CPU>;<target the library must
-# pick there>;<ctest selection>;<GTEST_FILTER>;<HWYATTN_TARGET, if any>" per
-# line. The selections:
+# pick there>;<ctest selection>;<GTEST_FILTER>;<HWYATTN_TARGET, if any>;
+# <GTest shard i/n, if any>" per line. The selections:
 # every leg the library picks itself ("native", -L native), the tests
 # registered once, and the capped legs named. Emulation is 20-100x slower
 # than the build machine, so only the NEON leg runs every suite (the
@@ -71,14 +98,21 @@ quick+=":$int8/Q8_0:$int8/Q4_0:$int8/Q4_1:$int8/Q5_*:$int8/IQ4_NL:$int8/I8Gqa3:$
 runs_for() {
   case $1 in
     arm64)
-      local attention='(sdpa|kv_attention|blocks|merge|bf16|target)_test\.native|softmax_test|matmul_test'
       echo "cortex-a72;NEON;-L ^native$;"
       echo "cortex-a72;NEON;-R $once;"
       echo "cortex-a72;NEON;-R ^target_test\.(NEON|foreign_name|EMU128)$;"
-      echo "max,sve-max-vq=2;SVE_256_BF16;-R ^($attention|mha_test\.native)$;$quick"
-      echo "max,sve-max-vq=2;SVE_256_BF16;-R ^(softmax_test|matmul_test|tanh_test|target_test\.NEON)$;"
-      echo "max,sve-max-vq=4;SVE2_BF16;-R ^($attention)$;$quick"
-      echo "max,sve-max-vq=1;SVE2_128;-R ^($attention)$;$quick;SVE2_128"
+      # The three SVE vector lengths share the attention suites' cases: a
+      # third each (GTest shards 0-2 of 3), so that every case runs on SVE
+      # once (the NEON leg runs them all) and the SVE code on three lengths,
+      # in a third of the emulation time; target_test and the per-target
+      # kernel tests (softmax, matmul) whole on each.
+      local sharded='(sdpa|kv_attention|blocks|merge|bf16)_test\.native'
+      echo "max,sve-max-vq=2;SVE_256_BF16;-R ^($sharded|mha_test\.native)$;$quick;;0/3"
+      echo "max,sve-max-vq=2;SVE_256_BF16;-R ^(target_test\.native|softmax_test|matmul_test|tanh_test|target_test\.NEON)$;"
+      echo "max,sve-max-vq=4;SVE2_BF16;-R ^($sharded)$;$quick;;1/3"
+      echo "max,sve-max-vq=4;SVE2_BF16;-R ^(target_test\.native|softmax_test|matmul_test)$;"
+      echo "max,sve-max-vq=1;SVE2_128;-R ^($sharded)$;$quick;SVE2_128;2/3"
+      echo "max,sve-max-vq=1;SVE2_128;-R ^(target_test\.native|softmax_test|matmul_test)$;;SVE2_128"
       # Armv8.6 BF16 without SVE (as Apple M2 or AmpereOne): NEON with the
       # BFDOT prefill tiles of precision = BF16.
       echo "max,sve=off;NEON_BF16;-R ^((sdpa|bf16|kv_attention|target)_test\.native)$;$quick"
@@ -91,32 +125,99 @@ runs_for() {
       # pack bf16 pairs and read ggml's blocks (fp16 scales in machine order).
       echo ";SCALAR;-R ^((sdpa|kv_attention|blocks|target|paged|bf16)_test\.native|capi_test)$;$quick"
       ;;
+    ppc64el-hwy14)
+      local suites='^((sdpa|kv_attention|target)_test\.native|capi_test)$'
+      # QEMU 7.2's POWER8 raises SIGILL on glibc's mffscrni (libm's sin and
+      # cos save the rounding mode with it; a real POWER8 executes it as
+      # mffs): the one case that calls std::sin/std::cos is left out there.
+      echo "power8;PPC8;-R $suites;$quick:EdgeTest.RunningMaxMovesInsideKeyTiles"
+      echo "power9;PPC9;-R $suites;$quick"
+      echo "power10;PPC10;-R $suites;$quick"
+      # The cap: a lower target, and the portable fallback (SCALAR with
+      # GCC 12), on the best CPU.
+      echo "power10;PPC8;-R ^target_test\.native$;;PPC8"
+      echo "power10;SCALAR;-R ^target_test\.native$;;SCALAR"
+      ;;
+    s390x-hwy14)
+      echo "max;Z14;-R ^((sdpa|kv_attention|blocks|target|paged|bf16)_test\.native|capi_test)$;$quick"
+      echo "max;SCALAR;-R ^target_test\.native$;;SCALAR"
+      ;;
   esac
 }
 
-for arch in "${arches[@]}"; do
+# The Highway source archive (or tree) of the *-hwy14 legs, or nothing.
+highway_archive() {
+  if [[ -n ${HWYATTN_HIGHWAY_ARCHIVE:-} ]]; then
+    realpath -m "$HWYATTN_HIGHWAY_ARCHIVE"
+    return
+  fi
+  local name=highway-1.4.0.tar.gz dirs=(../shared/third_party) common dir
+  # A git worktree: the pinned archives sit next to the main checkout.
+  common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
+  [[ -n $common ]] && dirs+=("$(dirname "$common")/../shared/third_party")
+  for dir in "${dirs[@]}"; do
+    if [[ -f $dir/$name ]]; then
+      realpath "$dir/$name"
+      return
+    fi
+  done
+}
+
+# Each leg's build and test times, printed at the end.
+times=()
+
+for leg in "${legs[@]}"; do
+  arch=${leg%-hwy14}
   case $arch in
     arm64) triplet=aarch64-linux-gnu qemu=aarch64 ;;
     ppc64el) triplet=powerpc64le-linux-gnu qemu=ppc64le ;;
     s390x) triplet=s390x-linux-gnu qemu=s390x ;;
-    *) echo "cross_test.sh: unknown architecture '$arch' (arm64, ppc64el, s390x)" >&2; exit 2 ;;
+    *) arch='' ;;
   esac
-  HWYATTN_PACKAGES=("g++-$triplet" "libhwy-dev:$arch" "libgtest-dev:$arch" "libgomp1:$arch"
-                    qemu-user-static)
+  case $leg in
+    arm64 | ppc64el | s390x | ppc64el-hwy14 | s390x-hwy14) ;;
+    *) arch='' ;;
+  esac
+  if [[ -z $arch ]]; then
+    echo "cross_test.sh: unknown leg '$leg' (arm64, ppc64el, s390x, ppc64el-hwy14, s390x-hwy14)" >&2
+    exit 2
+  fi
+  # Highway: Debian's libhwy-dev:<arch> (1.0.3), or for the *-hwy14 legs
+  # one built from source (-DHWYATTN_HIGHWAY).
+  config=()
+  if [[ $leg == *-hwy14 ]]; then
+    highway=$(highway_archive)
+    if [[ -z $highway || ! -e $highway ]]; then
+      stamp "$leg: SKIPPED: no Highway archive (../shared/third_party/highway-1.4.0.tar.gz; or set HWYATTN_HIGHWAY_ARCHIVE to a Highway >= 1.4 tree or archive)"
+      times+=("$leg: skipped (no Highway archive)")
+      continue
+    fi
+    config+=("-DHWYATTN_HIGHWAY=$highway")
+    HWYATTN_PACKAGES=("g++-$triplet" "libgtest-dev:$arch" "libgomp1:$arch" qemu-user-static)
+  else
+    HWYATTN_PACKAGES=("g++-$triplet" "libhwy-dev:$arch" "libgtest-dev:$arch" "libgomp1:$arch"
+                      qemu-user-static)
+  fi
+  if [[ $leg == s390x-hwy14 ]]; then
+    # Highway's Z14/Z15 targets need a z14 baseline (no run-time dispatch
+    # below it): the whole build is for z14 and later.
+    config+=("-DCMAKE_C_FLAGS=-march=z14 -mzvector" "-DCMAKE_CXX_FLAGS=-march=z14 -mzvector")
+  fi
   HWYATTN_FOREIGN_ARCHITECTURES=("$arch")
   install_missing_packages cross_test.sh
 
-  build=$CROSS_BUILD_PREFIX$arch
-  stamp "$arch: build in $build"
+  build=$CROSS_BUILD_PREFIX$leg
+  build_start=$SECONDS
+  stamp "$leg: build in $build"
   cmake -S . -B "$build" -DCMAKE_TOOLCHAIN_FILE="cmake/toolchains/$triplet.cmake" \
     -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_TESTS=ON -DHWYATTN_BUILD_BENCH=OFF \
-    -DHWYATTN_MPI=OFF >/dev/null
+    -DHWYATTN_MPI=OFF "${config[@]}" >/dev/null
   # Only the executables the legs run: each test's command (ctest's JSON) is
   # the emulator and its arguments, then the build tree's executable.
   executables=$(while IFS=';' read -r _ _ selection _; do
       # shellcheck disable=SC2086  # the selection is two words
       ctest --test-dir "$build" --show-only=json-v1 $selection
-    done < <(runs_for "$arch") | python3 -c '
+    done < <(runs_for "$leg") | python3 -c '
 import json, os, sys
 build = os.path.abspath(sys.argv[1]) + "/"
 decoder, text, names = json.JSONDecoder(), sys.stdin.read(), set()
@@ -126,18 +227,24 @@ while text.strip():
     for test in doc["tests"]:
         names.update(os.path.basename(c) for c in test.get("command", []) if c.startswith(build))
 print(" ".join(sorted(names)))' "$build")
-  stamp "$arch: building $executables"
+  stamp "$leg: building $executables"
   # shellcheck disable=SC2086  # a list of words
   cmake --build "$build" -j"$JOBS" --target $executables
   command -v "qemu-$qemu-static" >/dev/null
+  build_seconds=$((SECONDS - build_start))
+  test_start=$SECONDS
 
-  while IFS=';' read -r cpu expect selection filter cap; do
-    stamp "$arch: ${cpu:-default CPU}${cap:+ capped at $cap}, expecting $expect: ctest $selection${filter:+ (GTEST_FILTER=$filter)}"
+  while IFS=';' read -r cpu expect selection filter cap shard; do
+    stamp "$leg: ${cpu:-default CPU}${cap:+ capped at $cap}, expecting $expect: ctest $selection${filter:+ (GTEST_FILTER=$filter)}${shard:+, shard $shard}"
     # shellcheck disable=SC2086  # the selection is two words
     env ${cpu:+QEMU_CPU=$cpu} ${filter:+GTEST_FILTER=$filter} ${cap:+HWYATTN_TARGET=$cap} \
+      ${shard:+GTEST_SHARD_INDEX=${shard%/*} GTEST_TOTAL_SHARDS=${shard#*/}} \
       HWYATTN_TEST_EXPECT_TARGET="$expect" \
       ctest --test-dir "$build" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" \
         $selection
-  done < <(runs_for "$arch")
+  done < <(runs_for "$leg")
+  times+=("$leg: build ${build_seconds}s (configure included), tests $((SECONDS - test_start))s")
+  stamp "${times[-1]}"
 done
-stamp "all passed on ${arches[*]}"
+printf 'cross_test.sh: %s\n' "${times[@]}"
+stamp "all passed on ${legs[*]}"

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "hwy/detect_targets.h"
+#include "hwy/targets.h"  // HWY_MAX_DYNAMIC_TARGETS, HWY_HIGHEST_TARGET_BIT
 
 // Whether this build compiles the bf16 dot-product pieces: on x86-64 the
 // AVX512_BF16 loops (src/ops/flash_bf16.cc, decode_bf16.cc, matmul_bf16.cc)
@@ -55,20 +56,32 @@ int64_t AllowedTargets();
 
 // Picks the best allowed kernel table from an HWY_EXPORT dispatch table
 // (`F##HighwayDispatchTable`), in either of its layouts: with more than one
-// target compiled, entry 0 is Highway's ChooseAndCall trampoline (skipped)
-// and the targets follow; with a single target (e.g. SCALAR alone on ppc64el
-// and s390x), the table is that target's function alone. Lower target bits
-// are better targets. The portable fallback (EMU128, or SCALAR with GCC <
-// 12.3) is compiled on every architecture (HWY_COMPILE_ALL_ATTAINABLE in
+// target compiled, entry 0 is Highway's ChooseAndCall trampoline (skipped),
+// entries 1 to HWY_MAX_DYNAMIC_TARGETS are the targets from bit
+// HWY_HIGHEST_TARGET_BIT + 1 - HWY_MAX_DYNAMIC_TARGETS up (Highway's
+// ChosenTarget index) and the last one is the portable fallback; with a
+// single target (e.g. SCALAR alone on ppc64el and s390x with Highway 1.0.3),
+// the table is that target's function alone. Only the entries of allowed
+// targets and the fallback are called: a target's function may use its
+// instructions even to return a pointer (POWER10's pla, with Highway's PPC10
+// target), so calling another target's would fault. Lower target bits are
+// better targets. The portable fallback (EMU128, or SCALAR with GCC < 12.3)
+// is compiled on every architecture (HWY_COMPILE_ALL_ATTAINABLE in
 // CMakeLists.txt) and runs anywhere: it is the answer when the cap excludes
 // everything, so the result is never null.
 template <class Kernels, size_t kN>
 const Kernels* PickKernels(const Kernels* (*const (&table)[kN])()) {
+  static_assert(kN == 1 || kN == HWY_MAX_DYNAMIC_TARGETS + 2, "an HWY_EXPORT table");
   const int64_t allowed = AllowedTargets();
   const Kernels* best = nullptr;
   const Kernels* worst = nullptr;
   for (size_t i = kN == 1 ? 0 : 1; i < kN; ++i) {
     if (table[i] == nullptr) continue;
+    if (kN != 1 && i != kN - 1) {
+      const int64_t target = int64_t{1}
+                             << (HWY_HIGHEST_TARGET_BIT + 1 - HWY_MAX_DYNAMIC_TARGETS + (i - 1));
+      if ((target & allowed) == 0) continue;
+    }
     const Kernels* k = table[i]();
     if ((k->target & allowed) != 0 && (best == nullptr || k->target < best->target)) best = k;
     if (worst == nullptr || k->target > worst->target) worst = k;

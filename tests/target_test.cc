@@ -29,12 +29,13 @@ std::string Upper(std::string s) {
 
 // Every name hwyattn_simd_target() may give (Highway's target names, and
 // those with "_BF16": AVX3 with the AVX512_BF16 dot products, NEON and the
-// SVE targets with the BFDOT ones of precision = BF16).
+// SVE targets with the BFDOT ones of precision = BF16). PPC9, PPC10, Z14 and
+// Z15 exist from Highway 1.1 on (built with -DHWYATTN_HIGHWAY).
 const char* const kKnownTargets[] = {
-    "AVX3_BF16",     "AVX3_ZEN4", "AVX3_DL",   "AVX3",        "AVX2",         "SSE4",
-    "SSSE3",         "EMU128",    "SCALAR",    "NEON",        "NEON_BF16",    "SVE",
-    "SVE_BF16",      "SVE2",      "SVE2_BF16", "SVE_256",     "SVE_256_BF16", "SVE2_128",
-    "SVE2_128_BF16", "RVV",       "WASM",      "WASM_EMU256", "PPC8"};
+    "AVX3_BF16",   "AVX3_ZEN4", "AVX3_DL",      "AVX3",      "AVX2",          "SSE4",     "SSSE3",
+    "EMU128",      "SCALAR",    "NEON",         "NEON_BF16", "SVE",           "SVE_BF16", "SVE2",
+    "SVE2_BF16",   "SVE_256",   "SVE_256_BF16", "SVE2_128",  "SVE2_128_BF16", "RVV",      "WASM",
+    "WASM_EMU256", "PPC8",      "PPC9",         "PPC10",     "Z14",           "Z15"};
 
 bool IsKnown(const std::string& name) {
   for (const char* known : kKnownTargets) {

@@ -61,15 +61,6 @@ def rt_value(rt, key):
             return "?"
 
 
-def visible_mask(row):
-    i = np.arange(row.Lq)[:, None]
-    j = np.arange(row.Lk)[None, :]
-    visible = (j <= i + row.causal_offset) if row.causal else np.ones((row.Lq, row.Lk), dtype=bool)
-    if row.window:
-        visible &= j > i - row.window
-    return visible
-
-
 def attention_model(row, inp):
     q = ops.parameter(list(inp["q"].shape), ov.Type.f32, name="q")
     k = ops.parameter(list(inp["k"].shape), ov.Type.f32, name="k")
@@ -91,7 +82,7 @@ def attention_model(row, inp):
         kk, vv = expand(k), expand(v)
         what.append("K/V heads broadcast %dx (Unsqueeze + Broadcast + Reshape)" % group)
     if masked:
-        mask = ops.constant(visible_mask(row))
+        mask = ops.constant(row.visible_mask())
         out = ops.scaled_dot_product_attention(qq, kk, vv, mask, scale, causal=False)
         what.append("a boolean attention_mask [Lq, Lk]")
     else:

@@ -122,16 +122,6 @@ def bsnh_rows(row):
     return lambda out: {(b, i): out[b, i, :].reshape(row.Hq, row.D) for b, i in row.check_points()}
 
 
-def visible_mask(row):
-    """[Lq, Lk] booleans: key j visible from query i."""
-    i = np.arange(row.Lq)[:, None]
-    j = np.arange(row.Lk)[None, :]
-    visible = (j <= i + row.causal_offset) if row.causal else np.ones((row.Lq, row.Lk), dtype=bool)
-    if row.window:
-        visible &= j > i - row.window
-    return visible
-
-
 def attention_graph(row, inp):
     attrs = {"scale": 1.0 / math.sqrt(row.D)}
     inputs = {"q": inp["q"], "k": inp["k"], "v": inp["v"]}
@@ -140,7 +130,7 @@ def attention_graph(row, inp):
     if row.Hq != row.Hkv:
         what.append("GQA: q_num_heads %d, kv_num_heads %d" % (row.Hq, row.Hkv))
     if row.window or (row.causal and row.causal_offset):
-        inputs["mask"] = visible_mask(row)
+        inputs["mask"] = row.visible_mask()
         names.append("mask")
         what.append("a boolean attn_mask [Lq, Lk]")
     elif row.causal:
@@ -164,7 +154,7 @@ def mha_graph(row, inp):
     names = ["q", "k", "v"]
     what = "Q as [B, Lq, Hq*D], K and V [B, H, Lk, D]"
     if row.window or (row.causal and row.causal_offset):
-        inputs["bias"] = np.where(visible_mask(row), 0.0, -np.inf).astype(np.float32)[None, None]
+        inputs["bias"] = np.where(row.visible_mask(), 0.0, -np.inf).astype(np.float32)[None, None]
         names += ["", "", "bias"]
         what += ", the mask as an additive attention_bias"
     elif row.causal:

@@ -190,6 +190,16 @@ class Row:
         end = i + 1 + self.causal_offset if self.causal else self.Lk
         return self.first_key(i), end
 
+    def visible_mask(self):
+        """[Lq, Lk] booleans, key j visible from query i (causal and window; one
+        sequence of Lk keys): the mask a peer is given where its op has no such rule."""
+        i = np.arange(self.Lq)[:, None]
+        j = np.arange(self.Lk)[None, :]
+        visible = (j <= i + self.causal_offset) if self.causal else np.ones((self.Lq, self.Lk), dtype=bool)
+        if self.window:
+            visible &= j > i - self.window
+        return visible
+
     def flops(self):
         """bench/README.md's FLOP formulas (causal and windowed rows: the visible keys only)."""
         if self.kv_lens:

@@ -8,8 +8,12 @@
 // arithmetic: T1's 18 as scalar code took longer than the rest of the kernel);
 // then per row l = sum p and out = sum p v / l. Zero probabilities are
 // skipped, so a NaN or an infinity in V reaches only the rows that attend to
-// it, as in the other kernels. About 6 KiB of stack, no heap, no threads.
-// Compiled per SIMD target (the scalar parts too: FMA, no SSE2 fallbacks).
+// it, as in the other kernels. K and V are read as floats: F32 in place,
+// F16 and BF16 converted a kv head at a time (at most kSmallMaxHeadFloats
+// elements), so the kernel is compiled once per mask rule rather than once
+// per pair of K and V dtypes as well. About 10 KiB of stack, no heap, no
+// threads. Compiled per SIMD target (the scalar parts too: FMA, no SSE2
+// fallbacks).
 #include "src/ops/small_attention.h"
 
 #include <float.h>
@@ -46,26 +50,52 @@ void Exp2InPlace(float* HWY_RESTRICT x, size_t n) {
   for (size_t i = 0; i < n; i += lanes) hn::Store(Exp2(df, hn::Load(df, x + i)), df, x + i);
 }
 
-// K elements of type TK, V elements of type TV, the caller's mask (when
-// there is one) applied by mask_rule (WithMaskRule). Two passes over all rows
-// (scores and their max; then sums and outputs) around one vector pass of
-// exps, rather than one row start to end: the rows' dependency chains (dot,
-// max, 2^x, 1 / l) then overlap (T1: two passes 4% faster than three, 21%
-// faster than one).
+// Rows [0, rows) x elements [0, n) of a K or V head as floats: element
+// (j, d) is data[j * row + d * elem].
+struct FloatRows {
+  const float* data;
+  int64_t row, elem;
+  float At(int64_t j, int64_t d) const { return data[j * row + d * elem]; }
+};
+
+// Elements [0, n) of rows [0, rows) of the F16 or BF16 head at `offset`,
+// converted (exactly) into buf[j * n + d].
+HWY_NOINLINE void ConvertHead(const TensorView& t, int64_t offset, int64_t rows, int64_t n,
+                              float* HWY_RESTRICT buf) {
+  const int64_t row = t.stride[2], elem = t.stride[3];
+  DispatchFloatDtype(t.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = t.As<T>() + offset;
+    for (int64_t j = 0; j < rows; ++j) {
+      for (int64_t d = 0; d < n; ++d) buf[j * n + d] = ToFloat(x[j * row + d * elem]);
+    }
+  });
+}
+
+// The head of `t` at `offset` as FloatRows: an F32 tensor in place, with its
+// strides; F16 and BF16 converted into buf, which holds rows * n floats.
+HWY_INLINE FloatRows HeadAsFloat(const TensorView& t, int64_t offset, int64_t rows, int64_t n,
+                                 float* HWY_RESTRICT buf) {
+  if (t.dtype == Dtype::kF32) return {t.As<float>() + offset, t.stride[2], t.stride[3]};
+  ConvertHead(t, offset, rows, n, buf);
+  return {buf, n, 1};
+}
+
+// The caller's mask (when there is one) applied by mask_rule (WithMaskRule).
+// Two passes over all rows (scores and their max; then sums and outputs)
+// around one vector pass of exps, rather than one row start to end: the
+// rows' dependency chains (dot, max, 2^x, 1 / l) then overlap (T1: two
+// passes 4% faster than three, 21% faster than one).
 //
 // kModified: the problem has score modifiers (windows, softcap, ALiBi,
 // sinks). Without them every row's keys are a prefix and the sink is off,
 // which the compiler then knows: the same code, instantiated twice, keeps a
 // plain tiny call (T1) as short as before the modifiers existed (+15% of
 // instructions otherwise).
-template <typename TK, typename TV, bool kModified, class MaskRule>
+template <bool kModified, class MaskRule>
 void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
   const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim, lk = p.kv_len;
   const float q_scale = p.scale * kLog2e;
-  const TK* k = p.k.As<TK>();
-  const TV* v = p.v.As<TV>();
-  const int64_t kj_stride = p.k.stride[2], kd = p.k.stride[3];
-  const int64_t vj_stride = p.v.stride[2], vd = p.v.stride[3];
   const int64_t offset = p.PositionOffset();
   const ScoreModifiers mods(p);
   const bool modify_scores = kModified && mods.any;
@@ -73,11 +103,14 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
   HWY_ALIGN float s[kSmallMaxScores + kLanes];
   float m[kSmallMaxScores];                              // per row: max score (log2 units)
   int32_t first[kSmallMaxScores], end[kSmallMaxScores];  // per row: keys it may see
+  // A kv head's K (first pass), then its V (second pass), unless F32.
+  float head[kSmallMaxHeadFloats];
+  FloatRows kh{}, vh{};
 
   int64_t r = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.q_heads; ++h) {
-      const TK* kh = k + p.k.Offset(b, h / group, 0, 0);
+      if (h % group == 0) kh = HeadAsFloat(p.k, p.k.Offset(b, h / group, 0, 0), lk, dim, head);
       for (int64_t i = 0; i < p.q_len; ++i, ++r) {
         int64_t j0, j1;
         p.VisibleKeys<kModified>(b, i + offset, &j0, &j1);
@@ -93,9 +126,8 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
           // The modifiers in a pass of their own (a vector one), before the
           // mask: the plain loop below stays as short as without them.
           for (int64_t j = j0; j < j1; ++j) {
-            const TK* kj = kh + j * kj_stride;
             float dot = 0.0f;
-            for (int64_t d = 0; d < dim; ++d) dot += q[d] * ToFloat(kj[d * kd]);
+            for (int64_t d = 0; d < dim; ++d) dot += q[d] * kh.At(j, d);
             sr[j] = dot;
           }
           // Stores whole vectors: past j1 it rewrites the next rows' room
@@ -107,9 +139,8 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
           if (modify_scores) {
             dot = sr[j];
           } else {
-            const TK* kj = kh + j * kj_stride;
             dot = 0.0f;
-            for (int64_t d = 0; d < dim; ++d) dot += q[d] * ToFloat(kj[d * kd]);
+            for (int64_t d = 0; d < dim; ++d) dot += q[d] * kh.At(j, d);
           }
           if (p.has_mask) dot = mask_rule(dot, p.mask.Offset(b, h, i, j));
           sr[j] = dot;
@@ -128,7 +159,9 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
   r = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.q_heads; ++h) {
-      const TV* vh = v + p.v.Offset(b, h / group, 0, 0);
+      if (h % group == 0) {
+        vh = HeadAsFloat(p.v, p.v.Offset(b, h / group, 0, 0), lk, value_dim, head);
+      }
       for (int64_t i = 0; i < p.q_len; ++i, ++r) {
         float* __restrict__ pr = s + r * lk;
         const int64_t j0 = kModified ? first[r] : 0, j1 = end[r];
@@ -151,7 +184,7 @@ void Attend(const SdpaProblem& p, const MaskRule& mask_rule) {
             // Zero probabilities are skipped: 0 * NaN must not reach this row.
             float acc = 0.0f;
             for (int64_t j = j0; j < j1; ++j) {
-              if (pr[j] != 0.0f) acc += pr[j] * ToFloat(vh[j * vj_stride + dv * vd]);
+              if (pr[j] != 0.0f) acc += pr[j] * vh.At(j, dv);
             }
             piece[e] = acc * inv;
           }
@@ -174,24 +207,19 @@ void SmallAttentionHere(const SdpaProblem& p) {
   HWY_DASSERT(p.Valid());
   HWY_DASSERT(p.batch * p.q_heads * p.q_len * p.kv_len <= kSmallMaxScores);
   HWY_DASSERT(p.head_dim <= kSmallMaxDim);
-  DispatchFloatDtype(p.k.dtype, [&](auto k_tag) {
-    DispatchFloatDtype(p.v.dtype, [&](auto v_tag) {
-      const auto attend = [&](auto modified) {
-        using TK = decltype(k_tag);
-        using TV = decltype(v_tag);
-        if (p.has_mask) {
-          WithMaskRule(p.mask, [&](const auto& rule) { Attend<TK, TV, modified.value>(p, rule); });
-        } else {
-          Attend<TK, TV, modified.value>(p, [](float score, int64_t) { return score; });
-        }
-      };
-      if (p.HasModifiers()) {
-        attend(std::true_type());
-      } else {
-        attend(std::false_type());
-      }
-    });
-  });
+  HWY_DASSERT(p.kv_len * std::max(p.head_dim, p.value_dim) <= kSmallMaxHeadFloats);
+  const auto attend = [&](auto modified) {
+    if (p.has_mask) {
+      WithMaskRule(p.mask, [&](const auto& rule) { Attend<modified.value>(p, rule); });
+    } else {
+      Attend<modified.value>(p, [](float score, int64_t) { return score; });
+    }
+  };
+  if (p.HasModifiers()) {
+    attend(std::true_type());
+  } else {
+    attend(std::false_type());
+  }
 }
 
 constexpr SmallKernels kSmallKernels = {HWY_TARGET, &SmallAttentionHere};

@@ -15,10 +15,14 @@ namespace hwyattn {
 // Limits of the small kernel: the whole call is at most kSmallMaxFlops
 // (under a microsecond of scalar arithmetic, less than the set-up of the
 // tiled kernels), so its scores (each costs 2 * (D + Dv) >= 4 FLOPs) and
-// per-row statistics fit on the stack, as does one query row.
+// per-row statistics fit on the stack, as do one query row and one kv
+// head's K or V.
 constexpr double kSmallMaxFlops = 2048;
 constexpr int64_t kSmallMaxScores = 512;
 constexpr int64_t kSmallMaxDim = 64;
+// A kv head's K or V as floats: kv_len * (D + Dv) <= kSmallMaxFlops / 2.
+constexpr int64_t kSmallMaxHeadFloats = 1024;
+static_assert(kSmallMaxHeadFloats * 2 == kSmallMaxFlops, "one score's FLOPs are 2 * (D + Dv)");
 
 // Paged K/V and I8 caches go to the tiled kernels, which read them through
 // the block table and apply the scales; bf16 products to the prefill kernel,

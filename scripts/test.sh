@@ -36,7 +36,8 @@
 #      (-fno-sanitize-recover=all) plus the libFuzzer target; runs every C/C++
 #      test (not the Python and install tests, which load or link the library
 #      from outside the instrumented build, nor the mpirun tests, whose MPI
-#      runtime is not instrumented) on the portable fallback (the only
+#      runtime is not instrumented, nor the checks of scripts and sources:
+#      bench_*, format_check, include_rules) on the portable fallback (the only
 #      target compiled, as in the TSan build: see below), then fuzz_sdpa for FUZZ_SECONDS
 #      (default 60) over a copy of tests/fuzz/corpus, and FUZZ_POOL_SECONDS
 #      (default 20) more with every call on an inline pool of 3 workers
@@ -95,11 +96,16 @@ if [[ $MODE == normal ]]; then
   # callers, the C API, the memory sweep, and the consumer and example tests
   # (install.library checks the NEEDED entries). The kernel suites, bindings
   # and format checks would only run again.
-  cmake --build "$NOOMP_BUILD_DIR" -j"$JOBS"
+  # Only what these runs use: their executables, and what the install rules
+  # install (install.tree installs the build).
+  noomp_selection=(-LE '^(alternate|python|go)$'
+    -R '^((threads|pool|concurrency|mha)_test\.|capi_test$|oom_test$|install\.|examples\.)'
+    -E '^install\.add_subdirectory$')
+  # shellcheck disable=SC2046  # a list of words
+  cmake --build "$NOOMP_BUILD_DIR" -j"$JOBS" --target $(scripts/ctest_executables.py \
+    --also hwyattn,hwyattn_static,ggml-hwyattn "$NOOMP_BUILD_DIR" "${noomp_selection[@]}")
   ctest --test-dir "$NOOMP_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" \
-    -LE '^(alternate|python|go)$' \
-    -R '^((threads|pool|concurrency|mha)_test\.|capi_test$|oom_test$|install\.|examples\.)' \
-    -E '^install\.add_subdirectory$' "$@"
+    "${noomp_selection[@]}" "$@"
   echo "test.sh: both builds passed (${SECONDS}s)"
   CROSS_ARCHES=${CROSS_ARCHES-arm64 s390x}
   if [[ -n $CROSS_ARCHES ]]; then
@@ -136,16 +142,21 @@ stamp "AddressSanitizer + UndefinedBehaviorSanitizer tests"
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
   ctest --test-dir "$ASAN_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" \
-    -E '^(python_tests|install\.|examples\.|go_binding|mpi\.)' "$@"
+    -E '^(python_tests|install\.|examples\.|go_binding|mpi\.|bench_|format_check$|include_rules$)' "$@"
 
-stamp "fuzz_sdpa for ${FUZZ_SECONDS}s"
+# The fuzzers are single-threaded: fuzz_sdpa runs in the background while the
+# pool and MPI runs take the other core, one after the other (its log is
+# printed when it ends).
+stamp "fuzz_sdpa for ${FUZZ_SECONDS}s (in the background)"
 corpus=$(mktemp -d)
-trap 'rm -rf "$corpus"' EXIT
+fuzz_log=$(mktemp)
+trap 'rm -rf "$corpus" "$fuzz_log"' EXIT
 cp tests/fuzz/corpus/* "$corpus"/
 # New inputs go to the temporary copy; a failure leaves crash-* in the
 # ASan build directory (reproduce: $ASAN_BUILD_DIR/tests/fuzz/fuzz_sdpa crash-...).
 (cd "$ASAN_BUILD_DIR" && ./tests/fuzz/fuzz_sdpa -max_total_time="$FUZZ_SECONDS" \
-   -print_final_stats=1 "$corpus")
+   -print_final_stats=1 "$corpus") >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
 stamp "fuzz_sdpa on an inline pool (opts->parallel) for ${FUZZ_POOL_SECONDS}s"
 (cd "$ASAN_BUILD_DIR" && FUZZ_POOL_WORKERS=3 ./tests/fuzz/fuzz_sdpa \
    -max_total_time="$FUZZ_POOL_SECONDS" -print_final_stats=1 "$corpus")
@@ -159,6 +170,11 @@ if [[ -x $ASAN_BUILD_DIR/tests/fuzz/fuzz_mpi ]]; then
      -print_final_stats=1 "$mpi_corpus")
   rm -rf "$mpi_corpus"
 fi
+fuzz_status=0
+wait "$fuzz_pid" || fuzz_status=$?
+stamp "fuzz_sdpa ended (exit $fuzz_status); its output:"
+cat "$fuzz_log"
+((fuzz_status == 0))
 
 stamp "ThreadSanitizer build (HWYATTN_OPENMP=OFF)"
 cmake -S . -B "$TSAN_BUILD_DIR" "${lean[@]}" -DHWYATTN_SANITIZE=thread -DHWYATTN_OPENMP=OFF \

@@ -882,11 +882,14 @@ struct VectorRange {
 // kQueryTile floats); a vector in no run sees no key of the tile, so its
 // running max did not move and its alpha is 1. Runs in key order, so each
 // vector's sums take the same steps as over the whole tile.
-void WeightedValuesByRange(const VectorRange& ranges, int64_t jt0, int64_t jt1, size_t dims,
-                           const float* HWY_RESTRICT p_t, const float* HWY_RESTRICT v_rows,
-                           size_t ldv, const float* HWY_RESTRICT alpha,
-                           float* HWY_RESTRICT alpha_once, float* HWY_RESTRICT o_t,
-                           const Bf16ValueOperands* bf16) {
+// Out of line (HWY_NOINLINE): inlined into Attend, the prefill took 3-4% more
+// instructions (P1, X1).
+HWY_NOINLINE void WeightedValuesByRange(const VectorRange& ranges, int64_t jt0, int64_t jt1,
+                                        size_t dims, const float* HWY_RESTRICT p_t,
+                                        const float* HWY_RESTRICT v_rows, size_t ldv,
+                                        const float* HWY_RESTRICT alpha,
+                                        float* HWY_RESTRICT alpha_once, float* HWY_RESTRICT o_t,
+                                        const Bf16ValueOperands* bf16) {
   const DF df;
   bool scaled[kTileVectors] = {};
   for (int64_t j = jt0; j < jt1;) {
@@ -1082,6 +1085,430 @@ void StoreOutputs(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t row0, in
 }
 
 // ---------------------------------------------------------------- attend
+//
+// Attend computes one work item, a query tile of one (batch, kv head), in
+// steps: PackItemQueries (Q^T, scaled, as the products want it),
+// ItemKeyRanges (the keys each row, each query vector and the whole tile
+// see), then for each key tile ScoreKeyTile (S^T and the tile's running
+// max) and UpdateWithKeyTile (the mask's biases, the weights output, the
+// online softmax, O^T += V^T . P^T), and FinishRows (out = O / l, lse,
+// weights). The steps are forced inline: one function per target, as
+// before the split (the same object code).
+
+// The item's scratch (FlashScratchLayout) as typed pointers.
+struct ItemScratch {
+  ItemScratch(const FlashScratchLayout& l, float* scratch)
+      : q_t(scratch + l.q_t),
+        s_t(scratch + l.s_t),
+        o_t(scratch + l.o_t),
+        row_max(scratch + l.row_max),
+        tile_max(scratch + l.tile_max),
+        row_sum(scratch + l.row_sum),
+        rescale(scratch + l.rescale),
+        alpha_once(scratch + l.alpha_once),
+        k_edge(scratch + l.k_edge),
+        key_lo(reinterpret_cast<int32_t*>(scratch + l.key_lo)),
+        key_last(reinterpret_cast<int32_t*>(scratch + l.key_last)),
+        lane_pos(reinterpret_cast<int32_t*>(scratch + l.lane_pos)),
+        lane_slope(scratch + l.lane_slope),
+        mask_row(reinterpret_cast<int64_t*>(scratch + l.mask_row)),
+        mask_bias(scratch + l.mask_bias),
+        q_pairs(reinterpret_cast<uint32_t*>(scratch + l.q_pairs)),
+        p_pairs(reinterpret_cast<uint32_t*>(scratch + l.p_pairs)) {}
+
+  float* q_t;
+  float* s_t;
+  float* o_t;
+  float* row_max;
+  float* tile_max;
+  float* row_sum;
+  float* rescale;
+  float* alpha_once;
+  float* k_edge;
+  int32_t* key_lo;
+  int32_t* key_last;
+  int32_t* lane_pos;
+  float* lane_slope;
+  int64_t* mask_row;
+  float* mask_bias;
+  uint32_t* q_pairs;
+  uint32_t* p_pairs;
+};
+
+// The rows of an item and the keys they see.
+struct ItemRows {
+  int64_t b, kvh, row0, rows;
+  // Keys any row sees: [key_begin, key_end); keys every row sees:
+  // [free_begin, free_end); key tiles start at tile_begin.
+  int64_t key_begin, key_end, free_begin, free_end, tile_begin;
+  size_t q_vectors;    // the query vectors that hold rows
+  VectorRange ranges;  // each query vector's keys
+};
+
+// Where the item's keys and values are read: packed K panels or K rows in
+// place, and V rows (or pairs of rows under bf16_dot).
+struct ItemOperands {
+  const float* k_packed;
+  const float* k_rows;
+  int64_t ldk;
+  const float* v_rows;
+  int64_t ldv;
+};
+
+// Q^T of the item's rows into s.q_t: scaled (unscaled under bf16_dot: the
+// tile scales its sums), rounded under bf16 products, quantized and
+// dequantized under integer products (int8_products.h), and paired under
+// bf16_dot.
+HWY_INLINE void PackItemQueries(const FlashPlan& plan, const FlashItem& item, bool bf16_dot,
+                                const ItemScratch& s) {
+  const SdpaProblem& p = *plan.problem;
+  const int64_t b = item.b, kvh = item.kvh, row0 = item.row0, rows = item.rows;
+  const int64_t dim = p.head_dim;
+  const bool bf16 = p.Bf16Products();
+  const float q_scale = bf16_dot ? 1.0f : plan.q_scale;
+  const bool int8 = p.Int8Products();
+  float* HWY_RESTRICT q_t = s.q_t;
+  DispatchFloatDtype(p.q.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.q.stride[3] == 1 && !int8) {
+      bf16 ? PackQueriesContiguous<T, true>(p, b, kvh, row0, rows, q_scale, q_t)
+           : PackQueriesContiguous<T, false>(p, b, kvh, row0, rows, q_scale, q_t);
+    } else {
+      bf16 ? PackQueries<T, true>(p, b, kvh, row0, rows, int8 ? 1.0f : q_scale, q_t)
+           : PackQueries<T, false>(p, b, kvh, row0, rows, int8 ? 1.0f : q_scale, q_t);
+    }
+  });
+  // Integer products: the rows quantized and dequantized, then scaled.
+  if (int8) {
+    const float* channel_scale = nullptr;
+    int64_t step = 0;
+    if (p.k_scale.layout == KvScales::kPerChannel)
+      channel_scale = p.ScaleRow(p.k_scale, b, kvh, 0, &step);
+    for (int64_t c = 0; c < rows; ++c) {
+      DequantizedQueryRow(q_t + c, dim, static_cast<int64_t>(kQueryTile), channel_scale, step);
+      for (int64_t d = 0; d < dim; ++d) q_t[d * kQueryTile + c] *= q_scale;
+    }
+  }
+  if (bf16_dot)
+    PairRows(static_cast<size_t>(dim), kQueryTile, q_t, kQueryTile, s.q_pairs, kQueryTile);
+}
+
+// The keys the item's rows see, and each row's state: its visible range
+// (s.key_lo, s.key_last), ALiBi's position and slope, its mask row, the
+// running max and sum (reset). Lanes past the rows see every key, with
+// nothing to add.
+HWY_INLINE ItemRows ItemKeyRanges(const SdpaProblem& p, const ScoreModifiers& rule,
+                                  const FlashItem& item, const ItemScratch& s) {
+  ItemRows r;
+  r.b = item.b;
+  r.kvh = item.kvh;
+  r.row0 = item.row0;
+  r.rows = item.rows;
+  const int64_t b = r.b, kvh = r.kvh, row0 = r.row0, rows = r.rows, group = p.group();
+  const int64_t first_pos = row0 / group, last_pos = (row0 + rows - 1) / group;
+  // The union of the rows' visible ranges, which move right with the
+  // position (the first row's range starts and ends first); outside their
+  // intersection the ranges (causal diagonal, window edges) are masked per
+  // lane, and whole key tiles outside every row's range are never computed:
+  // a windowed tile costs in proportion to its window.
+  const int64_t offset = p.PositionOffset();
+  p.VisibleKeys(b, first_pos + offset, &r.key_begin, &r.free_end);
+  p.VisibleKeys(b, last_pos + offset, &r.free_begin, &r.key_end);
+  r.key_end = std::max(r.key_end, r.key_begin);
+  r.free_end = std::min(r.free_end, r.key_end);
+  for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
+    if (c < rows) {
+      const int64_t row = row0 + c, pos = row / group, head = kvh * group + row % group;
+      int64_t first, end;
+      p.VisibleKeys(b, pos + offset, &first, &end);
+      s.key_lo[c] = static_cast<int32_t>(first);  // |.| < 2^31: validated
+      s.key_last[c] = static_cast<int32_t>(end - 1);
+      // ALiBi's distances from the row's origin (AlibiOrigin).
+      s.lane_pos[c] = static_cast<int32_t>(rule.AlibiOrigin(p, b, head, pos + offset));
+      s.lane_slope[c] = rule.Slope(head);
+      if (p.has_mask) s.mask_row[c] = p.mask.Offset(b, head, pos, 0);
+    } else {
+      s.key_lo[c] = 0;
+      s.key_last[c] = INT32_MAX;
+      s.lane_pos[c] = 0;
+      s.lane_slope[c] = 0.0f;
+    }
+    s.row_max[c] = -FLT_MAX;
+    s.row_sum[c] = 0.0f;
+  }
+  // Under a mask, each row's range loses the keys its mask blocks at either
+  // end (MaskRowSpan), and the tile's ranges are its rows' again: the union
+  // (keys to compute), the intersection (keys every row sees).
+  if (p.has_mask) {
+    r.key_begin = INT64_MAX;
+    r.key_end = 0;
+    r.free_begin = 0;
+    r.free_end = INT64_MAX;
+    for (int64_t c = 0; c < rows; ++c) {
+      int64_t first = s.key_lo[c], end = int64_t{s.key_last[c]} + 1;
+      MaskRowSpan(p.mask, s.mask_row[c], &first, &end);
+      s.key_lo[c] = static_cast<int32_t>(first);
+      s.key_last[c] = static_cast<int32_t>(end - 1);
+      if (first < end) {
+        r.key_begin = std::min(r.key_begin, first);
+        r.key_end = std::max(r.key_end, end);
+      }
+      r.free_begin = std::max(r.free_begin, first);
+      r.free_end = std::min(r.free_end, end);
+    }
+    if (r.key_begin >= r.key_end) r.key_begin = r.key_end = 0;  // no row sees a key
+    r.free_end = std::min(r.free_end, r.key_end);
+  }
+  // Key tiles start at the panel holding key_begin (a window's left edge
+  // seldom falls on a key tile boundary; panels are kMR keys from key 0).
+  r.tile_begin = r.key_begin / static_cast<int64_t>(kMR) * kMR;
+  // Each query vector's keys: from the first key any of its rows sees to the
+  // last (by position alone, its first row's first key and its last row's
+  // last, as both grow with the row; a row that sees none, first > last,
+  // adds nothing). A key panel is computed only for the vectors whose range
+  // it meets (VectorRange::Of): the triangles at a window's edges and past
+  // the causal diagonal, and a mask's blocked ends, are skipped a vector at
+  // a time, the rest masked per lane.
+  r.q_vectors = (static_cast<size_t>(rows) + kLanes - 1) / kLanes;
+  for (size_t c = 0; c < r.q_vectors; ++c) {
+    r.ranges.lo[c] = INT32_MAX;
+    r.ranges.last[c] = -1;
+    for (size_t l = c * kLanes; l < std::min<size_t>((c + 1) * kLanes, rows); ++l) {
+      if (s.key_lo[l] > s.key_last[l]) continue;
+      r.ranges.lo[c] = std::min(r.ranges.lo[c], s.key_lo[l]);
+      r.ranges.last[c] = std::max(r.ranges.last[c], s.key_last[l]);
+    }
+  }
+  r.ranges.vectors = r.q_vectors;
+  return r;
+}
+
+// Query rows of the next item and output rows of this one, spread over the
+// item's key panels (rows with a contiguous last dim only).
+HWY_INLINE void AddRowsAhead(const SdpaProblem& p, const ItemRows& r, const FlashItem* next,
+                             RowLinesAhead* ahead) {
+  if (next != nullptr && p.q.stride[3] == 1) {
+    const char* q_base = static_cast<const char*>(p.q.data);
+    const int64_t q_bytes = static_cast<int64_t>(DtypeSize(p.q.dtype));
+    ahead->AddRows(next->rows, p.head_dim * q_bytes, [&](int64_t c) {
+      return q_base + p.RowOffset(p.q, next->b, next->kvh, next->row0 + c) * q_bytes;
+    });
+  }
+  if (p.out.stride[3] == 1) {
+    const char* out_base = static_cast<const char*>(p.out.data);
+    const int64_t out_bytes = static_cast<int64_t>(DtypeSize(p.out.dtype));
+    ahead->AddRows(r.rows, p.value_dim * out_bytes, [&](int64_t c) {
+      return out_base + p.RowOffset(p.out, r.b, r.kvh, r.row0 + c) * out_bytes;
+    });
+  }
+  ahead->Spread((r.key_end - r.tile_begin + static_cast<int64_t>(kMR) - 1) /
+                static_cast<int64_t>(kMR));
+}
+
+// S^T = K_tile . Q^T for keys [jt0, jt1) into s.s_t, one register tile (MR
+// keys x Bq queries) at a time, keys from their packed panels or read in
+// place (except a panel that would run past the tensor's last key: copied,
+// zero padded); s.tile_max becomes the running max with the tile's scores.
+// Panels on the causal diagonal, at a window's edges or holding the tile's
+// padding keys are masked in registers; query vectors that see none of a
+// panel's keys get -inf without computing them.
+HWY_INLINE void ScoreKeyTile(const FlashPlan& plan, const ItemRows& r, const ItemOperands& in,
+                             const LaneModifiers* mods, bool bf16_dot, int64_t jt0, int64_t jt1,
+                             RowLinesAhead* ahead, const ItemScratch& s) {
+  const DF df;
+  const SdpaProblem& p = *plan.problem;
+  float* HWY_RESTRICT s_t = s.s_t;
+  float* HWY_RESTRICT tile_max = s.tile_max;
+  const float* HWY_RESTRICT row_max = s.row_max;
+  const float* HWY_RESTRICT q_t = s.q_t;
+  float* HWY_RESTRICT k_edge = s.k_edge;
+  const int64_t dim = p.head_dim;
+  const size_t udim = static_cast<size_t>(dim);
+  const size_t dim_pairs = static_cast<size_t>(dim + 1) / 2;
+  const size_t panels = static_cast<size_t>(jt1 - jt0 + kMR - 1) / kMR;
+  for (size_t c = 0; c < r.q_vectors * kLanes; c += kLanes) {
+    hn::Store(hn::Load(df, row_max + c), df, tile_max + c);
+  }
+  // The key panel starting at key j, prefetched if all of it is below key_end.
+  const size_t panel_lines =
+      kMR * ((static_cast<size_t>(dim) + kCacheLineFloats - 1) / kCacheLineFloats);
+  const auto key_panel_prefetch = [&](int64_t j) {
+    const size_t lines = j + static_cast<int64_t>(kMR) <= r.key_end ? panel_lines : 0;
+    return plan.keys_in_place
+               ? KeyPanelPrefetch{in.k_rows + j * in.ldk, static_cast<size_t>(in.ldk), lines}
+               : KeyPanelPrefetch{in.k_packed + j * dim, static_cast<size_t>(dim), lines};
+  };
+  for (size_t panel = 0; panel < panels; ++panel) {
+    const int64_t j = jt0 + static_cast<int64_t>(panel * kMR);
+    const int64_t j_last = j + static_cast<int64_t>(kMR) - 1;
+    const bool edge = j < r.free_begin || j_last >= r.free_end;
+    const PanelMask mask{j, jt1, edge ? s.key_lo : nullptr, s.key_last};
+    const PanelMask* panel_mask = (edge || j_last >= jt1) ? &mask : nullptr;
+    float* s_rows = s_t + panel * kMR * kQueryTile;
+    // The first line of the panel's value rows, for P . V (under bf16_dot
+    // its rows of V pairs, a row per two keys); the key panel
+    // kPrefetchDistance ahead (if it is within key_end), over this one's
+    // steps.
+    const int64_t v_end = std::min<int64_t>(j + static_cast<int64_t>(kMR), jt1);
+    if (bf16_dot) {
+      for (int64_t row = j / 2; row < (v_end + 1) / 2; ++row)
+        hwy::Prefetch(in.v_rows + row * in.ldv);
+    } else {
+      for (int64_t row = j; row < v_end; ++row) hwy::Prefetch(in.v_rows + row * in.ldv);
+    }
+    ahead->Step();
+    const KeyPanelPrefetch prefetch =
+        key_panel_prefetch(j + static_cast<int64_t>(kPrefetchDistance * kMR));
+    // The vectors [v0, v1) that see a key of the panel; the others' scores
+    // are -inf (blocked), without computing them.
+    size_t v0, v1;
+    r.ranges.Of(j, j_last, &v0, &v1);
+    for (size_t c = 0; c < r.q_vectors; ++c) {
+      if (c >= v0 && c < v1) continue;
+      for (size_t k = 0; k < kMR; ++k) {
+        hn::Store(hn::Set(df, -INFINITY), df, s_rows + k * kQueryTile + c * kLanes);
+      }
+    }
+    if (v1 == v0) continue;
+    const size_t lanes0 = v0 * kLanes;
+    const LaneModifiers shifted_mods =
+        mods != nullptr
+            ? LaneModifiers{mods->rule, mods->slope != nullptr ? mods->slope + lanes0 : nullptr,
+                            mods->pos + lanes0}
+            : LaneModifiers{};
+    const PanelMask shifted_mask =
+        panel_mask != nullptr
+            ? PanelMask{panel_mask->key0, panel_mask->key_end,
+                        panel_mask->key_lo != nullptr ? panel_mask->key_lo + lanes0 : nullptr,
+                        panel_mask->key_last + lanes0}
+            : PanelMask{};
+    const LaneModifiers* vmods = mods != nullptr ? &shifted_mods : nullptr;
+    const PanelMask* vmask = panel_mask != nullptr ? &shifted_mask : nullptr;
+    const float* vq = q_t + lanes0;
+    float* vs = s_rows + lanes0;
+    float* vmax = tile_max + lanes0;
+    if (bf16_dot) {
+      const Bf16ScoreOperands operands{
+          reinterpret_cast<const uint32_t*>(in.k_packed) + j * static_cast<int64_t>(dim_pairs),
+          s.q_pairs + lanes0, dim_pairs, plan.q_scale};
+      ScorePanel<kTileVectors>(v1 - v0, udim, PackedA{in.k_packed, kMR}, vq, vs, j, vmods, vmask,
+                               vmax, prefetch, &operands);
+    } else if (!plan.keys_in_place) {
+      ScorePanel<kTileVectors>(v1 - v0, udim, PackedA{in.k_packed + j * dim, kMR}, vq, vs, j, vmods,
+                               vmask, vmax, prefetch);
+    } else if (j + static_cast<int64_t>(kMR) <= p.kv_len) {
+      ScorePanel<kTileVectors>(v1 - v0, udim,
+                               RowMajorA{in.k_rows + j * in.ldk, static_cast<size_t>(in.ldk)}, vq,
+                               vs, j, vmods, vmask, vmax, prefetch);
+    } else {
+      for (int64_t k = 0; k < static_cast<int64_t>(kMR); ++k) {
+        for (int64_t d = 0; d < dim; ++d) {
+          k_edge[k * dim + d] = j + k < p.kv_len ? in.k_rows[(j + k) * in.ldk + d] : 0.0f;
+        }
+      }
+      ScorePanel<kTileVectors>(v1 - v0, udim, RowMajorA{k_edge, udim}, vq, vs, j, vmods, vmask,
+                               vmax, KeyPanelPrefetch{nullptr, 0, 0});
+    }
+  }
+}
+
+// The rest of key tile [jt0, jt1) once its scores are in s.s_t: the mask's
+// biases (and the tile's max again), the scores into the weights output (log2
+// units, normalised in FinishRows), the online softmax update (P, rounded to
+// bf16 for P . V under bf16 products; the sums keep the fp32 P), and
+// O^T = O^T * alpha + V^T . P^T over the tile's real keys (not the padding).
+HWY_INLINE void UpdateWithKeyTile(const FlashPlan& plan, const ItemRows& r, const ItemOperands& in,
+                                  bool bf16_dot, int64_t jt0, int64_t jt1, const ItemScratch& s) {
+  const DF df;
+  const SdpaProblem& p = *plan.problem;
+  float* HWY_RESTRICT s_t = s.s_t;
+  float* HWY_RESTRICT o_t = s.o_t;
+  float* HWY_RESTRICT row_max = s.row_max;
+  float* HWY_RESTRICT tile_max = s.tile_max;
+  float* HWY_RESTRICT row_sum = s.row_sum;
+  float* HWY_RESTRICT rescale = s.rescale;
+  uint32_t* HWY_RESTRICT p_pairs = s.p_pairs;
+  const size_t tile_keys = static_cast<size_t>(jt1 - jt0 + kMR - 1) / kMR * kMR;
+  const size_t cols = r.q_vectors * kLanes;
+  if (p.has_mask) {
+    ApplyMask(p, s.mask_row, r.rows, cols, jt0, jt1, s.mask_bias, s_t);
+    TileMax(df, s_t, tile_keys, kQueryTile, cols, row_max, tile_max);
+  }
+  if (p.has_weights) {
+    for (int64_t c = 0; c < r.rows; ++c) {
+      float* w = p.weights.AsMutable<float>() + p.RowOffset(p.weights, r.b, r.kvh, r.row0 + c);
+      const int64_t sw = p.weights.stride[3];
+      for (int64_t j = jt0; j < jt1; ++j) w[j * sw] = s_t[(j - jt0) * kQueryTile + c];
+    }
+  }
+  if (bf16_dot) {
+    SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, cols, tile_max, row_max, row_sum, rescale,
+                      PairedProbabilities{p_pairs, kQueryTile});
+  } else if (p.Bf16Products()) {
+    SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, cols, tile_max, row_max, row_sum, rescale,
+                      RoundedProbabilities{s_t, kQueryTile});
+  } else {
+    SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, cols, tile_max, row_max, row_sum, rescale);
+  }
+  const bool masked_tile = p.has_mask || jt0 < r.free_begin || jt1 > r.free_end;
+  const size_t keys = static_cast<size_t>(jt1 - jt0);
+  const size_t value_dims = static_cast<size_t>(p.value_dim);
+  // The flags are per key_tile keys from key 0; this tile may span two.
+  const int64_t key_tile = static_cast<int64_t>(plan.geometry.key_tile);
+  const auto nonfinite = [&](int64_t j) {
+    return plan.nonfinite_values[(r.b * p.kv_heads + r.kvh) * plan.key_tiles + j / key_tile] != 0;
+  };
+  const uint32_t* v_pairs = reinterpret_cast<const uint32_t*>(in.v_rows);
+  if (masked_tile && plan.nonfinite_values != nullptr && (nonfinite(jt0) || nonfinite(jt1 - 1))) {
+    if (bf16_dot) {
+      WeightedValuesSkippingZerosPairs(value_dims, r.q_vectors, keys, p_pairs, v_pairs, p.value_dim,
+                                       jt0, rescale, o_t);
+    } else {
+      WeightedValuesSkippingZeros(value_dims, r.q_vectors, keys, s_t, in.v_rows + jt0 * in.ldv,
+                                  static_cast<size_t>(in.ldv), rescale, o_t);
+    }
+  } else {
+    const Bf16ValueOperands operands{v_pairs, p_pairs, value_dims};
+    WeightedValuesByRange(r.ranges, jt0, jt1, value_dims, s_t, in.v_rows,
+                          static_cast<size_t>(in.ldv), rescale, s.alpha_once, o_t,
+                          bf16_dot ? &operands : nullptr);
+  }
+}
+
+// out = O * inv (RowInverse: 1 / l, with the sink in the denominator if
+// any), lse, and the weights normalised. A row with no visible key has
+// l == 0 and gets zeros; a NaN l (NaN input) stays NaN rather than being
+// hidden.
+HWY_INLINE void FinishRows(const FlashPlan& plan, const ItemRows& r, const ScoreModifiers& rule,
+                           const ItemScratch& s) {
+  const SdpaProblem& p = *plan.problem;
+  const int64_t group = p.group();
+  float* HWY_RESTRICT inv = s.rescale;
+  for (int64_t c = 0; c < static_cast<int64_t>(r.q_vectors * kLanes); ++c) {
+    if (c >= r.rows) {
+      inv[c] = 0.0f;
+      continue;
+    }
+    const float l = s.row_sum[c], m = s.row_max[c];
+    const int64_t row = r.row0 + c, pos = row / group, head = r.kvh * group + row % group;
+    const RowEnd row_end(m, l, SinkLog2(p, head),
+                         rule.Shift(head, s.lane_pos[c], pos + p.PositionOffset()), p.has_lse);
+    inv[c] = row_end.inverse;
+    if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, r.b, head, pos)] = row_end.lse;
+    if (p.has_weights) {
+      // Keys of skipped tiles (left of every window) and past key_end are 0.
+      float* w = p.weights.AsMutable<float>() + p.weights.Offset(r.b, head, pos, 0);
+      const int64_t sw = p.weights.stride[3];
+      const int64_t tile_begin = r.tile_begin, key_end = r.key_end;
+      for (int64_t j = 0; j < std::min(tile_begin, key_end); ++j) w[j * sw] = 0.0f;
+      for (int64_t j = tile_begin; j < key_end; ++j) {
+        w[j * sw] = (l == 0.0f) ? 0.0f : exp2f(w[j * sw] - m) * inv[c];
+      }
+      for (int64_t j = std::max(tile_begin, key_end); j < p.kv_len; ++j) w[j * sw] = 0.0f;
+    }
+  }
+  StoreOutputs(p, r.b, r.kvh, r.row0, r.rows, s.o_t, inv, plan.value_dim_pad);
+}
 
 void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
             float* HWY_RESTRICT scratch) {
@@ -1099,354 +1526,43 @@ void Attend(const FlashPlan& plan, const FlashItem& item, const FlashItem* next,
                                   next->kvh < plan.problem->kv_heads));
   const DF df;
   const SdpaProblem& p = *plan.problem;
-  const int64_t b = item.b, kvh = item.kvh, row0 = item.row0;
-  const FlashScratchLayout layout(p, plan.geometry, plan.value_dim_pad);
-  float* HWY_RESTRICT q_t = scratch + layout.q_t;
-  float* HWY_RESTRICT s_t = scratch + layout.s_t;
-  float* HWY_RESTRICT o_t = scratch + layout.o_t;
-  float* HWY_RESTRICT row_max = scratch + layout.row_max;
-  float* HWY_RESTRICT tile_max = scratch + layout.tile_max;
-  float* HWY_RESTRICT row_sum = scratch + layout.row_sum;
-  float* HWY_RESTRICT rescale = scratch + layout.rescale;
-  float* HWY_RESTRICT alpha_once = scratch + layout.alpha_once;
-  float* HWY_RESTRICT k_edge = scratch + layout.k_edge;
-  int32_t* HWY_RESTRICT key_lo = reinterpret_cast<int32_t*>(scratch + layout.key_lo);
-  int32_t* HWY_RESTRICT key_last = reinterpret_cast<int32_t*>(scratch + layout.key_last);
-  int32_t* HWY_RESTRICT lane_pos = reinterpret_cast<int32_t*>(scratch + layout.lane_pos);
-  float* HWY_RESTRICT lane_slope = scratch + layout.lane_slope;
-  int64_t* HWY_RESTRICT mask_row = reinterpret_cast<int64_t*>(scratch + layout.mask_row);
-  float* HWY_RESTRICT mask_bias = scratch + layout.mask_bias;
-
-  const int64_t group = p.group(), dim = p.head_dim, value_dim = p.value_dim;
-  const int64_t rows = item.rows;
-  const int64_t first_pos = row0 / group, last_pos = (row0 + rows - 1) / group;
-
-  // Keys this tile needs: [key_begin, key_end), the union of its rows'
-  // visible ranges (which move right with the position: the first row's
-  // range starts and ends first). Keys in [free_begin, free_end) are visible
-  // to every row; outside it the ranges (causal diagonal, window edges) are
-  // masked per lane, and whole key tiles outside every row's range are never
-  // computed: a windowed tile costs in proportion to its window.
-  const int64_t offset = p.PositionOffset();
-  int64_t key_begin, key_end, free_begin, free_end;
-  p.VisibleKeys(b, first_pos + offset, &key_begin, &free_end);
-  p.VisibleKeys(b, last_pos + offset, &free_begin, &key_end);
-  key_end = std::max(key_end, key_begin);
-  free_end = std::min(free_end, key_end);
-  // Key tiles start at the panel holding key_begin (a window's left edge
-  // seldom falls on a key tile boundary; panels are kMR keys from key 0).
-  int64_t tile_begin = key_begin / static_cast<int64_t>(kMR) * kMR;
+  const ItemScratch s(FlashScratchLayout(p, plan.geometry, plan.value_dim_pad), scratch);
   const ScoreModifiers rule(p);
-  const LaneModifiers lane_mods{&rule, rule.slopes != nullptr ? lane_slope : nullptr, lane_pos};
+  const LaneModifiers lane_mods{&rule, rule.slopes != nullptr ? s.lane_slope : nullptr, s.lane_pos};
   const LaneModifiers* mods = rule.any ? &lane_mods : nullptr;
-
-  const bool bf16 = p.Bf16Products();
-  // The bf16 dot-product tiles (bf16_tiles): Q^T unscaled (the tile
-  // scales its sums), then paired.
+  // The bf16 dot-product tiles (bf16_tiles): Q^T unscaled, then paired.
   const bool bf16_dot = kBf16DotTarget && plan.bf16_dot;
-  const float q_scale = bf16_dot ? 1.0f : plan.q_scale;
-  const bool int8 = p.Int8Products();
-  DispatchFloatDtype(p.q.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if (p.q.stride[3] == 1 && !int8) {
-      bf16 ? PackQueriesContiguous<T, true>(p, b, kvh, row0, rows, q_scale, q_t)
-           : PackQueriesContiguous<T, false>(p, b, kvh, row0, rows, q_scale, q_t);
-    } else {
-      bf16 ? PackQueries<T, true>(p, b, kvh, row0, rows, int8 ? 1.0f : q_scale, q_t)
-           : PackQueries<T, false>(p, b, kvh, row0, rows, int8 ? 1.0f : q_scale, q_t);
-    }
-  });
-  // Integer products: the rows quantized and dequantized (int8_products.h),
-  // then scaled.
-  if (int8) {
-    const float* channel_scale = nullptr;
-    int64_t step = 0;
-    if (p.k_scale.layout == KvScales::kPerChannel)
-      channel_scale = p.ScaleRow(p.k_scale, b, kvh, 0, &step);
-    for (int64_t c = 0; c < rows; ++c) {
-      DequantizedQueryRow(q_t + c, dim, static_cast<int64_t>(kQueryTile), channel_scale, step);
-      for (int64_t d = 0; d < dim; ++d) q_t[d * kQueryTile + c] *= q_scale;
-    }
-  }
-  uint32_t* HWY_RESTRICT q_pairs = reinterpret_cast<uint32_t*>(scratch + layout.q_pairs);
-  uint32_t* HWY_RESTRICT p_pairs = reinterpret_cast<uint32_t*>(scratch + layout.p_pairs);
-  const size_t dim_pairs = static_cast<size_t>(dim + 1) / 2;
-  if (bf16_dot)
-    PairRows(static_cast<size_t>(dim), kQueryTile, q_t, kQueryTile, q_pairs, kQueryTile);
-  for (int64_t c = 0; c < static_cast<int64_t>(kQueryTile); ++c) {
-    if (c < rows) {
-      const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;
-      int64_t first, end;
-      p.VisibleKeys(b, pos + offset, &first, &end);
-      key_lo[c] = static_cast<int32_t>(first);  // |.| < 2^31: validated
-      key_last[c] = static_cast<int32_t>(end - 1);
-      // ALiBi's distances from the row's origin (AlibiOrigin).
-      lane_pos[c] = static_cast<int32_t>(rule.AlibiOrigin(p, b, head, pos + offset));
-      lane_slope[c] = rule.Slope(head);
-      if (p.has_mask) mask_row[c] = p.mask.Offset(b, head, pos, 0);
-    } else {
-      key_lo[c] = 0;
-      key_last[c] = INT32_MAX;
-      lane_pos[c] = 0;
-      lane_slope[c] = 0.0f;
-    }
-    row_max[c] = -FLT_MAX;
-    row_sum[c] = 0.0f;
-  }
-  // Under a mask, each row's range loses the keys its mask blocks at either
-  // end (MaskRowSpan), and the tile's ranges are its rows' again: the union
-  // (keys to compute), the intersection (keys every row sees).
-  if (p.has_mask) {
-    key_begin = INT64_MAX;
-    key_end = 0;
-    free_begin = 0;
-    free_end = INT64_MAX;
-    for (int64_t c = 0; c < rows; ++c) {
-      int64_t first = key_lo[c], end = int64_t{key_last[c]} + 1;
-      MaskRowSpan(p.mask, mask_row[c], &first, &end);
-      key_lo[c] = static_cast<int32_t>(first);
-      key_last[c] = static_cast<int32_t>(end - 1);
-      if (first < end) {
-        key_begin = std::min(key_begin, first);
-        key_end = std::max(key_end, end);
-      }
-      free_begin = std::max(free_begin, first);
-      free_end = std::min(free_end, end);
-    }
-    if (key_begin >= key_end) key_begin = key_end = 0;  // no row sees a key
-    free_end = std::min(free_end, key_end);
-    tile_begin = key_begin / static_cast<int64_t>(kMR) * kMR;
-  }
-  // Only the query vectors that hold rows are computed.
-  const size_t q_vectors = (static_cast<size_t>(rows) + kLanes - 1) / kLanes;
-  // Each query vector's keys: from the first key any of its rows sees to the
-  // last (by position alone, its first row's first key and its last row's
-  // last, as both grow with the row; a row that sees none, first > last,
-  // adds nothing). A key panel is computed only for the vectors whose range
-  // it meets (VectorsOf): the triangles at a window's edges and past the
-  // causal diagonal, and a mask's blocked ends, are skipped a vector at a
-  // time, the rest masked per lane as before.
-  VectorRange ranges;
-  for (size_t c = 0; c < q_vectors; ++c) {
-    ranges.lo[c] = INT32_MAX;
-    ranges.last[c] = -1;
-    for (size_t l = c * kLanes; l < std::min<size_t>((c + 1) * kLanes, rows); ++l) {
-      if (key_lo[l] > key_last[l]) continue;
-      ranges.lo[c] = std::min(ranges.lo[c], key_lo[l]);
-      ranges.last[c] = std::max(ranges.last[c], key_last[l]);
-    }
-  }
-  ranges.vectors = q_vectors;
-  const size_t value_dims = static_cast<size_t>(value_dim);
+
+  PackItemQueries(plan, item, bf16_dot, s);
+  const ItemRows r = ItemKeyRanges(p, rule, item, s);
   for (size_t i = 0; i < static_cast<size_t>(plan.value_dim_pad) * kQueryTile; i += kLanes) {
-    hn::Store(hn::Zero(df), df, o_t + i);
+    hn::Store(hn::Zero(df), df, s.o_t + i);
   }
-
-  // Query rows of the next item and output rows of this one, a few lines per
-  // key panel (rows with a contiguous last dim only).
   RowLinesAhead ahead;
-  if (next != nullptr && p.q.stride[3] == 1) {
-    const int64_t next_rows = next->rows;
-    const char* q_base = static_cast<const char*>(p.q.data);
-    const int64_t q_bytes = static_cast<int64_t>(DtypeSize(p.q.dtype));
-    ahead.AddRows(next_rows, dim * q_bytes, [&](int64_t c) {
-      return q_base + p.RowOffset(p.q, next->b, next->kvh, next->row0 + c) * q_bytes;
-    });
-  }
-  if (p.out.stride[3] == 1) {
-    const char* out_base = static_cast<const char*>(p.out.data);
-    const int64_t out_bytes = static_cast<int64_t>(DtypeSize(p.out.dtype));
-    ahead.AddRows(rows, value_dim * out_bytes, [&](int64_t c) {
-      return out_base + p.RowOffset(p.out, b, kvh, row0 + c) * out_bytes;
-    });
-  }
-  ahead.Spread((key_end - tile_begin + static_cast<int64_t>(kMR) - 1) / static_cast<int64_t>(kMR));
+  AddRowsAhead(p, r, next, &ahead);
 
-  const float* k_packed = plan.PackedK(b, kvh);
-  int64_t ldk = 0;
-  const float* k_rows = plan.keys_in_place ? plan.KeyRows(b, kvh, &ldk) : nullptr;
-  int64_t ldv;
-  const float* v_rows = plan.ValueRows(b, kvh, &ldv);
-  // Prefetch of the key panel starting at key j, if all of it is below key_end.
-  const size_t panel_lines =
-      kMR * ((static_cast<size_t>(dim) + kCacheLineFloats - 1) / kCacheLineFloats);
-  const auto key_panel_prefetch = [&](int64_t j) {
-    const size_t lines = j + static_cast<int64_t>(kMR) <= key_end ? panel_lines : 0;
-    return plan.keys_in_place
-               ? KeyPanelPrefetch{k_rows + j * ldk, static_cast<size_t>(ldk), lines}
-               : KeyPanelPrefetch{k_packed + j * dim, static_cast<size_t>(dim), lines};
-  };
+  ItemOperands in;
+  in.k_packed = plan.PackedK(r.b, r.kvh);
+  in.ldk = 0;
+  in.k_rows = plan.keys_in_place ? plan.KeyRows(r.b, r.kvh, &in.ldk) : nullptr;
+  in.v_rows = plan.ValueRows(r.b, r.kvh, &in.ldv);
   const int64_t key_tile = static_cast<int64_t>(plan.geometry.key_tile);
-  for (int64_t jt0 = tile_begin; jt0 < key_end; jt0 += key_tile) {
-    const int64_t jt1 = std::min<int64_t>(jt0 + key_tile, key_end);
+  for (int64_t jt0 = r.tile_begin; jt0 < r.key_end; jt0 += key_tile) {
+    const int64_t jt1 = std::min<int64_t>(jt0 + key_tile, r.key_end);
     // A key tile the mask blocks for every row is skipped whole: blocked
     // keys inside the rows' spans (a sliding window that wraps around an
     // engine's ring cache, padding between sequences) cost nothing either.
-    if (p.has_mask && MaskBlocksTile(p, mask_row, rows, jt0, jt1)) {
-      for (int64_t c = 0; p.has_weights && c < rows; ++c) {
-        float* w = p.weights.AsMutable<float>() + p.RowOffset(p.weights, b, kvh, row0 + c);
+    if (p.has_mask && MaskBlocksTile(p, s.mask_row, r.rows, jt0, jt1)) {
+      for (int64_t c = 0; p.has_weights && c < r.rows; ++c) {
+        float* w = p.weights.AsMutable<float>() + p.RowOffset(p.weights, r.b, r.kvh, r.row0 + c);
         for (int64_t j = jt0; j < jt1; ++j) w[j * p.weights.stride[3]] = -INFINITY;
       }
       continue;
     }
-    const size_t panels = static_cast<size_t>(jt1 - jt0 + kMR - 1) / kMR;
-    const size_t tile_keys = panels * kMR;
-    for (size_t c = 0; c < q_vectors * kLanes; c += kLanes) {
-      hn::Store(hn::Load(df, row_max + c), df, tile_max + c);
-    }
-    // S^T = K_tile . Q^T, one register tile (MR keys x Bq queries) at a time,
-    // keys from their packed panels or read in place (except a panel that
-    // would run past the tensor's last key: copied, zero padded).
-    // Panels on the causal diagonal or holding the tile's padding keys are
-    // masked in registers.
-    for (size_t panel = 0; panel < panels; ++panel) {
-      const int64_t j = jt0 + static_cast<int64_t>(panel * kMR);
-      const int64_t j_last = j + static_cast<int64_t>(kMR) - 1;
-      const bool edge = j < free_begin || j_last >= free_end;
-      const PanelMask mask{j, jt1, edge ? key_lo : nullptr, key_last};
-      const PanelMask* panel_mask = (edge || j_last >= jt1) ? &mask : nullptr;
-      float* s_rows = s_t + panel * kMR * kQueryTile;
-      const size_t udim = static_cast<size_t>(dim);
-      // The first line of the panel's value rows, for P . V (under bf16_dot
-      // its rows of V pairs, a row per two keys); the key panel
-      // kPrefetchDistance ahead (if it is within key_end), over this one's
-      // steps.
-      const int64_t v_end = std::min<int64_t>(j + static_cast<int64_t>(kMR), jt1);
-      if (bf16_dot) {
-        for (int64_t r = j / 2; r < (v_end + 1) / 2; ++r) hwy::Prefetch(v_rows + r * ldv);
-      } else {
-        for (int64_t r = j; r < v_end; ++r) hwy::Prefetch(v_rows + r * ldv);
-      }
-      ahead.Step();
-      const KeyPanelPrefetch prefetch =
-          key_panel_prefetch(j + static_cast<int64_t>(kPrefetchDistance * kMR));
-      // The vectors [v0, v1) that see a key of the panel; the others' scores
-      // are -inf (blocked), without computing them.
-      size_t v0, v1;
-      ranges.Of(j, j_last, &v0, &v1);
-      for (size_t c = 0; c < q_vectors; ++c) {
-        if (c >= v0 && c < v1) continue;
-        for (size_t r = 0; r < kMR; ++r) {
-          hn::Store(hn::Set(df, -INFINITY), df, s_rows + r * kQueryTile + c * kLanes);
-        }
-      }
-      if (v1 == v0) continue;
-      const size_t lanes0 = v0 * kLanes;
-      const LaneModifiers shifted_mods =
-          mods != nullptr
-              ? LaneModifiers{mods->rule, mods->slope != nullptr ? mods->slope + lanes0 : nullptr,
-                              mods->pos + lanes0}
-              : LaneModifiers{};
-      const PanelMask shifted_mask =
-          panel_mask != nullptr
-              ? PanelMask{panel_mask->key0, panel_mask->key_end,
-                          panel_mask->key_lo != nullptr ? panel_mask->key_lo + lanes0 : nullptr,
-                          panel_mask->key_last + lanes0}
-              : PanelMask{};
-      const LaneModifiers* vmods = mods != nullptr ? &shifted_mods : nullptr;
-      const PanelMask* vmask = panel_mask != nullptr ? &shifted_mask : nullptr;
-      const float* vq = q_t + lanes0;
-      float* vs = s_rows + lanes0;
-      float* vmax = tile_max + lanes0;
-      if (bf16_dot) {
-        const Bf16ScoreOperands operands{
-            reinterpret_cast<const uint32_t*>(k_packed) + j * static_cast<int64_t>(dim_pairs),
-            q_pairs + lanes0, dim_pairs, plan.q_scale};
-        ScorePanel<kTileVectors>(v1 - v0, udim, PackedA{k_packed, kMR}, vq, vs, j, vmods, vmask,
-                                 vmax, prefetch, &operands);
-      } else if (!plan.keys_in_place) {
-        ScorePanel<kTileVectors>(v1 - v0, udim, PackedA{k_packed + j * dim, kMR}, vq, vs, j, vmods,
-                                 vmask, vmax, prefetch);
-      } else if (j + static_cast<int64_t>(kMR) <= p.kv_len) {
-        ScorePanel<kTileVectors>(v1 - v0, udim,
-                                 RowMajorA{k_rows + j * ldk, static_cast<size_t>(ldk)}, vq, vs, j,
-                                 vmods, vmask, vmax, prefetch);
-      } else {
-        for (int64_t r = 0; r < static_cast<int64_t>(kMR); ++r) {
-          for (int64_t d = 0; d < dim; ++d) {
-            k_edge[r * dim + d] = j + r < p.kv_len ? k_rows[(j + r) * ldk + d] : 0.0f;
-          }
-        }
-        ScorePanel<kTileVectors>(v1 - v0, udim, RowMajorA{k_edge, udim}, vq, vs, j, vmods, vmask,
-                                 vmax, KeyPanelPrefetch{nullptr, 0, 0});
-      }
-    }
-    if (p.has_mask) {
-      ApplyMask(p, mask_row, rows, q_vectors * kLanes, jt0, jt1, mask_bias, s_t);
-      TileMax(df, s_t, tile_keys, kQueryTile, q_vectors * kLanes, row_max, tile_max);
-    }
-    if (p.has_weights) {
-      // Masked scores in log2 units for now; normalised once m and l are final.
-      for (int64_t c = 0; c < rows; ++c) {
-        float* w = p.weights.AsMutable<float>() + p.RowOffset(p.weights, b, kvh, row0 + c);
-        const int64_t sw = p.weights.stride[3];
-        for (int64_t j = jt0; j < jt1; ++j) w[j * sw] = s_t[(j - jt0) * kQueryTile + c];
-      }
-    }
-
-    // bf16 products: P rounded after the exp, for P . V only (the row sums
-    // and the weights output keep the fp32 probabilities).
-    const size_t cols = q_vectors * kLanes;
-    if (bf16_dot) {
-      SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, cols, tile_max, row_max, row_sum, rescale,
-                        PairedProbabilities{p_pairs, kQueryTile});
-    } else if (bf16) {
-      SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, cols, tile_max, row_max, row_sum, rescale,
-                        RoundedProbabilities{s_t, kQueryTile});
-    } else {
-      SoftmaxTileUpdate(df, s_t, tile_keys, kQueryTile, cols, tile_max, row_max, row_sum, rescale);
-    }
-
-    // O^T = O^T * alpha + V^T . P^T over the tile's real keys (not the padding).
-    const bool masked_tile = p.has_mask || jt0 < free_begin || jt1 > free_end;
-    const size_t keys = static_cast<size_t>(jt1 - jt0);
-    // The flags are per key_tile keys from key 0; this tile may span two.
-    const auto nonfinite = [&](int64_t j) {
-      return plan.nonfinite_values[(b * p.kv_heads + kvh) * plan.key_tiles + j / key_tile] != 0;
-    };
-    const uint32_t* v_pairs = reinterpret_cast<const uint32_t*>(v_rows);
-    if (masked_tile && plan.nonfinite_values != nullptr && (nonfinite(jt0) || nonfinite(jt1 - 1))) {
-      if (bf16_dot) {
-        WeightedValuesSkippingZerosPairs(value_dims, q_vectors, keys, p_pairs, v_pairs, value_dim,
-                                         jt0, rescale, o_t);
-      } else {
-        WeightedValuesSkippingZeros(value_dims, q_vectors, keys, s_t, v_rows + jt0 * ldv,
-                                    static_cast<size_t>(ldv), rescale, o_t);
-      }
-    } else {
-      const Bf16ValueOperands operands{v_pairs, p_pairs, value_dims};
-      WeightedValuesByRange(ranges, jt0, jt1, value_dims, s_t, v_rows, static_cast<size_t>(ldv),
-                            rescale, alpha_once, o_t, bf16_dot ? &operands : nullptr);
-    }
+    ScoreKeyTile(plan, r, in, mods, bf16_dot, jt0, jt1, &ahead, s);
+    UpdateWithKeyTile(plan, r, in, bf16_dot, jt0, jt1, s);
   }
-
-  // out = O * inv (RowInverse: 1 / l, with the sink in the denominator if any).
-  // A row with no visible key has l == 0 and gets zeros; a NaN l (NaN input)
-  // stays NaN rather than being hidden.
-  float* HWY_RESTRICT inv = rescale;
-  for (int64_t c = 0; c < static_cast<int64_t>(q_vectors * kLanes); ++c) {
-    if (c >= rows) {
-      inv[c] = 0.0f;
-      continue;
-    }
-    const float l = row_sum[c], m = row_max[c];
-    const int64_t r = row0 + c, pos = r / group, head = kvh * group + r % group;
-    const RowEnd row_end(m, l, SinkLog2(p, head),
-                         rule.Shift(head, lane_pos[c], pos + p.PositionOffset()), p.has_lse);
-    inv[c] = row_end.inverse;
-    if (p.has_lse) p.lse.AsMutable<float>()[p.lse.Offset(0, b, head, pos)] = row_end.lse;
-    if (p.has_weights) {
-      // Keys of skipped tiles (left of every window) and past key_end are 0.
-      float* w = p.weights.AsMutable<float>() + p.weights.Offset(b, head, pos, 0);
-      const int64_t sw = p.weights.stride[3];
-      for (int64_t j = 0; j < std::min(tile_begin, key_end); ++j) w[j * sw] = 0.0f;
-      for (int64_t j = tile_begin; j < key_end; ++j) {
-        w[j * sw] = (l == 0.0f) ? 0.0f : exp2f(w[j * sw] - m) * inv[c];
-      }
-      for (int64_t j = std::max(tile_begin, key_end); j < p.kv_len; ++j) w[j * sw] = 0.0f;
-    }
-  }
-  StoreOutputs(p, b, kvh, row0, rows, o_t, inv, plan.value_dim_pad);
+  FinishRows(plan, r, rule, s);
 }
 
 // Constant-initialised so that reading an unsupported target's table (to learn

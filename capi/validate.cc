@@ -1478,7 +1478,7 @@ hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache_arg, const hwyattn_
     for (int64_t i = 1; i < m; ++i) {
       if (sorted[i].slot == sorted[i - 1].slot) {
         const Entry a = sorted[i - 1], b = sorted[i];
-        free(sorted);
+        FreeAligned(sorted);
         return Fail(kInvalid,
                     "slot[%" PRId64 "] and slot[%" PRId64 "] are both %" PRId64
                     "; a "
@@ -1486,7 +1486,7 @@ hwyattn_status ValidateKvWrite(const hwyattn_kv_cache* cache_arg, const hwyattn_
                     a.index, b.index, a.slot);
       }
     }
-    free(sorted);
+    FreeAligned(sorted);
   }
   p->k_new = ckn.view;
   p->v_new = cvn.view;

@@ -14,13 +14,14 @@
 
 #include "include/hwyattn.h"
 #include "src/ops/matmul.h"
+#include "src/scratch.h"
 #include "src/tensor.h"
 #include "src/threading.h"
 
 namespace hwyattn {
 
 struct AlignedFree {
-  void operator()(float* p) const { free(p); }
+  void operator()(float* p) const { FreeAligned(p); }
 };
 using AlignedFloats = std::unique_ptr<float[], AlignedFree>;
 // 64-byte aligned, zero-filled; null if the allocation failed.

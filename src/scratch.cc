@@ -3,6 +3,9 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#ifdef _WIN32
+#include <malloc.h>  // _aligned_malloc, _aligned_free
+#endif
 
 #include <atomic>
 
@@ -12,7 +15,7 @@ namespace {
 struct Buffer {
   void* ptr = nullptr;
   size_t size = 0;
-  ~Buffer() { free(ptr); }
+  ~Buffer() { FreeAligned(ptr); }
 };
 
 thread_local Buffer t_buffers[kNumScratchSlots];
@@ -45,7 +48,19 @@ void* AlignedAlloc(size_t bytes) {
   if (bytes > SIZE_MAX - (kScratchAlign - 1)) return nullptr;
   if (HookFails()) return nullptr;
   const size_t rounded = (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+#ifdef _WIN32
+  return _aligned_malloc(rounded, kScratchAlign);
+#else
   return aligned_alloc(kScratchAlign, rounded);
+#endif
+}
+
+void FreeAligned(void* p) {
+#ifdef _WIN32
+  _aligned_free(p);
+#else
+  free(p);
+#endif
 }
 
 void* ThreadScratch(ScratchSlot slot, size_t bytes) {
@@ -65,7 +80,7 @@ void* ThreadScratch(ScratchSlot slot, size_t bytes) {
     p = AlignedAlloc(want);
   }
   if (p == nullptr) return nullptr;
-  free(b.ptr);
+  FreeAligned(b.ptr);
   b.ptr = p;
   b.size = want;
   return p;

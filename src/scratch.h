@@ -39,8 +39,13 @@ void* ThreadScratch(ScratchSlot slot, size_t bytes);
 
 // Every heap allocation of the library's buffers goes through here:
 // 64-byte aligned, at least `bytes` (rounded up to the alignment), null on
-// failure or when `bytes` is too large to round. Free with free().
+// failure or when `bytes` is too large to round. Free with FreeAligned.
 void* AlignedAlloc(size_t bytes);
+
+// Frees what AlignedAlloc returned (null is a no-op). Not free(): Windows'
+// C runtime has no aligned_alloc, and its _aligned_malloc's blocks must be
+// given back to _aligned_free.
+void FreeAligned(void* p);
 
 // Test hook (internal, not exported from the shared library; tests reach it
 // by linking hwyattn_static): the next `n` calls of AlignedAlloc (from any

@@ -52,3 +52,25 @@ install_missing_packages() {
   "${sudo[@]}" apt-get update || echo "$who: apt-get update reported errors; trying the install anyway" >&2
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 }
+
+# The Highway (>= 1.4) source archive or tree that the Highway-1.4 builds use
+# (scripts/cross_test.sh's *-hwy14 legs, scripts/windows_test.sh), or nothing:
+# $HWYATTN_HIGHWAY_ARCHIVE, else the pinned
+# ../shared/third_party/highway-1.4.0.tar.gz (also next to the main checkout
+# of a git worktree). Run from the repository's root.
+highway_archive() {
+  if [[ -n ${HWYATTN_HIGHWAY_ARCHIVE:-} ]]; then
+    realpath -m "$HWYATTN_HIGHWAY_ARCHIVE"
+    return
+  fi
+  local name=highway-1.4.0.tar.gz dirs=(../shared/third_party) common dir
+  # A git worktree: the pinned archives sit next to the main checkout.
+  common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
+  [[ -n $common ]] && dirs+=("$(dirname "$common")/../shared/third_party")
+  for dir in "${dirs[@]}"; do
+    if [[ -f $dir/$name ]]; then
+      realpath "$dir/$name"
+      return
+    fi
+  done
+}

@@ -67,33 +67,14 @@ fail() {
   exit 1
 }
 
-# The Highway source archive (or tree), or nothing: as cross_test.sh's
-# highway_archive().
-highway_archive() {
-  if [[ -n ${HWYATTN_HIGHWAY_ARCHIVE:-} ]]; then
-    realpath -m "$HWYATTN_HIGHWAY_ARCHIVE"
-    return
-  fi
-  local name=highway-1.4.0.tar.gz dirs=(../shared/third_party) common dir
-  # A git worktree: the pinned archives sit next to the main checkout.
-  common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
-  [[ -n $common ]] && dirs+=("$(dirname "$common")/../shared/third_party")
-  for dir in "${dirs[@]}"; do
-    if [[ -f $dir/$name ]]; then
-      realpath "$dir/$name"
-      return
-    fi
-  done
-}
-
+# shellcheck source=scripts/deps.sh
+source scripts/deps.sh
 highway=$(highway_archive)
 if [[ -z $highway || ! -e $highway ]]; then
   stamp "SKIPPED: no Highway archive (../shared/third_party/highway-1.4.0.tar.gz; or set HWYATTN_HIGHWAY_ARCHIVE to a Highway >= 1.4 tree or archive): Debian's libhwy-dev is Linux-only"
   exit 0
 fi
 
-# shellcheck source=scripts/deps.sh
-source scripts/deps.sh
 HWYATTN_PACKAGES=(cmake make g++-mingw-w64-x86-64-posix binutils-mingw-w64-x86-64 wine64 googletest)
 install_missing_packages windows_test.sh
 

@@ -170,8 +170,14 @@ set(HWY_ENABLE_INSTALL OFF CACHE BOOL "Highway: install rules (hwyattn: bundled,
 # (vqsort, thread pool, image) are not, and vqsort alone takes long to build.
 set(HWY_ENABLE_CONTRIB OFF CACHE BOOL "Highway: contrib libraries (hwyattn: bundled, off)" FORCE)
 set(HWY_FORCE_STATIC_LIBS ON CACHE BOOL "Highway: static libraries (hwyattn: bundled)" FORCE)
+# On RISC-V, Highway's own -march=rv64gcv1p0 would compile libhwy (and only
+# it) for the vector extension: an rv64gc build would carry vector
+# instructions, and libhwy a static target other than the kernels'. The
+# bundled Highway compiles with the build's flags instead (-march=rv64gcv in
+# CMAKE_CXX_FLAGS for RVV, cmake/toolchains/riscv64-linux-gnu.cmake).
+set(HWY_CMAKE_RVV OFF CACHE BOOL "Highway: RISC-V -march flags (hwyattn: the build's own)" FORCE)
 mark_as_advanced(HWY_ENABLE_TESTS HWY_ENABLE_EXAMPLES HWY_ENABLE_INSTALL HWY_ENABLE_CONTRIB
-                 HWY_FORCE_STATIC_LIBS)
+                 HWY_FORCE_STATIC_LIBS HWY_CMAKE_RVV)
 # EXCLUDE_FROM_ALL: only what hwyattn links is built (not hwy_list_targets);
 # SYSTEM: its headers are system headers to hwyattn, as /usr/include/hwy
 # is (no warnings from them under -Wall -Wextra).

@@ -64,6 +64,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 CROSS_BUILD_PREFIX=${CROSS_BUILD_PREFIX:-build-}
+HWYATTN_CACHE=${HWYATTN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hwyattn}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 TEST_TIMEOUT=${TEST_TIMEOUT:-1800}
 legs=("$@")
@@ -142,25 +143,81 @@ runs_for() {
       echo "max;Z14;-R ^((sdpa|kv_attention|blocks|target|paged|bf16)_test\.native|capi_test)$;$quick"
       echo "max;SCALAR;-R ^target_test\.native$;;SCALAR"
       ;;
+    riscv64-hwy14)
+      # The vector lengths share the attention suites' cases (GTest shards
+      # 0-2 of 3, as arm64's SVE lengths): every case on RVV once, the
+      # kernels on three lengths; target_test and the C API test whole on
+      # each.
+      local rvv='rv64,v=true,vext_spec=v1.0,vlen'
+      local vlen shard=0
+      for vlen in 128 256 512; do
+        echo "$rvv=$vlen;RVV;-R ^((sdpa|kv_attention)_test\.native)$;$quick;;$shard/3"
+        echo "$rvv=$vlen;RVV;-R ^(target_test\.native|capi_test)$;"
+        shard=$((shard + 1))
+      done
+      # The cap: the portable fallback (EMU128 with clang) on an RVV CPU.
+      echo "$rvv=256;EMU128;-R ^target_test\.native$;;EMU128"
+      ;;
+    riscv64-scalar-hwy14)
+      # rv64gc (no vector extension): Highway's portable fallback alone.
+      echo "rv64,v=false;EMU128;-R ^((sdpa|kv_attention|target)_test\.native|capi_test)$;$quick"
+      ;;
   esac
 }
 
-# The Highway source archive (or tree) of the *-hwy14 legs, or nothing.
-highway_archive() {
-  if [[ -n ${HWYATTN_HIGHWAY_ARCHIVE:-} ]]; then
-    realpath -m "$HWYATTN_HIGHWAY_ARCHIVE"
+# The Highway of the *-hwy14 legs: highway_archive (scripts/deps.sh).
+
+# The riscv64 legs' GoogleTest: Debian 12 has no libgtest-dev:riscv64 (no
+# riscv64 port), so Debian's sources (package googletest, /usr/src/googletest)
+# are cross-built into <build>/_googletest with the leg's toolchain and flags;
+# the leg's configure finds them (CMAKE_PREFIX_PATH=<build>/_googletest/install).
+build_googletest() {
+  local build=$1
+  shift
+  cmake -S /usr/src/googletest -B "$build/_googletest/build" -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX="$PWD/$build/_googletest/install" "$@" >/dev/null
+  cmake --build "$build/_googletest/build" -j"$JOBS" >/dev/null
+  cmake --install "$build/_googletest/build" >/dev/null
+}
+
+# The qemu-riscv64 of the riscv64 legs, or nothing. Debian 12's
+# qemu-user-static (QEMU 7.2) aborts on RVV code: translating a vector
+# float-to-integer conversion that rounds toward zero (vfcvt.rtz.x.f.v,
+# vfncvt.rtz.x.f.w: Highway's ConvertTo and DemoteTo, and the compiler's
+# vectorized casts) as the first rounding instruction of a block fails its
+# assertion "decode_save_opc: Assertion `ctx->insn_start != NULL' failed"
+# (QEMU issue 1441, fixed in QEMU 8.0). So: $HWYATTN_QEMU_RISCV64 if set; the
+# system's qemu-riscv64-static if it is QEMU >= 8; else the static
+# qemu-riscv64 of Debian's bookworm-backports package qemu-user (QEMU 10),
+# fetched once with apt-get download (a private package list; nothing is
+# installed) into $HWYATTN_CACHE/qemu-user-bookworm-backports.
+riscv64_qemu() {
+  if [[ -n ${HWYATTN_QEMU_RISCV64:-} ]]; then
+    realpath "$HWYATTN_QEMU_RISCV64"
     return
   fi
-  local name=highway-1.4.0.tar.gz dirs=(../shared/third_party) common dir
-  # A git worktree: the pinned archives sit next to the main checkout.
-  common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
-  [[ -n $common ]] && dirs+=("$(dirname "$common")/../shared/third_party")
-  for dir in "${dirs[@]}"; do
-    if [[ -f $dir/$name ]]; then
-      realpath "$dir/$name"
-      return
+  local major
+  major=$(qemu-riscv64-static --version 2>/dev/null | sed -n 's/^qemu-riscv64 version \([0-9]*\)\..*/\1/p')
+  if [[ -n $major ]] && ((major >= 8)); then
+    command -v qemu-riscv64-static
+    return
+  fi
+  local dir=$HWYATTN_CACHE/qemu-user-bookworm-backports
+  if [[ ! -x $dir/qemu-riscv64 ]]; then
+    local tmp apt
+    tmp=$(mktemp -d)
+    mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial" "$dir"
+    echo "deb [arch=$(dpkg --print-architecture)] http://deb.debian.org/debian bookworm-backports main" \
+      >"$tmp/sources.list"
+    apt=(-o "Dir::Etc::SourceList=$tmp/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+         -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache=$tmp/cache" -o APT::Sandbox::User=root)
+    if apt-get "${apt[@]}" update >&2 && (cd "$tmp" && apt-get "${apt[@]}" download qemu-user >&2); then
+      dpkg-deb --fsys-tarfile "$tmp"/qemu-user_*.deb | tar -x -O ./usr/bin/qemu-riscv64 >"$dir/qemu-riscv64.part" &&
+        chmod +x "$dir/qemu-riscv64.part" && mv "$dir/qemu-riscv64.part" "$dir/qemu-riscv64"
     fi
-  done
+    rm -rf "$tmp"
+  fi
+  [[ -x $dir/qemu-riscv64 ]] && echo "$dir/qemu-riscv64"
 }
 
 # Each leg's build and test times, printed at the end.
@@ -168,18 +225,21 @@ times=()
 
 for leg in "${legs[@]}"; do
   arch=${leg%-hwy14}
+  arch=${arch%-scalar}
   case $arch in
     arm64) triplet=aarch64-linux-gnu qemu=aarch64 ;;
     ppc64el) triplet=powerpc64le-linux-gnu qemu=ppc64le ;;
     s390x) triplet=s390x-linux-gnu qemu=s390x ;;
+    riscv64) triplet=riscv64-linux-gnu qemu=riscv64 ;;
     *) arch='' ;;
   esac
   case $leg in
-    arm64 | ppc64el | s390x | ppc64el-hwy14 | s390x-hwy14) ;;
+    arm64 | ppc64el | s390x | ppc64el-hwy14 | s390x-hwy14 | riscv64-hwy14 | riscv64-scalar-hwy14) ;;
     *) arch='' ;;
   esac
   if [[ -z $arch ]]; then
-    echo "cross_test.sh: unknown leg '$leg' (arm64, ppc64el, s390x, ppc64el-hwy14, s390x-hwy14)" >&2
+    echo "cross_test.sh: unknown leg '$leg' (arm64, ppc64el, s390x, ppc64el-hwy14, s390x-hwy14," \
+      "riscv64-hwy14, riscv64-scalar-hwy14)" >&2
     exit 2
   fi
   # Highway: Debian's libhwy-dev:<arch> (1.0.3), or for the *-hwy14 legs
@@ -204,11 +264,48 @@ for leg in "${legs[@]}"; do
     config+=("-DCMAKE_C_FLAGS=-march=z14 -mzvector" "-DCMAKE_CXX_FLAGS=-march=z14 -mzvector")
   fi
   HWYATTN_FOREIGN_ARCHITECTURES=("$arch")
+  emulator=qemu-$qemu-static
+  # riscv64: clang 16 with the GNU cross toolchain
+  # (cmake/toolchains/riscv64-linux-gnu.cmake), no multiarch packages (Debian
+  # 12 has no riscv64 port): GoogleTest cross-built from Debian's sources,
+  # OpenMP off (clang's runtime, libomp, exists for no riscv64 here).
+  riscv_flags=()
+  if [[ $arch == riscv64 ]]; then
+    HWYATTN_PACKAGES=(clang-16 "g++-$triplet" googletest qemu-user-static)
+    HWYATTN_FOREIGN_ARCHITECTURES=()
+    # QEMU runs riscv64 code slower than arm64's (a decode call of 1.7 M
+    # multiply-adds: 40 ms on the fallback, 90 ms on RVV, whose vsetvli end
+    # QEMU's translation blocks), and a third of sdpa_test takes 8 to 10
+    # minutes of CPU: the tests' timeouts are scaled by 40 rather than 10.
+    config+=(-DHWYATTN_OPENMP=OFF -DHWYATTN_EMULATED_TIMEOUT_SCALE=40)
+    if [[ $leg == riscv64-hwy14 ]]; then
+      # RVV with clang < 19 needs a vector baseline (Highway has no run-time
+      # dispatch between RVV and the fallback there): the build is for
+      # rv64gcv CPUs; riscv64-scalar-hwy14 builds for rv64gc.
+      riscv_flags=(-DCMAKE_C_FLAGS=-march=rv64gcv -DCMAKE_CXX_FLAGS=-march=rv64gcv)
+    fi
+    # QEMU >= 8 (riscv64_qemu); rv64gc code runs on Debian 12's 7.2 too, at
+    # half the speed.
+    emulator=$(riscv64_qemu || true)
+    if [[ -z $emulator && $leg == riscv64-hwy14 ]]; then
+      stamp "$leg: SKIPPED: no QEMU >= 8 for riscv64 (Debian 12's qemu-user-static 7.2 aborts on RVV's" \
+        "vector conversions; bookworm-backports' qemu-user could not be fetched; or set HWYATTN_QEMU_RISCV64)"
+      times+=("$leg: skipped (no QEMU >= 8 for riscv64)")
+      continue
+    fi
+    emulator=${emulator:-qemu-riscv64-static}
+    stamp "$leg: emulator $emulator ($("$emulator" --version 2>/dev/null | head -1))"
+    config+=("${riscv_flags[@]}" "-DHWYATTN_QEMU_RISCV64=$emulator")
+  fi
   install_missing_packages cross_test.sh
 
   build=$CROSS_BUILD_PREFIX$leg
   build_start=$SECONDS
   stamp "$leg: build in $build"
+  if [[ $arch == riscv64 ]]; then
+    build_googletest "$build" -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchains/$triplet.cmake" "${riscv_flags[@]}"
+    config+=("-DCMAKE_PREFIX_PATH=$PWD/$build/_googletest/install")
+  fi
   cmake -S . -B "$build" -DCMAKE_TOOLCHAIN_FILE="cmake/toolchains/$triplet.cmake" \
     -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_TESTS=ON -DHWYATTN_BUILD_BENCH=OFF \
     -DHWYATTN_MPI=OFF "${config[@]}" >/dev/null
@@ -230,7 +327,7 @@ print(" ".join(sorted(names)))' "$build")
   stamp "$leg: building $executables"
   # shellcheck disable=SC2086  # a list of words
   cmake --build "$build" -j"$JOBS" --target $executables
-  command -v "qemu-$qemu-static" >/dev/null
+  command -v "$emulator" >/dev/null
   build_seconds=$((SECONDS - build_start))
   test_start=$SECONDS
 

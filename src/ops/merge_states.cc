@@ -56,7 +56,7 @@ constexpr int64_t kR = kMergeBlockRows;
 // the exps are 2 per row and partial, as many as a short row's multiply-adds.
 void ExpBlock(double* HWY_RESTRICT a) {
 #if HWY_HAVE_FLOAT64 && HWY_HAVE_INTEGER64
-  const hn::ScalableTag<double> dd;
+  const hn::CappedTag<double, kR> dd;  // (no more lanes than the block on any vector length)
   for (int64_t r = 0; r < kR; r += static_cast<int64_t>(hn::Lanes(dd))) {
     hn::Store(hn::Exp(dd, hn::Load(dd, a + r)), dd, a + r);
   }

@@ -82,24 +82,29 @@ stamp() { echo "cross_test.sh: $* ($(date +%T), ${SECONDS}s)"; }
 # registered once, and the capped legs named. Emulation is 20-100x slower
 # than the build machine, so only the NEON leg runs every suite (the
 # suites that test validation, threading and the score modifiers' rules run
-# the same code at every vector width: on x86's four targets too); the SVE
+# the same code at every vector width: on x86's four targets too), without
+# the 1300-key decodes and the engine-like band masks of up to 3000 keys
+# ($long: their code is the shorter cases', their cost sequence length; x86
+# runs them on four targets); the SVE
 # widths run the attention suites (every kernel: prefill, decode, the small
 # one, bf16, blocks, paged caches) without the cases whose cost is sequence
-# length rather than code ($quick: the benchmark shapes, the 36-head
-# decode, the engine-like band masks of up to 3000 keys, and the integer
+# length rather than code ($quick: $long, the benchmark shapes, and the integer
 # products' matrix of formats and I8 scale layouts, whose unpacking and
-# quantization are the same code on every target: the NEON leg runs them;
+# quantization are the same code on every target: the NEON leg runs those;
 # the SVE widths keep the cases of the integer kernel's shapes, 8 rows,
 # staged odd head dims, offsets and modifiers), and the portable fallback
 # runs on x86 (its EMU128 legs: the same code).
 once='^(capi_test|reference_test|cpp_binding_test|softmax_test|matmul_test|tanh_test|oom_test|examples\..*)$'
 int8='Kv/KvInt8Test.*'
-quick="-Sdpa/BenchShapeTest.*:Sdpa/DecodeTest.*_Lk1300:MaskTest.BandLikeAnEngine:$int8/I8D*:$int8/I4KChannel"
+long="-Sdpa/DecodeTest.*_Lk1300:MaskTest.BandLikeAnEngine"
+quick="$long:Sdpa/BenchShapeTest.*:$int8/I8D*:$int8/I4KChannel"
 quick+=":$int8/Q8_0:$int8/Q4_0:$int8/Q4_1:$int8/Q5_*:$int8/IQ4_NL:$int8/I8Gqa3:$int8/F16IsF32"
 runs_for() {
   case $1 in
     arm64)
-      echo "cortex-a72;NEON;-L ^native$;"
+      # Every suite but the cases whose cost is sequence length (x86's four
+      # targets run them; the code they take is the shorter cases').
+      echo "cortex-a72;NEON;-L ^native$;$long"
       echo "cortex-a72;NEON;-R $once;"
       echo "cortex-a72;NEON;-R ^target_test\.(NEON|foreign_name|EMU128)$;"
       # The three SVE vector lengths share the attention suites' cases: a
@@ -109,7 +114,9 @@ runs_for() {
       # kernel tests (softmax, matmul) whole on each.
       local sharded='(sdpa|kv_attention|blocks|merge|bf16)_test\.native'
       echo "max,sve-max-vq=2;SVE_256_BF16;-R ^($sharded|mha_test\.native)$;$quick;;0/3"
-      echo "max,sve-max-vq=2;SVE_256_BF16;-R ^(target_test\.native|softmax_test|matmul_test|tanh_test|target_test\.NEON)$;"
+      echo "max,sve-max-vq=2;SVE_256_BF16;-R ^(target_test\.native|softmax_test|matmul_test|target_test\.NEON)$;"
+      # tanh_test's SVE instances (NEON's and the fallback's: the NEON leg).
+      echo "max,sve-max-vq=2;SVE_256_BF16;-R ^tanh_test$;*/SVE*"
       echo "max,sve-max-vq=4;SVE2_BF16;-R ^($sharded)$;$quick;;1/3"
       echo "max,sve-max-vq=4;SVE2_BF16;-R ^(target_test\.native|softmax_test|matmul_test)$;"
       echo "max,sve-max-vq=1;SVE2_128;-R ^($sharded)$;$quick;SVE2_128;2/3"
@@ -309,21 +316,15 @@ for leg in "${legs[@]}"; do
   cmake -S . -B "$build" -DCMAKE_TOOLCHAIN_FILE="cmake/toolchains/$triplet.cmake" \
     -DCMAKE_BUILD_TYPE=Release -DHWYATTN_BUILD_TESTS=ON -DHWYATTN_BUILD_BENCH=OFF \
     -DHWYATTN_MPI=OFF "${config[@]}" >/dev/null
-  # Only the executables the legs run: each test's command (ctest's JSON) is
-  # the emulator and its arguments, then the build tree's executable.
-  executables=$(while IFS=';' read -r _ _ selection _; do
-      # shellcheck disable=SC2086  # the selection is two words
-      ctest --test-dir "$build" --show-only=json-v1 $selection
-    done < <(runs_for "$leg") | python3 -c '
-import json, os, sys
-build = os.path.abspath(sys.argv[1]) + "/"
-decoder, text, names = json.JSONDecoder(), sys.stdin.read(), set()
-while text.strip():
-    doc, end = decoder.raw_decode(text.lstrip())
-    text = text.lstrip()[end:]
-    for test in doc["tests"]:
-        names.update(os.path.basename(c) for c in test.get("command", []) if c.startswith(build))
-print(" ".join(sorted(names)))' "$build")
+  # Only the executables the legs run (each test's command is the emulator
+  # and its arguments, then the build tree's executable).
+  selections=()
+  while IFS=';' read -r _ _ selection _; do
+    ((${#selections[@]} == 0)) || selections+=(--)
+    # shellcheck disable=SC2206  # the selection is two words
+    selections+=($selection)
+  done < <(runs_for "$leg")
+  executables=$(scripts/ctest_executables.py "$build" "${selections[@]}")
   stamp "$leg: building $executables"
   # shellcheck disable=SC2086  # a list of words
   cmake --build "$build" -j"$JOBS" --target $executables

@@ -15,7 +15,8 @@
 // steps of the sum.
 //
 // One namespace per instruction set, with the same three functions;
-// flash_attention.cc picks the namespace of the target it is compiled for.
+// flash_tiles-inl.h picks the namespace of the target the prefill is compiled
+// for; flash_bf16_shapes-inl.h defines ScoreTile and ValueTile in each.
 // Each file compiled for its architecture only (HWYATTN_BF16_DOT_COMPILED,
 // src/targets.h), every function under a target attribute, and called only
 // where Bf16DotFor (src/targets.h) says the CPU has the instructions and

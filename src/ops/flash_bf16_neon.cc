@@ -101,40 +101,11 @@ HWYATTN_BF16_TARGET inline void ValueTileFixed(size_t pairs, const uint32_t* v_p
     for (size_t c = 0; c < kVectors; ++c) vst1q_f32(o + r * ldo + c * kLanes, acc[r][c]);
 }
 
-template <size_t kRows>
-HWYATTN_BF16_TARGET void ValueTileRows(size_t rows, size_t vectors, size_t pairs,
-                                       const uint32_t* v_pairs, size_t ldv, const uint32_t* p_pairs,
-                                       size_t ldp, const float* alpha, float* o, size_t ldo) {
-  if constexpr (kRows > 1) {
-    if (rows < kRows) {
-      ValueTileRows<kRows - 1>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
-      return;
-    }
-  }
-  switch (vectors) {
-    case 1: ValueTileFixed<kRows, 1>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
-    case 2: ValueTileFixed<kRows, 2>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
-    default: ValueTileFixed<kRows, 3>(pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
-  }
-}
+constexpr bool kValueRowsAtRunTime = false;
 
 }  // namespace
 
-HWYATTN_BF16_TARGET void ScoreTile(size_t vectors, size_t pairs, const uint32_t* k_pairs,
-                                   const uint32_t* q_pairs, size_t ldq, float scale, float* s,
-                                   size_t lds) {
-  switch (vectors) {
-    case 1: ScoreTileFixed<1>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
-    case 2: ScoreTileFixed<2>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
-    default: ScoreTileFixed<3>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
-  }
-}
-
-HWYATTN_BF16_TARGET void ValueTile(size_t rows, size_t vectors, size_t pairs,
-                                   const uint32_t* v_pairs, size_t ldv, const uint32_t* p_pairs,
-                                   size_t ldp, const float* alpha, float* o, size_t ldo) {
-  ValueTileRows<kTileRows>(rows, vectors, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo);
-}
+#include "src/ops/flash_bf16_shapes-inl.h"
 
 HWYATTN_BF16_TARGET void ValueSkippingZeros(size_t dims, size_t vectors, size_t pairs,
                                             const uint32_t* v_pairs, size_t ldv,

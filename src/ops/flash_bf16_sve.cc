@@ -20,8 +20,8 @@
 #if HWYATTN_SVE_BF16_DOT_COMPILED
 #include <arm_sve.h>
 
-#define HWYATTN_SVE_BF16 __attribute__((target("+sve+bf16")))
-#define HWYATTN_SVE_BF16_INLINE HWYATTN_SVE_BF16 inline __attribute__((always_inline))
+#define HWYATTN_BF16_TARGET __attribute__((target("+sve+bf16")))
+#define HWYATTN_BF16_INLINE HWYATTN_BF16_TARGET inline __attribute__((always_inline))
 
 // The 8 accumulators of one query vector's column, a0 .. a7 (rows 0 .. 7).
 #define HWYATTN_COLUMN(a) a##0, a##1, a##2, a##3, a##4, a##5, a##6, a##7
@@ -35,20 +35,20 @@ namespace {
 
 static_assert(kTileRows == 8, "a step loads the pairs of rows 0-3 and 4-7");
 
-HWYATTN_SVE_BF16_INLINE svbfloat16_t LoadPairs(svbool_t pg, const uint32_t* p) {
+HWYATTN_BF16_INLINE svbfloat16_t LoadPairs(svbool_t pg, const uint32_t* p) {
   return svreinterpret_bf16_u32(svld1_u32(pg, p));
 }
 
 // The pairs p[0..3] in every 128-bit segment (those of rows whose `pg` lane
 // is off: 0, not read).
-HWYATTN_SVE_BF16_INLINE svbfloat16_t LoadRowPairs(svbool_t pg, const uint32_t* p) {
+HWYATTN_BF16_INLINE svbfloat16_t LoadRowPairs(svbool_t pg, const uint32_t* p) {
   return svreinterpret_bf16_u32(svld1rq_u32(pg, p));
 }
 
 // One step of a column: a_r += x . (pair of row r), rows 0-3 from r03's
 // segments, 4-7 from r47's.
-HWYATTN_SVE_BF16_INLINE void DotColumn(HWYATTN_COLUMN_PARAMS, svbfloat16_t x, svbfloat16_t r03,
-                                       svbfloat16_t r47) {
+HWYATTN_BF16_INLINE void DotColumn(HWYATTN_COLUMN_PARAMS, svbfloat16_t x, svbfloat16_t r03,
+                                   svbfloat16_t r47) {
   a0 = svbfdot_lane_f32(a0, x, r03, 0);
   a1 = svbfdot_lane_f32(a1, x, r03, 1);
   a2 = svbfdot_lane_f32(a2, x, r03, 2);
@@ -60,15 +60,15 @@ HWYATTN_SVE_BF16_INLINE void DotColumn(HWYATTN_COLUMN_PARAMS, svbfloat16_t x, sv
 }
 
 // o[r] * alpha for r < rows, else 0 (not read).
-HWYATTN_SVE_BF16_INLINE svfloat32_t ScaledRow(const float* o, size_t ldo, svfloat32_t alpha,
-                                              size_t r, size_t rows) {
+HWYATTN_BF16_INLINE svfloat32_t ScaledRow(const float* o, size_t ldo, svfloat32_t alpha, size_t r,
+                                          size_t rows) {
   const svbool_t all = svptrue_b32();
   return r < rows ? svmul_f32_x(all, svld1_f32(all, o + r * ldo), alpha) : svdup_n_f32(0.0f);
 }
 
 // a_r = o[r] * alpha.
-HWYATTN_SVE_BF16_INLINE void LoadScaledColumn(HWYATTN_COLUMN_PARAMS, const float* o, size_t ldo,
-                                              const float* alpha, size_t rows) {
+HWYATTN_BF16_INLINE void LoadScaledColumn(HWYATTN_COLUMN_PARAMS, const float* o, size_t ldo,
+                                          const float* alpha, size_t rows) {
   const svfloat32_t a = svld1_f32(svptrue_b32(), alpha);
   a0 = ScaledRow(o, ldo, a, 0, rows);
   a1 = ScaledRow(o, ldo, a, 1, rows);
@@ -81,7 +81,7 @@ HWYATTN_SVE_BF16_INLINE void LoadScaledColumn(HWYATTN_COLUMN_PARAMS, const float
 }
 
 // a_r *= scale.
-HWYATTN_SVE_BF16_INLINE void ScaleColumn(HWYATTN_COLUMN_PARAMS, float scale) {
+HWYATTN_BF16_INLINE void ScaleColumn(HWYATTN_COLUMN_PARAMS, float scale) {
   const svbool_t all = svptrue_b32();
   a0 = svmul_n_f32_x(all, a0, scale);
   a1 = svmul_n_f32_x(all, a1, scale);
@@ -94,7 +94,7 @@ HWYATTN_SVE_BF16_INLINE void ScaleColumn(HWYATTN_COLUMN_PARAMS, float scale) {
 }
 
 // o[r] = a_r for r < rows.
-HWYATTN_SVE_BF16_INLINE void StoreColumn(HWYATTN_COLUMN_PARAMS, float* o, size_t ldo, size_t rows) {
+HWYATTN_BF16_INLINE void StoreColumn(HWYATTN_COLUMN_PARAMS, float* o, size_t ldo, size_t rows) {
   const svbool_t all = svptrue_b32();
   svst1_f32(all, o, a0);  // rows >= 1
   if (rows > 1) svst1_f32(all, o + 1 * ldo, a1);
@@ -107,8 +107,9 @@ HWYATTN_SVE_BF16_INLINE void StoreColumn(HWYATTN_COLUMN_PARAMS, float* o, size_t
 }
 
 template <size_t kVectors>
-HWYATTN_SVE_BF16 void ScoreTileFixed(size_t pairs, const uint32_t* k_pairs, const uint32_t* q_pairs,
-                                     size_t ldq, float scale, float* s, size_t lds) {
+HWYATTN_BF16_TARGET void ScoreTileFixed(size_t pairs, const uint32_t* k_pairs,
+                                        const uint32_t* q_pairs, size_t ldq, float scale, float* s,
+                                        size_t lds) {
   const svbool_t all = svptrue_b32();
   const size_t lanes = svcntw();
   const svfloat32_t zero = svdup_n_f32(0.0f);
@@ -144,9 +145,9 @@ HWYATTN_SVE_BF16 void ScoreTileFixed(size_t pairs, const uint32_t* k_pairs, cons
 // The value dims r >= rows of a partial tile are computed on zero pairs
 // (not read) and not stored: Dv is a multiple of 8 in every common model.
 template <size_t kVectors>
-HWYATTN_SVE_BF16 void ValueTileFixed(size_t rows, size_t pairs, const uint32_t* v_pairs, size_t ldv,
-                                     const uint32_t* p_pairs, size_t ldp, const float* alpha,
-                                     float* o, size_t ldo) {
+HWYATTN_BF16_TARGET void ValueTileFixed(size_t rows, size_t pairs, const uint32_t* v_pairs,
+                                        size_t ldv, const uint32_t* p_pairs, size_t ldp,
+                                        const float* alpha, float* o, size_t ldo) {
   const svbool_t all = svptrue_b32();
   const size_t lanes = svcntw();
   const svbool_t rows03 = svwhilelt_b32_u64(0, rows);
@@ -176,32 +177,16 @@ HWYATTN_SVE_BF16 void ValueTileFixed(size_t rows, size_t pairs, const uint32_t* 
   if constexpr (kVectors > 2) StoreColumn(HWYATTN_COLUMN(c), o + 2 * lanes, ldo, rows);
 }
 
+constexpr bool kValueRowsAtRunTime = true;
+
 }  // namespace
 
-HWYATTN_SVE_BF16 void ScoreTile(size_t vectors, size_t pairs, const uint32_t* k_pairs,
-                                const uint32_t* q_pairs, size_t ldq, float scale, float* s,
-                                size_t lds) {
-  switch (vectors) {
-    case 1: ScoreTileFixed<1>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
-    case 2: ScoreTileFixed<2>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
-    default: ScoreTileFixed<3>(pairs, k_pairs, q_pairs, ldq, scale, s, lds); break;
-  }
-}
+#include "src/ops/flash_bf16_shapes-inl.h"
 
-HWYATTN_SVE_BF16 void ValueTile(size_t rows, size_t vectors, size_t pairs, const uint32_t* v_pairs,
-                                size_t ldv, const uint32_t* p_pairs, size_t ldp, const float* alpha,
-                                float* o, size_t ldo) {
-  switch (vectors) {
-    case 1: ValueTileFixed<1>(rows, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
-    case 2: ValueTileFixed<2>(rows, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
-    default: ValueTileFixed<3>(rows, pairs, v_pairs, ldv, p_pairs, ldp, alpha, o, ldo); break;
-  }
-}
-
-HWYATTN_SVE_BF16 void ValueSkippingZeros(size_t dims, size_t vectors, size_t pairs,
-                                         const uint32_t* v_pairs, size_t ldv,
-                                         const uint32_t* p_pairs, size_t ldp, const float* alpha,
-                                         float* o, size_t ldo) {
+HWYATTN_BF16_TARGET void ValueSkippingZeros(size_t dims, size_t vectors, size_t pairs,
+                                            const uint32_t* v_pairs, size_t ldv,
+                                            const uint32_t* p_pairs, size_t ldp, const float* alpha,
+                                            float* o, size_t ldo) {
   const svbool_t all = svptrue_b32();
   const svbool_t all16 = svptrue_b16();
   const size_t lanes = svcntw();

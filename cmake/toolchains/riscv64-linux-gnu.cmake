@@ -2,7 +2,7 @@
 #
 # Cross-compiling hwyattn for riscv64 Linux with clang 16 (Debian 12: clang-16) and
 # the GNU toolchain of g++-riscv64-linux-gnu (its libc, libstdc++ and GNU ld); tests
-# run under qemu-riscv64-static with that toolchain's root (-L /usr/riscv64-linux-gnu).
+# run under QEMU user mode with that toolchain's root (-L /usr/riscv64-linux-gnu).
 # Clang, not GCC: Debian 12's riscv64-linux-gnu-g++ 12 cannot compile Highway's RVV
 # target (Highway >= 1.4 needs GCC >= 13 or clang >= 16 for it). Debian 12 has no
 # riscv64 multiarch packages: Highway comes from -DHWYATTN_HIGHWAY=<Highway >= 1.4>,
@@ -16,7 +16,8 @@
 #     -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX=$PWD/gtest-rv && cmake --build build-gtest-rv && cmake --install build-gtest-rv
 #   cmake -S . -B build-riscv64 -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/riscv64-linux-gnu.cmake \
 #     -DCMAKE_C_FLAGS=-march=rv64gcv -DCMAKE_CXX_FLAGS=-march=rv64gcv -DHWYATTN_HIGHWAY=highway-1.4.0.tar.gz \
-#     -DHWYATTN_OPENMP=OFF -DHWYATTN_MPI=OFF -DHWYATTN_BUILD_BENCH=OFF -DCMAKE_PREFIX_PATH=$PWD/gtest-rv
+#     -DHWYATTN_OPENMP=OFF -DHWYATTN_MPI=OFF -DHWYATTN_BUILD_BENCH=OFF -DCMAKE_PREFIX_PATH=$PWD/gtest-rv \
+#     -DHWYATTN_QEMU_RISCV64=<a QEMU >= 8 qemu-riscv64, e.g. bookworm-backports' qemu-user's>
 #   QEMU_CPU=rv64,v=true,vext_spec=v1.0,vlen=256 ctest --test-dir build-riscv64 -L native
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR riscv64)

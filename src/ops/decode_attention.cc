@@ -43,7 +43,6 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/ops/decode_attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 // After highway.h
 #include "src/ops/registers-inl.h"
@@ -109,11 +108,7 @@ constexpr bool kL2Loops = false;
 #endif
 template <bool kL2, typename T>
 HWY_INLINE void PrefetchStream(const T* p) {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(p, 0, kL2 ? 2 : 3);
-#else
-  hwy::Prefetch(p);
-#endif
+  PrefetchLine<kL2 ? 2 : 3>(p);
 }
 
 #if HWY_TARGET != HWY_SCALAR  // (no ConcatEven there; one lane needs no sums)

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "hwy/base.h"
+#include "src/cache_line.h"
 #include "src/ops/convert.h"
 #include "src/ops/reduce_keys_avx512.h"
 
@@ -26,7 +27,7 @@ namespace {
 // decode kernel's PrefetchStream.
 template <bool kL2>
 HWYATTN_BF16_TARGET inline void Prefetch(const void* p) {
-  __builtin_prefetch(p, 0, kL2 ? 2 : 3);
+  PrefetchLine<kL2 ? 2 : 3>(p);
 }
 
 // The lines of the 32 elements of T from p, vector `vec` of a row's span:
@@ -536,6 +537,7 @@ HWYATTN_BF16_TARGET void Bf16DecodeValues(Dtype dtype, bool l2, size_t rows, con
 #else  // not compiled (src/targets.h) or not x86-64: Bf16DotFor() is false, nothing calls these
 
 #include "hwy/base.h"
+#include "src/cache_line.h"
 
 namespace hwyattn {
 void Bf16DecodeScores(Dtype, bool, size_t, size_t, const uint32_t*, size_t, const void*, int64_t,

@@ -50,7 +50,6 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/ops/flash_attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 // After highway.h
 #include "src/ops/flash_pack-inl.h"
@@ -812,9 +811,9 @@ HWY_INLINE void ScoreKeyTile(const FlashPlan& plan, const ItemRows& r, const Ite
     const int64_t v_end = std::min<int64_t>(j + static_cast<int64_t>(kMR), jt1);
     if (bf16_dot) {
       for (int64_t row = j / 2; row < (v_end + 1) / 2; ++row)
-        hwy::Prefetch(in.v_rows + row * in.ldv);
+        PrefetchLine(in.v_rows + row * in.ldv);
     } else {
-      for (int64_t row = j; row < v_end; ++row) hwy::Prefetch(in.v_rows + row * in.ldv);
+      for (int64_t row = j; row < v_end; ++row) PrefetchLine(in.v_rows + row * in.ldv);
     }
     ahead->Step();
     const KeyPanelPrefetch prefetch =

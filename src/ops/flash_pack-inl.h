@@ -22,8 +22,8 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "src/cache_line.h"
 #include "src/ops/blocks.h"
 #include "src/ops/convert.h"
 #include "src/ops/flash_attention.h"
@@ -410,7 +410,7 @@ void PackQueriesContiguous(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t
   for (int64_t c = 0; c < rows; ++c) {
     const char* row = reinterpret_cast<const char*>(src_rows[c]);
     for (int64_t at = 0; at < dim * static_cast<int64_t>(sizeof(T)); at += 64) {
-      hwy::Prefetch(row + at);
+      PrefetchLine(row + at);
     }
   }
   for (int64_t c0 = 0; c0 < static_cast<int64_t>(kQueryTile); c0 += kLanes) {

@@ -15,7 +15,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "src/cache_line.h"
 #include "src/ops/flash_tiles-inl.h"
@@ -42,7 +41,7 @@ struct KeyPanelPrefetch {
   size_t ld;
   size_t lines;
   HWY_INLINE void operator()(size_t k) const {
-    if (k < lines) hwy::Prefetch(rows + (k % kMR) * ld + (k / kMR) * kCacheLineFloats);
+    if (k < lines) PrefetchLine(rows + (k % kMR) * ld + (k / kMR) * kCacheLineFloats);
   }
 };
 
@@ -54,7 +53,7 @@ struct ValueLinePrefetch {
   const float* line;  // key 0's line, or null
   size_t ldv;
   HWY_INLINE void operator()(size_t k) const {
-    if (line != nullptr) hwy::Prefetch(line + k * ldv);
+    if (line != nullptr) PrefetchLine(line + k * ldv);
   }
 };
 
@@ -87,7 +86,7 @@ class RowLinesAhead {
   }
   HWY_INLINE void Step() {
     for (size_t n = 0; n < per_step_ && row_ < count_; ++n) {
-      hwy::Prefetch(rows_[row_] + kCacheLineBytes * line_);
+      PrefetchLine(rows_[row_] + kCacheLineBytes * line_);
       if (++line_ == lines_[row_]) {
         line_ = 0;
         ++row_;

@@ -195,7 +195,7 @@ struct LinePrefetch {
   const float* lines;
   size_t count;
   HWY_INLINE void operator()(size_t k) const {
-    if (k < count) __builtin_prefetch(lines + k * kCacheLineFloats, 0, 2);
+    if (k < count) PrefetchLine<2>(lines + k * kCacheLineFloats);
   }
 };
 

@@ -8,6 +8,8 @@
 #if HWYATTN_BF16_DOT_COMPILED && defined(__x86_64__)
 #include <immintrin.h>
 
+#include "src/cache_line.h"
+
 #define HWYATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
 namespace hwyattn {
@@ -33,7 +35,7 @@ HWYATTN_BF16_TARGET inline void Tile(size_t pairs, const uint32_t* a_pairs, cons
     }
   }
   for (size_t i = 0; i < pairs; ++i) {
-    if (i < prefetch_lines) __builtin_prefetch(prefetch + i * 64, 0, 2);
+    if (i < prefetch_lines) PrefetchLine<2>(prefetch + i * 64);
     __m512bh b[kVectors];
 #pragma GCC unroll 16
     for (size_t v = 0; v < kVectors; ++v) {

@@ -374,7 +374,7 @@ HWY_INLINE void TransposeBlock(VF&... rows) {
   constexpr size_t kHalf = kLanes / 2;
   Unroll<hwy::CeilLog2(kLanes)>([&](auto /*round*/) HWYATTN_INLINE_LAMBDA {
     WithRegistersFrom<kLanes>(
-        [&](auto i) -> hn::Vec<DF> HWYATTN_INLINE_LAMBDA {
+        [&](auto i) HWYATTN_INLINE_LAMBDA -> hn::Vec<DF> {
           constexpr size_t kRow = 2 * (decltype(i)::value % kHalf);
           if constexpr (decltype(i)::value < kHalf) {
             return hn::ConcatEven(df, Nth<kRow + 1>(rows...), Nth<kRow>(rows...));
@@ -417,7 +417,7 @@ void PackQueriesContiguous(const SdpaProblem& p, int64_t b, int64_t kvh, int64_t
     const T* const* src = src_rows + c0;
     for (int64_t d0 = 0; d0 < dim_vec; d0 += kLanes) {
       WithRegistersFrom<kLanes>(
-          [&](auto i) -> hn::Vec<DF> HWYATTN_INLINE_LAMBDA {
+          [&](auto i) HWYATTN_INLINE_LAMBDA -> hn::Vec<DF> {
             if (src[i] == nullptr) return hn::Zero(df);
             const auto q = LoadWide(src[i] + d0);
             return hn::Mul(kRound ? RoundToBf16(df, q) : q, scale);

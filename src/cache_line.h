@@ -25,19 +25,18 @@ constexpr size_t kCacheLineBytes = 64;  // x86-64, Arm Cortex and Neoverse cores
 #endif
 constexpr size_t kCacheLineFloats = kCacheLineBytes / sizeof(float);
 
-// Asks for the line that holds p, for reading, into every cache level
-// (kLocality 3: L1) or into L2 and out (2), with the compiler's builtin on
+// Asks for the line that holds p, for reading, into every cache level (L1),
+// or into L2 and out (kL2), with the compiler's builtin on
 // every architecture (prefetcht0 / prefetcht1 on x86, prfm on arm64, dcbt on
 // POWER, pfd on s390x; nothing on a RISC-V without Zicbop). Not
 // hwy::Prefetch: Highway 1.4's compiles to nothing where __SSE2__ is not
 // defined, that is on every architecture but x86.
 // Always inlined (HWY_INLINE): GCC takes a function that only prefetches for
 // one without effects (const) and deletes the calls it has not inlined yet.
-template <int kLocality = 3>
+template <bool kL2 = false>
 HWY_INLINE void PrefetchLine(const void* p) {
-  static_assert(kLocality == 2 || kLocality == 3, "L2 or L1");
 #if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(p, 0, kLocality);
+  __builtin_prefetch(p, 0, kL2 ? 2 : 3);
 #else
   (void)p;
 #endif

@@ -95,8 +95,9 @@ HWY_INLINE bool PrefetchAt(size_t d) {
   return sizeof(T) >= 2 || (d * sizeof(T)) % kCacheLineBytes == 0;
 }
 
-// A prefetch of a streamed K or V line into L1 or L2 (StreamPrefetchLevel,
-// a template parameter of the whole chunk so the loops carry no branch).
+// Streamed K and V lines are prefetched into L1 or L2 (PrefetchLine<kL2>, kL2
+// from StreamPrefetchLevel, a template parameter of the whole chunk so the
+// loops carry no branch).
 // StreamPrefetchLevel asks for L2 only on x86 CPUs with AVX2 (AMD family
 // 19h), so the L2 loops are compiled for those targets alone: every other
 // target (and a capped SSE4 or fallback on such a CPU) runs the L1 loops,
@@ -106,10 +107,6 @@ constexpr bool kL2Loops = true;
 #else
 constexpr bool kL2Loops = false;
 #endif
-template <bool kL2, typename T>
-HWY_INLINE void PrefetchStream(const T* p) {
-  PrefetchLine<kL2 ? 2 : 3>(p);
-}
 
 #if HWY_TARGET != HWY_SCALAR  // (no ConcatEven there; one lane needs no sums)
 // Pairwise sums of a pack of accumulators (registers-inl.h), halving it
@@ -166,14 +163,14 @@ HWY_INLINE void ScoreDimBlock(const float* HWY_RESTRICT q, size_t ldq, size_t d,
         const T* kr = k + d;  // key kk's row, a step of ldk per key
         Unroll<kKeys>([&](auto kk) HWYATTN_INLINE_LAMBDA {
           Unroll<kBlock>([&](auto c) HWYATTN_INLINE_LAMBDA {
-            if (PrefetchAt<T>(d + c * kLanes)) PrefetchStream<kL2>(kr + ahead + c * kLanes);
+            if (PrefetchAt<T>(d + c * kLanes)) PrefetchLine<kL2>(kr + ahead + c * kLanes);
             const VF kv = LoadWide(kr + c * kLanes);
             Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
               auto& x = Nth<r * kKeys + kk>(acc...);
               x = hn::MulAdd(Nth<r * kBlock + c>(qv...), kv, x);
             });
           });
-          PrefetchStream<kL2>(kr + ahead + kBlock * kLanes - 1);  // the span's end (PrefetchAt)
+          PrefetchLine<kL2>(kr + ahead + kBlock * kLanes - 1);  // the span's end (PrefetchAt)
           kr += ldk;
         });
       });
@@ -218,10 +215,10 @@ HWY_INLINE void ScoreKeyGroup(const float* HWY_RESTRICT q, size_t ldq, size_t di
         const T* kr = k + static_cast<int64_t>(kk) * ldk;
         auto& x = Nth<kk>(acc...);
         for (size_t d = 0; d < dim_vec; d += kLanes) {
-          if (PrefetchAt<T>(d)) PrefetchStream<kL2>(kr + ahead + d);
+          if (PrefetchAt<T>(d)) PrefetchLine<kL2>(kr + ahead + d);
           x = hn::MulAdd(hn::Load(df, q + d), LoadWide(kr + d), x);
         }
-        if (dim_vec != 0) PrefetchStream<kL2>(kr + ahead + dim_vec - 1);
+        if (dim_vec != 0) PrefetchLine<kL2>(kr + ahead + dim_vec - 1);
       });
     } else {
       ScoreDimBlocks<kL2, kRows, kBlock>(q, ldq, 0, dim_vec, k, ldk, ahead, acc...);
@@ -297,9 +294,9 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, const Ke
           for (size_t j = 0; j < runs[k].count; ++j) {
             const T* HWY_RESTRICT vj = v + static_cast<int64_t>(j) * ldv;
             Unroll<kVecs>([&](auto c) HWYATTN_INLINE_LAMBDA {
-              if (PrefetchAt<T>(dv + c * kLanes)) PrefetchStream<kL2>(vj + ahead + c * kLanes);
+              if (PrefetchAt<T>(dv + c * kLanes)) PrefetchLine<kL2>(vj + ahead + c * kLanes);
             });
-            PrefetchStream<kL2>(vj + ahead + kVecs * kLanes - 1);
+            PrefetchLine<kL2>(vj + ahead + kVecs * kLanes - 1);
             WithRegistersFrom<kVecs>(
                 [&](auto c) HWYATTN_INLINE_LAMBDA { return LoadWide(vj + c * kLanes); },
                 [&](auto&... vv) HWYATTN_INLINE_LAMBDA {

@@ -23,13 +23,6 @@
 namespace hwyattn {
 namespace {
 
-// A prefetch of a streamed K or V line into L2 (kL2) or L1, as the fp32
-// decode kernel's PrefetchStream.
-template <bool kL2>
-HWYATTN_BF16_TARGET inline void Prefetch(const void* p) {
-  PrefetchLine<kL2 ? 2 : 3>(p);
-}
-
 // The lines of the 32 elements of T from p, vector `vec` of a row's span:
 // one line for 16-bit elements, two for floats, and for 1-byte elements one
 // at every other vector (a vector is half a line). Each span of vectors also
@@ -39,8 +32,8 @@ HWYATTN_BF16_TARGET inline void PrefetchVector(const T* p, size_t vec) {
   if constexpr (sizeof(T) == 1) {
     if (vec % 2 != 0) return;
   }
-  Prefetch<kL2>(p);
-  if constexpr (sizeof(T) == 4) Prefetch<kL2>(p + 16);
+  PrefetchLine<kL2>(p);
+  if constexpr (sizeof(T) == 4) PrefetchLine<kL2>(p + 16);
 }
 
 // The elements of a mask of n < 32 or more elements.
@@ -204,7 +197,7 @@ HWYATTN_BF16_TARGET inline void ScoreBlock(const uint32_t* q, size_t ldq, size_t
         acc[r * kKeys + kk] = _mm512_dpbf16_ps(acc[r * kKeys + kk], kv, qv[r][c]);
       }
     }
-    Prefetch<kL2>(kr + ahead + kBlock * kBf16DecodeDims - 1);
+    PrefetchLine<kL2>(kr + ahead + kBlock * kBf16DecodeDims - 1);
   }
 }
 
@@ -319,8 +312,8 @@ HWYATTN_BF16_TARGET inline void ValuePair(const T* v0, int64_t ldv, int64_t ahea
     PrefetchVector<kL2>(a + ldv + ahead, c);
     KeyPairs(a, a + ldv, m[c], my[c], table, lo[c], hi[c]);
   }
-  Prefetch<kL2>(v0 + ahead + kVecs * kBf16DecodeDims - 1);
-  Prefetch<kL2>(v0 + ldv + ahead + kVecs * kBf16DecodeDims - 1);
+  PrefetchLine<kL2>(v0 + ahead + kVecs * kBf16DecodeDims - 1);
+  PrefetchLine<kL2>(v0 + ldv + ahead + kVecs * kBf16DecodeDims - 1);
 #pragma GCC unroll 16
   for (size_t r = 0; r < kRows; ++r) {
     const __m512bh pr =

@@ -195,7 +195,7 @@ struct LinePrefetch {
   const float* lines;
   size_t count;
   HWY_INLINE void operator()(size_t k) const {
-    if (k < count) PrefetchLine<2>(lines + k * kCacheLineFloats);
+    if (k < count) PrefetchLine</*kL2=*/true>(lines + k * kCacheLineFloats);
   }
 };
 

@@ -35,7 +35,7 @@ HWYATTN_BF16_TARGET inline void Tile(size_t pairs, const uint32_t* a_pairs, cons
     }
   }
   for (size_t i = 0; i < pairs; ++i) {
-    if (i < prefetch_lines) PrefetchLine<2>(prefetch + i * 64);
+    if (i < prefetch_lines) PrefetchLine</*kL2=*/true>(prefetch + i * 64);
     __m512bh b[kVectors];
 #pragma GCC unroll 16
     for (size_t v = 0; v < kVectors; ++v) {

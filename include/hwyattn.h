@@ -141,9 +141,10 @@ HWYATTN_API const char* hwyattn_last_error(void);
  *    e.g. Debian 12's).
  *  The environment variable HWYATTN_TARGET (read once, at the first call) caps
  *  it for this library only: HWYATTN_TARGET=AVX2 on an AVX-512 machine runs
- *  the AVX2 kernels. A Highway name caps below the bf16 dot products
+ *  the AVX2 kernels. A Highway name caps below the dot-product extensions
  *  (HWYATTN_TARGET=AVX3, NEON or SVE_256 runs bf16 products as fp32 FMAs of
- *  rounded operands); a "_BF16" name caps at its target with them
+ *  rounded operands, and AVX3's integer products without AVX512_VNNI's
+ *  vpdpbusd); a "_BF16" name caps at its target with them
  *  (HWYATTN_TARGET=NEON_BF16 on an SVE machine: NEON's BFDOT tiles).
  *  HWYATTN_TARGET=EMU128 or SCALAR (either name, on any architecture) runs
  *  the fallback. A name that is not a target of this build (a typo, or
@@ -411,7 +412,9 @@ typedef enum hwyattn_precision {
    *  with exact int32 sums of each block and the rest in fp32. P V is fp32
    *  on the exactly dequantized V (any V dtype), as with F32; the softmax,
    *  lse and out are fp32. Decode rows (q_len * Hq / Hkv <= 8, the steps
-   *  the cache's bytes bound) run the integer dot products; prefill rows
+   *  the cache's bytes bound) run the integer dot products (x86 CPUs with
+   *  AVX512_VNNI: vpdpbusd, 64 bytes of a key row per instruction; elsewhere
+   *  Highway's widening multiply-adds on int16); prefill rows
    *  multiply the same dequantized query (d * q_d / s_d, 0 where s_d = 0) by
    *  the dequantized cache in fp32 (their time is bound by multiply-adds,
    *  which the fp32 tiles run at the FMA peak): the same scores within fp32

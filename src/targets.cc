@@ -76,10 +76,10 @@ void AppendAcceptedNames(char* out, size_t size) {
 }
 
 // HWYATTN_TARGET, parsed: the targets no better than the one it names, and
-// whether the bf16 dot products stay on.
+// whether the dot products (bf16, and AVX512_VNNI's int8) stay on.
 struct TargetCap {
   int64_t targets;
-  bool bf16_dot;
+  bool dot_products;  // the bf16 dot products and AVX512_VNNI
 };
 constexpr TargetCap kNoCap = {~int64_t{0}, true};
 
@@ -192,7 +192,7 @@ const TargetCap& Cap() {
 // them, and the cap keeps them.
 int64_t Bf16DotTargetsOn() {
   int64_t on = 0;
-  if (!HWYATTN_BF16_DOT_COMPILED || !Cap().bf16_dot) return on;
+  if (!HWYATTN_BF16_DOT_COMPILED || !Cap().dot_products) return on;
   for (const Bf16DotTarget& t : kBf16DotTargets) {
     if (t.name != nullptr && (AllowedTargets() & kCompiledTargets & t.target) != 0 &&
         CpuHasBf16Dot(t)) {
@@ -210,6 +210,22 @@ bool Bf16DotFor(int64_t target, Bf16DotKernel kernel) {
   const bool has_kernel = HWY_ARCH_X86_64 || kernel == Bf16DotKernel::kPrefill;
   const bool tuned = kernel != Bf16DotKernel::kDecodeI8 || CpuTuning().i8_bf16_dot;
   return has_kernel && tuned && (on & target) != 0;
+}
+
+bool Int8DotFor(int64_t target) {
+  static const int64_t on = [] {
+#if HWYATTN_BF16_DOT_COMPILED && defined(__x86_64__)
+    // CPUID.(EAX=7, ECX=0):ECX bit 11, AVX512_VNNI (the AVX-512 state the
+    // OS enables: hwy::SupportedTargets checked it for AVX3).
+    unsigned eax, ebx, ecx, edx;
+    if (Cap().dot_products && (AllowedTargets() & HWY_AVX3) != 0 &&
+        __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && ((ecx >> 11) & 1u) != 0) {
+      return int64_t{HWY_AVX3};
+    }
+#endif
+    return int64_t{0};
+  }();
+  return (on & target) != 0;
 }
 
 const char* Bf16DotTargetName(int64_t target) {

@@ -127,6 +127,12 @@ enum class Bf16DotKernel { kPrefill, kDecode, kDecodeI8, kMatmul };
 // Whether the `kernel` of `target` (a Highway target bit) runs the bf16 dot
 // products: the one rule every planner asks.
 bool Bf16DotFor(int64_t target, Bf16DotKernel kernel);
+// Whether the integer kernel of `target` (precision = INT8's scores) runs
+// AVX512_VNNI's vpdpbusd (src/ops/int8_vnni.cc): the AVX3 target, allowed,
+// on a CPU with AVX512_VNNI, with HWYATTN_TARGET unset, unknown or a bf16
+// name, as for the bf16 dot products (a plain "AVX3" caps below both). Read
+// once.
+bool Int8DotFor(int64_t target);
 // Highway 1.0.3 has no targets for the dot products, so they have their own
 // names, which hwyattn_simd_target reports when they are on: Highway's name
 // and "_BF16" ("AVX3_BF16", "NEON_BF16", "SVE_256_BF16", ...). Null for a

@@ -980,6 +980,30 @@ std::vector<CaseSpec> Int8Cases() {
     add("Q5_0MqaPrefill", s, {{24, 200}, {1, 600}});
   }
   {
+    // The head dim in 64-byte steps of two blocks (x86's vpdpbusd kernel):
+    // an odd block count (a last half step) at every group size, and
+    // longer rows in groups of steps.
+    KvSpec s = base;
+    s.dtype = HWYATTN_I8;
+    s.D = s.Dv = 96;
+    s.Hq = s.Hkv = 2;
+    add("I8D96Mha", s, {{1, 300}, {3, 40}});
+    s.dtype = HWYATTN_Q5_1;
+    add("Q5_1D96Mha", s, {{1, 300}, {3, 40}});
+    s.dtype = HWYATTN_I8;
+    s.D = s.Dv = 160;
+    s.Hq = 4;
+    add("I8D160Gqa2", s, {{1, 300}, {2, 40}});
+    s.dtype = HWYATTN_Q8_0;
+    s.D = s.Dv = 256;
+    s.Hq = 8;
+    add("Q8_0D256Gqa4", s, {{1, 300}, {2, 40}});
+    s.dtype = HWYATTN_Q4_0;
+    s.D = s.Dv = 224;
+    s.Hq = 16;
+    add("Q4_0D224Gqa8", s, {{1, 300}});
+  }
+  {
     KvSpec s = base;  // a float K: INT8 is F32
     s.dtype = HWYATTN_F16;
     add("F16IsF32", s);

@@ -447,9 +447,12 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t unit, size_t dim_
     const size_t int8_rows = std::max(rows_pad, Int8GroupRows(static_cast<size_t>(rows)));
     for (size_t r = rows_pad; r < int8_rows; ++r)
       memset(q + r * dim_pad, 0, dim_pad * sizeof(float));
+    const bool offset = GetInt8Kernels().offset_query;
     for (size_t r = 0; r < int8_rows; ++r) {
       QuantizeQueryRow(q + r * dim_pad, dim, qi, x.d + r * blocks, x.dsum + r * blocks);
       for (size_t i = 0; i < ldq; ++i) x.q[r * ldq + i] = qi[i];
+      if (offset)
+        OffsetQueryRow(qi, x.d + r * blocks, blocks, x.u + r * ldq, x.d_lanes + r * blocks * 8);
     }
   }
   if (kBf16DotTarget && plan.bf16_dot) {
@@ -577,7 +580,9 @@ void StageRows(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh
 // and masks) of the chunk's `keys` keys from c0 into s [rows][ld], times
 // the score scale in log2 units; -inf up to a whole vector. kStageKeys keys
 // at a time: I8 rows of whole blocks are read in place, the others'
-// integers staged (IntegerRow).
+// integers staged (IntegerRow). Each key's row is prefetched
+// PrefetchKeys rows ahead (AheadOffset, from the stage's first key).
+template <bool kL2>
 void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
                     const Int8DecodeScratch& x, float* HWY_RESTRICT s) {
   const SdpaProblem& p = *plan.problem;
@@ -587,20 +592,36 @@ void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, 
   const size_t ldk = blocks * static_cast<size_t>(kBlockElems);
   const bool in_place = p.k.dtype == Dtype::kI8 && dim % kBlockElems == 0;
   const bool block_scales = IsBlockDtype(p.k.dtype);
-  const Int8QueryRows q{x.q, x.d, x.dsum, blocks};
+  const Int8QueryRows q{x.q, x.d, x.dsum, blocks, x.u, x.d_lanes};
   const size_t rows = static_cast<size_t>(plan.rows);
   const Int8Kernels& kernels = GetInt8Kernels();
+  const int64_t row_bytes = ByteOffset(p.k.dtype, dim);
+  const int64_t ld_rows = p.k.stride[2];
   for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
     const int64_t n = std::min(kStageKeys, keys - j0);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t at = p.KeyRowOffset(p.k, b, kvh, c0 + j0 + i);
-      if (in_place) {
-        x.rows[i] = p.k.As<int8_t>() + at;
-      } else {
-        int8_t* row = x.keys + static_cast<size_t>(i) * ldk;
-        IntegerRow(p.k.dtype, p.k.BytesAt(at), dim, row, x.e + i * blocks, x.m + i * blocks);
-        x.rows[i] = row;
+    // Runs of rows ld_rows apart (the stage, or what of it a page holds).
+    for (int64_t i0 = 0; i0 < n;) {
+      const int64_t run = p.KeysInRun(c0 + j0 + i0, n - i0);
+      const int64_t at0 = p.KeyRowOffset(p.k, b, kvh, c0 + j0 + i0);
+      const int64_t ahead = AheadOffset(p, p.k, row_bytes, b, kvh, c0 + j0 + i0);
+      for (int64_t i = i0; i < i0 + run; ++i) {
+        const unsigned char* row = p.k.BytesAt(at0 + (i - i0) * ld_rows);
+        if (ahead != 0) {
+          const unsigned char* next = p.k.BytesAt(at0 + (i - i0) * ld_rows + ahead);
+          for (int64_t byte = 0; byte < row_bytes; byte += kCacheLineBytes) {
+            PrefetchLine<kL2>(next + byte);
+          }
+          PrefetchLine<kL2>(next + row_bytes - 1);
+        }
+        if (in_place) {
+          x.rows[i] = reinterpret_cast<const int8_t*>(row);
+        } else {
+          int8_t* integers = x.keys + static_cast<size_t>(i) * ldk;
+          IntegerRow(p.k.dtype, row, dim, integers, x.e + i * blocks, x.m + i * blocks);
+          x.rows[i] = integers;
+        }
       }
+      i0 += run;
     }
     const bool offsets = p.k.dtype == Dtype::kQ4_1 || p.k.dtype == Dtype::kQ5_1;
     kernels.scores(Int8GroupRows(rows), rows, q, x.rows, block_scales ? x.e : nullptr,
@@ -638,7 +659,7 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t unit, int64_t c0, int
   }
   bool staged = false;
   if (plan.int8) {
-    Int8ScoreChunk(plan, b, kvh, c0, keys, x, s);
+    Int8ScoreChunk<kL2>(plan, b, kvh, c0, keys, x, s);
     staged = true;  // (done)
   }
   if constexpr (std::is_same_v<T, float>) {

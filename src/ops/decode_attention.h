@@ -171,6 +171,8 @@ struct Int8DecodeScratch {
   int16_t* q;           // [kDecodeMaxRows][blocks * 32]
   float* d;             // [kDecodeMaxRows][blocks]
   float* dsum;          // [kDecodeMaxRows][blocks]
+  uint8_t* u;           // [kDecodeMaxRows][blocks * 32]: q + 128 (offset_query)
+  float* d_lanes;       // [kDecodeMaxRows][blocks * 8] (offset_query)
   int8_t* keys;         // [kStageKeys][blocks * 32]: staged integers
   float* e;             // [kStageKeys][blocks]
   float* m;             // [kStageKeys][blocks]
@@ -180,15 +182,17 @@ struct Int8DecodeScratch {
   static size_t Place(int64_t head_dim, float* floats, Int8DecodeScratch* x) {
     const size_t blocks = static_cast<size_t>(IntegerBlocks(head_dim));
     const size_t rows = static_cast<size_t>(kDecodeMaxRows), keys = static_cast<size_t>(kStageKeys);
-    const size_t sizes[7] = {PadFloats(rows * blocks * 16),  // int16: 2 per float
+    const size_t sizes[9] = {PadFloats(rows * blocks * 16),  // int16: 2 per float
                              PadFloats(rows * blocks),
                              PadFloats(rows * blocks),
+                             PadFloats(rows * blocks * 8),  // uint8: 4 per float
+                             PadFloats(rows * blocks * 8),
                              PadFloats(keys * blocks * 8),  // int8: 4 per float
                              PadFloats(keys * blocks),
                              PadFloats(keys * blocks),
                              PadFloats(keys * sizeof(void*) / sizeof(float))};
-    size_t at[7], total = 0;
-    for (int i = 0; i < 7; ++i) {
+    size_t at[9], total = 0;
+    for (int i = 0; i < 9; ++i) {
       at[i] = total;
       total += sizes[i];
     }
@@ -196,10 +200,12 @@ struct Int8DecodeScratch {
       x->q = reinterpret_cast<int16_t*>(floats + at[0]);
       x->d = floats + at[1];
       x->dsum = floats + at[2];
-      x->keys = reinterpret_cast<int8_t*>(floats + at[3]);
-      x->e = floats + at[4];
-      x->m = floats + at[5];
-      x->rows = reinterpret_cast<const int8_t**>(floats + at[6]);
+      x->u = reinterpret_cast<uint8_t*>(floats + at[3]);
+      x->d_lanes = floats + at[4];
+      x->keys = reinterpret_cast<int8_t*>(floats + at[5]);
+      x->e = floats + at[6];
+      x->m = floats + at[7];
+      x->rows = reinterpret_cast<const int8_t**>(floats + at[8]);
     }
     return total;
   }

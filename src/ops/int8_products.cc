@@ -23,24 +23,41 @@ void QuantizeQueryRow(const float* x, int64_t dim, int8_t* q, float* d, float* d
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t d0 = b * kBlockElems, n = std::min(kBlockElems, dim - d0);
     int8_t* qb = q + d0;
+    float xb[kBlockElems] = {};  // the block, zero-padded
+    for (int64_t i = 0; i < n; ++i) xb[i] = x[d0 + i];
     float amax = 0.0f;
-    bool finite = true;
-    for (int64_t i = 0; i < n; ++i) {
-      const float a = fabsf(x[d0 + i]);
-      finite = finite && a <= FLT_MAX;  // false for NaN and infinities
-      amax = std::max(amax, a);
+    int finite = 1;
+    for (int64_t i = 0; i < kBlockElems; ++i) {
+      const float a = fabsf(xb[i]);
+      finite &= a <= FLT_MAX ? 1 : 0;  // 0 for NaN and infinities
+      amax = amax > a ? amax : a;
     }
     const float db = amax / 127;
     const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    if (!finite) memset(xb, 0, sizeof(xb));  // q = 0 (and no NaN to convert)
     int32_t sum = 0;
     for (int64_t i = 0; i < kBlockElems; ++i) {
-      // |x * id| <= 127 (rounded up at most to 127.00001: roundf gives 127).
-      const int v = i < n && finite ? static_cast<int>(roundf(x[d0 + i] * id)) : 0;
+      // roundf(y) for |y| = |x * id| <= 127 (rounded up at most to
+      // 127.00001: 127): truncation, then one away from zero from a half
+      // on (y - t is exact there); no call, so the loop vectorizes.
+      const float y = xb[i] * id;
+      const int t = static_cast<int>(y);
+      const float rem = y - static_cast<float>(t);
+      const int v = t + (rem >= 0.5f ? 1 : 0) - (rem <= -0.5f ? 1 : 0);
       qb[i] = static_cast<int8_t>(v);
       sum += v;
     }
     d[b] = finite ? db : NAN;
     dsum[b] = d[b] * static_cast<float>(sum);
+  }
+}
+
+void OffsetQueryRow(const int8_t* q, const float* d, size_t blocks, uint8_t* u, float* d_lanes) {
+  for (size_t i = 0; i < blocks * static_cast<size_t>(kBlockElems); ++i) {
+    u[i] = static_cast<uint8_t>(q[i] + 128);
+  }
+  for (size_t b = 0; b < blocks; ++b) {
+    for (size_t i = 0; i < 8; ++i) d_lanes[b * 8 + i] = d[b];
   }
 }
 

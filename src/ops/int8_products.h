@@ -49,12 +49,20 @@ void DequantizedQueryRow(float* x, int64_t dim, int64_t stride, const float* cha
 
 // A query row as the integer kernels read it: each block's 32 int8 numbers
 // widened to int16 (the operand of the multiply-adds), then the scales.
+// Kernels that multiply unsigned by signed bytes (Int8Kernels::offset_query:
+// x86's vpdpbusd) read the query as q + 128 and its scales a lane each.
 struct Int8QueryRows {
-  const int16_t* q;   // [group rows][blocks * 32]; rows past `rows` zeros
-  const float* d;     // [group rows][blocks]
-  const float* dsum;  // [group rows][blocks]: d * sum of the block's q
-  size_t blocks;      // IntegerBlocks(head dim)
+  const int16_t* q;      // [group rows][blocks * 32]; rows past `rows` zeros
+  const float* d;        // [group rows][blocks]
+  const float* dsum;     // [group rows][blocks]: d * sum of the block's q
+  size_t blocks;         // IntegerBlocks(head dim)
+  const uint8_t* u;      // offset_query: [group rows][blocks * 32], q + 128
+  const float* d_lanes;  // offset_query: [group rows][blocks * 8], each d 8 times
 };
+
+// OffsetQueryRow: one row's q + 128 (u) and d 8 times per block (d_lanes)
+// from its int8 numbers q and scales d (QuantizeQueryRow's), for `blocks`.
+void OffsetQueryRow(const int8_t* q, const float* d, size_t blocks, uint8_t* u, float* d_lanes);
 
 // The rows the integer kernel computes for `rows` <= 8 query rows: the
 // smallest power of two >= rows (those past `rows` hold zeros), whatever
@@ -73,12 +81,18 @@ inline size_t Int8GroupRows(size_t rows) {
 // (those past `rows` are zeros and not stored).
 struct Int8Kernels {
   int64_t target;
+  bool offset_query;  // reads Int8QueryRows::u and d_lanes (else q and d)
   void (*scores)(size_t group_rows, size_t rows, const Int8QueryRows& q, const int8_t* const* keys,
                  const float* e, const float* m, size_t n, float scale, float* s, size_t lds);
 };
 
-// For the decode kernels' target (PickKernels picks the same one).
+// For the decode kernels' target (PickKernels picks the same one): where
+// Int8DotFor (src/targets.h) says so, the AVX512_VNNI kernel
+// (int8_vnni.cc), else that target's portable one (int8_scores.cc).
 const Int8Kernels& GetInt8Kernels();
+
+// The AVX512_VNNI kernel (target HWY_AVX3); null where not compiled.
+const Int8Kernels* Int8VnniKernels();
 
 }  // namespace hwyattn
 

@@ -106,7 +106,7 @@ void Scores(size_t group_rows, size_t rows, const Int8QueryRows& q, const int8_t
   rows_of(std::false_type());
 }
 
-constexpr Int8Kernels kInt8Kernels = {HWY_TARGET, &Scores};
+constexpr Int8Kernels kInt8Kernels = {HWY_TARGET, false, &Scores};
 
 const Int8Kernels* GetInt8KernelTable() { return &kInt8Kernels; }
 
@@ -121,7 +121,11 @@ namespace hwyattn {
 HWY_EXPORT(GetInt8KernelTable);
 
 const Int8Kernels& GetInt8Kernels() {
-  static const Int8Kernels* const kernels = PickKernels(HWY_DISPATCH_TABLE(GetInt8KernelTable));
+  static const Int8Kernels* const kernels = [] {
+    const Int8Kernels* portable = PickKernels(HWY_DISPATCH_TABLE(GetInt8KernelTable));
+    const Int8Kernels* vnni = Int8VnniKernels();
+    return vnni != nullptr && Int8DotFor(portable->target) ? vnni : portable;
+  }();
   return *kernels;
 }
 

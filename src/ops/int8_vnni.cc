@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The decode kernel's integer scores (int8_products.h's Int8Kernels) on
+// AVX512_VNNI: vpdpbusd multiplies 64 unsigned bytes by 64 signed bytes and
+// adds each lane's 4 products to an int32 lane, so one 64-byte load of a K
+// row (two blocks of 32) feeds one instruction per query row. The query is
+// the unsigned operand, offset by 128 (Int8QueryRows::u, q + 128 in
+// [1, 255]): sum (q + 128) k = sum q k + 128 sum k, and the key's 128 sum k
+// (one more vpdpbusd per load, against bytes of 128, shared by the rows)
+// starts each row's sum negated, so every lane ends exact (|sum| < 2^31).
+// Each 64-byte step's int32 lanes (8 per block) are converted once and
+// multiplied by their block's scales (d per lane, Int8QueryRows::d_lanes,
+// times the key's block scale e for ggml's formats) into one fp32
+// accumulator per (row, key); the transpose-reduce of the other decode loops
+// (reduce_keys_avx512.h) sums 16 of them at once.
+//
+// Not a foreach_target unit: one copy for x86-64, each function under a
+// target attribute, used in place of the AVX3 target's portable integer
+// kernel (int8_scores.cc) where the CPU has AVX512_VNNI (Int8DotFor,
+// src/targets.h).
+#include "src/ops/int8_products.h"
+#include "src/targets.h"
+
+#if HWYATTN_BF16_DOT_COMPILED && defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "hwy/targets.h"
+#include "src/ops/reduce_keys_avx512.h"
+
+#define HWYATTN_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
+
+namespace hwyattn {
+namespace {
+
+// 64 bytes from p, or (kHalf: the last block of an odd count) 32 and zeros.
+template <bool kHalf>
+HWYATTN_VNNI_TARGET inline __m512i LoadBytes(const void* p) {
+  return kHalf ? _mm512_maskz_loadu_epi8(0xFFFFFFFFull, p) : _mm512_loadu_si512(p);
+}
+
+// 16 floats from p, or (kHalf) 8 and zeros.
+template <bool kHalf>
+HWYATTN_VNNI_TARGET inline __m512 LoadFloats(const float* p) {
+  return kHalf ? _mm512_maskz_loadu_ps(0x00FF, p) : _mm512_loadu_ps(p);
+}
+
+// The sums of 64-byte steps [c0, c0 + kSteps) of the kKeys keys of the group
+// at j for kRows rows (the rows' query steps in registers), added, scaled,
+// to acc[r * kKeys + key]. e: the keys' block scales (kScaled), [n][blocks].
+template <size_t kRows, size_t kSteps, bool kScaled, bool kHalf>
+HWYATTN_VNNI_TARGET inline void ScoreSteps(const Int8QueryRows& q, size_t c0,
+                                           const int8_t* const* keys, const float* e, size_t j,
+                                           size_t last, __m512 (&acc)[16]) {
+  constexpr size_t kKeys = 16 / kRows;
+  const size_t ldu = q.blocks * static_cast<size_t>(kBlockElems);
+  const size_t ldd = q.blocks * 8;
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512i qv[kRows][kSteps];
+#pragma GCC unroll 16
+  for (size_t r = 0; r < kRows; ++r) {
+#pragma GCC unroll 16
+    for (size_t c = 0; c < kSteps; ++c) qv[r][c] = LoadBytes<kHalf>(q.u + r * ldu + (c0 + c) * 64);
+  }
+#pragma GCC unroll 16
+  for (size_t kk = 0; kk < kKeys; ++kk) {
+    const size_t key = std::min(j + kk, last);
+    const int8_t* k = keys[key];
+#pragma GCC unroll 16
+    for (size_t c = 0; c < kSteps; ++c) {
+      const size_t step = c0 + c;
+      const __m512i kv = LoadBytes<kHalf>(k + step * 64);
+      const __m512i start = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k128, kv));
+      __m512 ev = _mm512_setzero_ps();
+      if constexpr (kScaled) {
+        const float* eb = e + key * q.blocks + 2 * step;
+        ev = _mm512_insertf32x8(_mm512_set1_ps(eb[0]), _mm256_set1_ps(kHalf ? 0.0f : eb[1]), 1);
+      }
+#pragma GCC unroll 16
+      for (size_t r = 0; r < kRows; ++r) {
+        const __m512i sum = _mm512_dpbusd_epi32(start, qv[r][c], kv);
+        __m512 scale = LoadFloats<kHalf>(q.d_lanes + r * ldd + step * 16);
+        if constexpr (kScaled) scale = _mm512_mul_ps(scale, ev);
+        __m512& a = acc[r * kKeys + kk];
+        a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, a);
+      }
+    }
+  }
+}
+
+// Whole steps [c, full) in groups of kSteps, then halving groups.
+template <size_t kRows, size_t kSteps, bool kScaled>
+HWYATTN_VNNI_TARGET inline void ScoreAllSteps(const Int8QueryRows& q, size_t c, size_t full,
+                                              const int8_t* const* keys, const float* e, size_t j,
+                                              size_t last, __m512 (&acc)[16]) {
+  for (; c + kSteps <= full; c += kSteps) {
+    ScoreSteps<kRows, kSteps, kScaled, false>(q, c, keys, e, j, last, acc);
+  }
+  if constexpr (kSteps > 1) {
+    ScoreAllSteps<kRows, kSteps / 2, kScaled>(q, c, full, keys, e, j, last, acc);
+  }
+}
+
+// Int8Kernels::scores for group_rows = kRows, 16 / kRows keys at a time.
+template <size_t kRows, bool kScaled>
+HWYATTN_VNNI_TARGET void ScoreRows(size_t rows, const Int8QueryRows& q, const int8_t* const* keys,
+                                   const float* e, const float* m, size_t n, float scale, float* s,
+                                   size_t lds) {
+  constexpr size_t kKeys = 16 / kRows;
+  constexpr size_t kSteps = kRows >= 8 ? 1 : 8 / kRows;
+  const size_t full = q.blocks / 2;
+  const bool half = q.blocks % 2 != 0;
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (size_t j = 0; j < n; j += kKeys) {
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (size_t i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+    ScoreAllSteps<kRows, kSteps, kScaled>(q, 0, full, keys, e, j, n - 1, acc);
+    if (half) ScoreSteps<kRows, 1, kScaled, true>(q, full, keys, e, j, n - 1, acc);
+    const __m512 sums = _mm512_mul_ps(ReduceKeys16(acc), sc);
+    const size_t valid_keys = std::min(kKeys, n - j);
+    const __mmask16 valid = static_cast<__mmask16>((1u << valid_keys) - 1u);
+    for (size_t r = 0; r < rows; ++r) {
+      float* sr = s + r * lds + j;
+      if constexpr (kRows == 1) {
+        _mm512_mask_storeu_ps(sr, valid, sums);
+      } else {
+        const __mmask16 lanes = static_cast<__mmask16>(((1u << kKeys) - 1u) << (r * kKeys));
+        _mm512_mask_storeu_ps(sr, valid, _mm512_maskz_compress_ps(lanes, sums));
+      }
+      if (m != nullptr) {  // the formats' offsets: m d sum(q) per block
+        for (size_t kk = 0; kk < valid_keys; ++kk) {
+          float offset = 0.0f;
+          for (size_t b = 0; b < q.blocks; ++b) {
+            offset += m[(j + kk) * q.blocks + b] * q.dsum[r * q.blocks + b];
+          }
+          sr[kk] += offset * scale;
+        }
+      }
+    }
+  }
+}
+
+template <bool kScaled>
+HWYATTN_VNNI_TARGET void ScoresOf(size_t group_rows, size_t rows, const Int8QueryRows& q,
+                                  const int8_t* const* keys, const float* e, const float* m,
+                                  size_t n, float scale, float* s, size_t lds) {
+  switch (group_rows) {
+    case 1: return ScoreRows<1, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
+    case 2: return ScoreRows<2, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
+    case 4: return ScoreRows<4, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
+    default: return ScoreRows<8, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
+  }
+}
+
+void Scores(size_t group_rows, size_t rows, const Int8QueryRows& q, const int8_t* const* keys,
+            const float* e, const float* m, size_t n, float scale, float* s, size_t lds) {
+  if (e != nullptr) return ScoresOf<true>(group_rows, rows, q, keys, e, m, n, scale, s, lds);
+  ScoresOf<false>(group_rows, rows, q, keys, e, m, n, scale, s, lds);
+}
+
+constexpr Int8Kernels kVnniKernels = {HWY_AVX3, true, &Scores};
+
+}  // namespace
+
+const Int8Kernels* Int8VnniKernels() { return &kVnniKernels; }
+
+}  // namespace hwyattn
+
+#else  // !(HWYATTN_BF16_DOT_COMPILED && __x86_64__)
+
+namespace hwyattn {
+
+const Int8Kernels* Int8VnniKernels() { return nullptr; }
+
+}  // namespace hwyattn
+
+#endif

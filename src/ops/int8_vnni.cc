@@ -25,6 +25,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
+#include <utility>
 
 #include "hwy/targets.h"
 #include "src/ops/reduce_keys_avx512.h"
@@ -103,6 +105,30 @@ HWYATTN_VNNI_TARGET inline void ScoreAllSteps(const Int8QueryRows& q, size_t c, 
   }
 }
 
+// Row r's kKeys scores (lanes [r kKeys, (r + 1) kKeys) of sums) to sr, the
+// keys of `valid`: a part of the vector taken out whole (vextractf32x4 /
+// x8; masked stores write only their lanes), not vcompressps.
+template <size_t kKeys, size_t kRow>
+HWYATTN_VNNI_TARGET inline void StoreRow(__m512 sums, __mmask16 valid, float* sr) {
+  if constexpr (kKeys == 16) {
+    _mm512_mask_storeu_ps(sr, valid, sums);
+  } else if constexpr (kKeys == 8) {
+    _mm256_mask_storeu_ps(sr, static_cast<__mmask8>(valid), _mm512_extractf32x8_ps(sums, kRow));
+  } else if constexpr (kKeys == 4) {
+    _mm_mask_storeu_ps(sr, static_cast<__mmask8>(valid), _mm512_extractf32x4_ps(sums, kRow));
+  } else {  // 2 keys: half of a 128-bit part, stored from 2 floats before sr when odd
+    constexpr size_t kAt = 2 * (kRow % 2);
+    _mm_mask_storeu_ps(sr - kAt, static_cast<__mmask8>(valid << kAt),
+                       _mm512_extractf32x4_ps(sums, kRow / 2));
+  }
+}
+
+template <size_t kKeys, size_t... kRows>
+HWYATTN_VNNI_TARGET inline void StoreRows(std::index_sequence<kRows...>, size_t rows, __m512 sums,
+                                          __mmask16 valid, float* s, size_t lds) {
+  ((kRows < rows ? StoreRow<kKeys, kRows>(sums, valid, s + kRows * lds) : void()), ...);
+}
+
 // Int8Kernels::scores for group_rows = kRows, 16 / kRows keys at a time.
 template <size_t kRows, bool kScaled>
 HWYATTN_VNNI_TARGET void ScoreRows(size_t rows, const Int8QueryRows& q, const int8_t* const* keys,
@@ -122,22 +148,16 @@ HWYATTN_VNNI_TARGET void ScoreRows(size_t rows, const Int8QueryRows& q, const in
     const __m512 sums = _mm512_mul_ps(ReduceKeys16(acc), sc);
     const size_t valid_keys = std::min(kKeys, n - j);
     const __mmask16 valid = static_cast<__mmask16>((1u << valid_keys) - 1u);
-    for (size_t r = 0; r < rows; ++r) {
+    StoreRows<kKeys>(std::make_index_sequence<kRows>(), rows, sums, valid, s + j, lds);
+    // The formats' offsets (Q4_1, Q5_1): m d sum(q) per block.
+    for (size_t r = 0; r < rows && m != nullptr; ++r) {
       float* sr = s + r * lds + j;
-      if constexpr (kRows == 1) {
-        _mm512_mask_storeu_ps(sr, valid, sums);
-      } else {
-        const __mmask16 lanes = static_cast<__mmask16>(((1u << kKeys) - 1u) << (r * kKeys));
-        _mm512_mask_storeu_ps(sr, valid, _mm512_maskz_compress_ps(lanes, sums));
-      }
-      if (m != nullptr) {  // the formats' offsets: m d sum(q) per block
-        for (size_t kk = 0; kk < valid_keys; ++kk) {
-          float offset = 0.0f;
-          for (size_t b = 0; b < q.blocks; ++b) {
-            offset += m[(j + kk) * q.blocks + b] * q.dsum[r * q.blocks + b];
-          }
-          sr[kk] += offset * scale;
+      for (size_t kk = 0; kk < valid_keys; ++kk) {
+        float offset = 0.0f;
+        for (size_t b = 0; b < q.blocks; ++b) {
+          offset += m[(j + kk) * q.blocks + b] * q.dsum[r * q.blocks + b];
         }
+        sr[kk] += offset * scale;
       }
     }
   }

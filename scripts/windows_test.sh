@@ -41,7 +41,9 @@
 # an empty build directory): build 19 min (the DLL's four kernel instances:
 # AVX3, AVX2, SSE4, the fallback; Highway, GoogleTest), tests 67 s (the
 # uncapped target check, then the AVX2 and SSE4 runs of the suites, 30 s
-# each), the Wine prefix 14 s the first time.
+# each), the Wine prefix 14 s the first time. On a 2-core Zen 5 (AMD family 26
+# model 2, AVX-512 with AVX512_BF16 and AVX512_VNNI): build 4.3 min, tests
+# 23 s, all three runs passed (AVX3_BF16, then capped at AVX2 and SSE4).
 #
 # Usage (from anywhere; as root on a fresh Debian 12 it installs what is missing):
 #   scripts/windows_test.sh

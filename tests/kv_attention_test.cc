@@ -1148,6 +1148,40 @@ TEST(KvInvariance, Int8ProductsQ4_0Page17) {
   CheckInvariance(s);
 }
 
+// The header's rule for a query block holding a NaN or an infinity: d =
+// NaN, so the row's scores and output are NaN, as under fp32 products
+// (where NaN * k and inf * 0 or inf - inf make them NaN too); the other
+// rows are untouched. A decode step (the integer kernels) and a prefill.
+TEST(KvInt8, NonFiniteQueryBlocksAsF32) {
+  for (const float bad : {kNaN, std::numeric_limits<float>::infinity()}) {
+    KvSpec spec;
+    spec.dtype = HWYATTN_I8;
+    spec.D = spec.Dv = 64;
+    KvSetup f32(spec, {{1, 300}, {3, 40}});
+    spec.int8 = true;
+    KvSetup int8(spec, {{1, 300}, {3, 40}});
+    // Token 0 (the decode), head 1, dim 40 (the second block); token 2
+    // (a prefill row), head 3, dim 3.
+    for (KvSetup* s : {&f32, &int8}) {
+      float* q = reinterpret_cast<float*>(s->q.data());
+      q[(0 * spec.Hq + 1) * spec.D + 40] = bad;
+      q[(2 * spec.Hq + 3) * spec.D + 3] = bad;
+      ASSERT_EQ(s->Run(), HWYATTN_OK) << hwyattn_last_error();
+    }
+    for (int64_t t = 0; t < 4; ++t) {
+      for (int64_t h = 0; h < spec.Hq; ++h) {
+        const size_t at = static_cast<size_t>((t * spec.Hq + h) * spec.Dv);
+        const bool poisoned = (t == 0 && h == 1) || (t == 2 && h == 3);
+        EXPECT_EQ(std::isnan(f32.out[at]), poisoned) << "F32 token " << t << " head " << h;
+        for (int64_t d = 0; d < spec.Dv; ++d) {
+          EXPECT_EQ(std::isnan(int8.out[at + static_cast<size_t>(d)]), poisoned)
+              << "INT8 token " << t << " head " << h << " dim " << d << " (" << bad << ")";
+        }
+      }
+    }
+  }
+}
+
 TEST(KvInvariance, I8PerTokenPage17) {
   KvSpec s;
   s.dtype = HWYATTN_I8;

@@ -596,18 +596,20 @@ void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, 
   const size_t rows = static_cast<size_t>(plan.rows);
   const Int8Kernels& kernels = GetInt8Kernels();
   const int64_t row_bytes = ByteOffset(p.k.dtype, dim);
-  const int64_t ld_rows = p.k.stride[2];
+  const int64_t ld_bytes = ByteOffset(p.k.dtype, p.k.stride[2]);
   for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
     const int64_t n = std::min(kStageKeys, keys - j0);
     // Runs of rows ld_rows apart (the stage, or what of it a page holds).
     for (int64_t i0 = 0; i0 < n;) {
       const int64_t run = p.KeysInRun(c0 + j0 + i0, n - i0);
-      const int64_t at0 = p.KeyRowOffset(p.k, b, kvh, c0 + j0 + i0);
-      const int64_t ahead = AheadOffset(p, p.k, row_bytes, b, kvh, c0 + j0 + i0);
+      const unsigned char* row0 = p.k.BytesAt(p.KeyRowOffset(p.k, b, kvh, c0 + j0 + i0));
+      // (Row offsets are whole blocks, or even for I4: ByteOffset is linear.)
+      const int64_t ahead =
+          ByteOffset(p.k.dtype, AheadOffset(p, p.k, row_bytes, b, kvh, c0 + j0 + i0));
       for (int64_t i = i0; i < i0 + run; ++i) {
-        const unsigned char* row = p.k.BytesAt(at0 + (i - i0) * ld_rows);
+        const unsigned char* row = row0 + (i - i0) * ld_bytes;
         if (ahead != 0) {
-          const unsigned char* next = p.k.BytesAt(at0 + (i - i0) * ld_rows + ahead);
+          const unsigned char* next = row + ahead;
           for (int64_t byte = 0; byte < row_bytes; byte += kCacheLineBytes) {
             PrefetchLine<kL2>(next + byte);
           }

@@ -8,7 +8,6 @@
 
 #include "src/ops/int8_products.h"
 
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -25,15 +24,20 @@ void QuantizeQueryRow(const float* x, int64_t dim, int8_t* q, float* d, float* d
     int8_t* qb = q + d0;
     float xb[kBlockElems] = {};  // the block, zero-padded
     for (int64_t i = 0; i < n; ++i) xb[i] = x[d0 + i];
-    float amax = 0.0f;
-    int finite = 1;
+    // max |x| on the magnitudes' bits (ordered as the values are; NaN's and
+    // the infinities' above FLT_MAX's), so the loop vectorizes.
+    uint32_t amax_bits = 0;
     for (int64_t i = 0; i < kBlockElems; ++i) {
-      const float a = fabsf(xb[i]);
-      finite &= a <= FLT_MAX ? 1 : 0;  // 0 for NaN and infinities
-      amax = amax > a ? amax : a;
+      uint32_t bits;
+      memcpy(&bits, &xb[i], sizeof(bits));
+      bits &= 0x7FFFFFFFu;
+      amax_bits = amax_bits > bits ? amax_bits : bits;
     }
+    const bool finite = amax_bits <= 0x7F7FFFFFu;  // FLT_MAX's bits
+    float amax;
+    memcpy(&amax, &amax_bits, sizeof(amax));
     const float db = amax / 127;
-    const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    const float id = finite && db != 0.0f ? 1.0f / db : 0.0f;
     if (!finite) memset(xb, 0, sizeof(xb));  // q = 0 (and no NaN to convert)
     int32_t sum = 0;
     for (int64_t i = 0; i < kBlockElems; ++i) {

@@ -34,8 +34,9 @@
 #            modifiers); after a full build (cmake --build build-windows:
 #            as long again) `ctest --test-dir build-windows` runs all 26 C
 #            and C++ tests under Wine on the CPU's best target (they passed
-#            on AVX2). Not built for Windows: oom_test (POSIX only); not in
-#            a cross build: the bindings, install and MPI tests (they run
+#            on AVX2, and on a Zen 5's AVX3_BF16). Not built for Windows:
+#            oom_test (POSIX only); not in a cross build: the bindings,
+#            install and MPI tests (they run
 #            the build machine's python3, cargo, go and compilers).
 # Measured here (a 2-core Zen 3 shared with other builds, load 5, JOBS=2, from
 # an empty build directory): build 19 min (the DLL's four kernel instances:

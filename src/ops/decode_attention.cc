@@ -450,9 +450,12 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t unit, size_t dim_
     const bool offset = GetInt8Kernels().offset_query;
     for (size_t r = 0; r < int8_rows; ++r) {
       QuantizeQueryRow(q + r * dim_pad, dim, qi, x.d + r * blocks, x.dsum + r * blocks);
-      for (size_t i = 0; i < ldq; ++i) x.q[r * ldq + i] = qi[i];
-      if (offset)
+      // The kernel's operand: q + 128 and lane scales (vpdpbusd), else int16.
+      if (offset) {
         OffsetQueryRow(qi, x.d + r * blocks, blocks, x.u + r * ldq, x.d_lanes + r * blocks * 8);
+      } else {
+        for (size_t i = 0; i < ldq; ++i) x.q[r * ldq + i] = qi[i];
+      }
     }
   }
   if (kBf16DotTarget && plan.bf16_dot) {
@@ -599,7 +602,7 @@ void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, 
   const int64_t ld_bytes = ByteOffset(p.k.dtype, p.k.stride[2]);
   for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
     const int64_t n = std::min(kStageKeys, keys - j0);
-    // Runs of rows ld_rows apart (the stage, or what of it a page holds).
+    // Runs of rows ld_bytes apart (the stage, or what of it a page holds).
     for (int64_t i0 = 0; i0 < n;) {
       const int64_t run = p.KeysInRun(c0 + j0 + i0, n - i0);
       const unsigned char* row0 = p.k.BytesAt(p.KeyRowOffset(p.k, b, kvh, c0 + j0 + i0));

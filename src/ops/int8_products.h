@@ -52,7 +52,7 @@ void DequantizedQueryRow(float* x, int64_t dim, int64_t stride, const float* cha
 // Kernels that multiply unsigned by signed bytes (Int8Kernels::offset_query:
 // x86's vpdpbusd) read the query as q + 128 and its scales a lane each.
 struct Int8QueryRows {
-  const int16_t* q;      // [group rows][blocks * 32]; rows past `rows` zeros
+  const int16_t* q;      // [group rows][blocks * 32]; rows past `rows` zeros (not offset_query)
   const float* d;        // [group rows][blocks]
   const float* dsum;     // [group rows][blocks]: d * sum of the block's q
   size_t blocks;         // IntegerBlocks(head dim)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// DequantizeRow (blocks.h), and quantization into ggml's block formats: the same bytes as
+// Quantization into ggml's block formats: the same bytes as
 // ggml's reference quantizers, quantize_row_{q8_0,q4_0,q4_1,q5_0,q5_1,
 // iq4_nl}_ref of ggml-quants.c, which llama.cpp's model files and tests use
 // (tests/ggml compares the two on the pinned ggml). The arithmetic is theirs,
@@ -168,10 +168,6 @@ void QuantizeIq4nl(const float* x, unsigned char* y) {
 }
 
 }  // namespace
-
-void DequantizeRow(Dtype t, const unsigned char* src, int64_t n, float* out) {
-  DequantizeRowInline(t, src, n, out);
-}
 
 void QuantizeBlocks(Dtype t, const float* x, int64_t n, unsigned char* dst) {
   DispatchBlockDtype(t, [&](auto type) {

@@ -21,9 +21,11 @@
 // element 2i of a row the low nibble of byte i; its scales are the cache's
 // (as I8's) and the kernels apply them: its rows dequantize to the numbers.
 //
-// Dequantization is here (inline: the kernels' per-target code calls it
-// where they load a tile); quantization (hwyattn_kv_cache_write), which
-// must give ggml's reference quantizers' bytes, is in blocks.cc.
+// The scalar reading of the formats is here (inline: the prefill kernel's
+// per-target packing calls it where it loads a tile); the decode kernel's
+// rows are read by block_rows.cc's vector code (the same numbers);
+// quantization (hwyattn_kv_cache_write), which must give ggml's reference
+// quantizers' bytes, is in blocks.cc.
 #ifndef HWYATTN_SRC_OPS_BLOCKS_H_
 #define HWYATTN_SRC_OPS_BLOCKS_H_
 
@@ -67,8 +69,8 @@ inline float BlockOffset(const unsigned char* block) {
 
 // out[j] = value(q_j) for the block's 32 integers q_j (element j's value is
 // d * q_j, plus m with an offset): the one reading of the formats' bits,
-// which the dequantization below (value: d * q (+ m)) and the integer
-// products (int8_products.cc; value: q) share. `value` takes an int.
+// which the dequantization below (value: d * q (+ m)) uses; block_rows.cc's
+// vector code reads the same numbers. `value` takes an int.
 template <Dtype kType, typename T, class Value>
 HWY_INLINE void BlockNumbers(const unsigned char* HWY_RESTRICT block, T* HWY_RESTRICT out,
                              const Value value) {
@@ -101,12 +103,6 @@ HWY_INLINE void BlockNumbers(const unsigned char* HWY_RESTRICT block, T* HWY_RES
       out[j + 16] = value(hi - kZero);
     }
   }
-}
-
-// q[0, 32) = the block's integers.
-template <Dtype kType>
-HWY_INLINE void BlockIntegers(const unsigned char* HWY_RESTRICT block, int8_t* HWY_RESTRICT q) {
-  BlockNumbers<kType>(block, q, [](int x) { return static_cast<int8_t>(x); });
 }
 
 // out[i] = value(q_i) for the n signed nibbles q_i of `bytes` (I4; the
@@ -166,23 +162,22 @@ HWY_INLINE void DispatchPackedDtype(Dtype t, const Body& body) {
   DispatchBlockDtype(t, body);
 }
 
-// out[0, n) = the n values of a row in the packed format t (for a block
-// format n is a multiple of kBlockElems).
-inline void DequantizeRowInline(Dtype t, const unsigned char* HWY_RESTRICT src, int64_t n,
-                                float* HWY_RESTRICT out) {
-  DispatchPackedDtype(t, [&](auto type) {
-    constexpr Dtype kType = decltype(type)::value;
-    for (int64_t i = 0; i < n; i += kBlockElems) {
-      DequantizeSpan<kType>(src, i, n - i < kBlockElems ? n - i : kBlockElems, out + i);
-    }
-  });
-}
+// Rows i < n of `dim` values in the packed format t (rows[i]; for a block
+// format dim is a multiple of kBlockElems) into out + i * ld: DequantizeSpan's
+// values, block by block, in the vectors of the decode kernels' target
+// (block_rows.cc).
+void DequantizeRows(Dtype t, const unsigned char* const* rows, int64_t n, int64_t dim, float* out,
+                    size_t ld);
 
-// DequantizeRowInline compiled once, in blocks.cc, with the compiler's
-// vectorization (for the baseline target): for callers whose own file is
-// not auto-vectorized (the decode kernel's, -fno-tree-vectorize), 4-8x the
-// scalar loops' speed there.
-void DequantizeRow(Dtype t, const unsigned char* src, int64_t n, float* out);
+// One target's DequantizeRows and IntegerRows (int8_products.h), picked as
+// the decode kernels are (PickKernels).
+struct PackedRowKernels {
+  int64_t target;
+  void (*dequantize)(Dtype t, const unsigned char* const* rows, int64_t n, int64_t dim, float* out,
+                     size_t ld);
+  void (*integers)(Dtype t, const unsigned char* const* rows, int64_t n, int64_t dim, int8_t* q,
+                   float* e, float* m);
+};
 
 // dst = the n values of x (a multiple of kBlockElems) in the block format t,
 // the bytes of ggml's quantize_row_<t>_ref (blocks.cc).

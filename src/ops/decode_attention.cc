@@ -555,25 +555,30 @@ void AddMask(const TensorView& mask, int64_t at, int64_t keys, float* HWY_RESTRI
   });
 }
 
-// Rows of keys [j, j + n) of t (k or v, of b and kvh; `dim` elements each)
-// as fp32 into dst, `ld` apart (DecodeStaged): a block format's dequantized
-// (blocks.h), a float tensor's converted; under bf16 products rounded to
-// bf16 (their operands' rule).
+// Rows of keys [j, j + n) of t (k or v, of b and kvh; `dim` elements each;
+// n <= kStageKeys) as fp32 into dst, `ld` apart (DecodeStaged): a packed
+// format's dequantized (DequantizeRows, block_rows.cc), a float tensor's
+// converted; under bf16 products rounded to bf16 (their operands' rule).
 void StageRows(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh, int64_t j,
                int64_t n, int64_t dim, bool round, float* HWY_RESTRICT dst, size_t ld) {
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t at = p.KeyRowOffset(t, b, kvh, j + i);
-    float* HWY_RESTRICT row = dst + static_cast<size_t>(i) * ld;
-    if (IsPackedDtype(t.dtype)) {
-      DequantizeRow(t.dtype, t.BytesAt(at), dim, row);  // vectorized (blocks.cc)
-    } else {
+  if (IsPackedDtype(t.dtype)) {
+    const unsigned char* rows[kStageKeys];
+    for (int64_t i = 0; i < n; ++i) rows[i] = t.BytesAt(p.KeyRowOffset(t, b, kvh, j + i));
+    DequantizeRows(t.dtype, rows, n, dim, dst, ld);
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t at = p.KeyRowOffset(t, b, kvh, j + i);
+      float* HWY_RESTRICT row = dst + static_cast<size_t>(i) * ld;
       DispatchFloatDtype(t.dtype, [&](auto tag) {
         using T = decltype(tag);
         const T* src = t.As<T>() + at;
         for (int64_t d = 0; d < dim; ++d) row[d] = ToFloat(src[d * t.stride[3]]);
       });
     }
-    if (round) {
+  }
+  if (round) {
+    for (int64_t i = 0; i < n; ++i) {
+      float* HWY_RESTRICT row = dst + static_cast<size_t>(i) * ld;
       for (int64_t d = 0; d < dim; ++d) row[d] = hwyattn::RoundToBf16(row[d]);
     }
   }
@@ -583,7 +588,7 @@ void StageRows(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh
 // and masks) of the chunk's `keys` keys from c0 into s [rows][ld], times
 // the score scale in log2 units; -inf up to a whole vector. kStageKeys keys
 // at a time: I8 rows of whole blocks are read in place, the others'
-// integers staged (IntegerRow). Each key's row is prefetched
+// integers staged (IntegerRows). Each key's row is prefetched
 // PrefetchKeys rows ahead (AheadOffset, from the stage's first key).
 template <bool kL2>
 void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
@@ -602,6 +607,7 @@ void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, 
   const int64_t ld_bytes = ByteOffset(p.k.dtype, p.k.stride[2]);
   for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
     const int64_t n = std::min(kStageKeys, keys - j0);
+    const unsigned char* src[kStageKeys];
     // Runs of rows ld_bytes apart (the stage, or what of it a page holds).
     for (int64_t i0 = 0; i0 < n;) {
       const int64_t run = p.KeysInRun(c0 + j0 + i0, n - i0);
@@ -618,16 +624,15 @@ void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, 
           }
           PrefetchLine<kL2>(next + row_bytes - 1);
         }
-        if (in_place) {
-          x.rows[i] = reinterpret_cast<const int8_t*>(row);
-        } else {
-          int8_t* integers = x.keys + static_cast<size_t>(i) * ldk;
-          IntegerRow(p.k.dtype, row, dim, integers, x.e + i * blocks, x.m + i * blocks);
-          x.rows[i] = integers;
-        }
+        src[i] = row;
       }
       i0 += run;
     }
+    for (int64_t i = 0; i < n; ++i) {
+      x.rows[i] = in_place ? reinterpret_cast<const int8_t*>(src[i])
+                           : x.keys + static_cast<size_t>(i) * ldk;
+    }
+    if (!in_place) IntegerRows(p.k.dtype, src, n, dim, x.keys, x.e, x.m);
     const bool offsets = p.k.dtype == Dtype::kQ4_1 || p.k.dtype == Dtype::kQ5_1;
     kernels.scores(Int8GroupRows(rows), rows, q, x.rows, block_scales ? x.e : nullptr,
                    offsets ? x.m : nullptr, static_cast<size_t>(n), plan.q_scale, s + j0, ld);

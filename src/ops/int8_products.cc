@@ -4,7 +4,7 @@
 // query's blocks (ggml's quantize_row_q8_0_ref arithmetic, in fp32 without
 // contraction: this file is compiled with -ffp-contract=off, for the
 // baseline target only, so every target quantizes a query to the same
-// numbers) and the integers of a K row in each quantized format.
+// numbers). The integers of a K row (IntegerRow) are block_rows.cc's.
 
 #include "src/ops/int8_products.h"
 
@@ -62,34 +62,6 @@ void OffsetQueryRow(const int8_t* q, const float* d, size_t blocks, uint8_t* u, 
   }
   for (size_t b = 0; b < blocks; ++b) {
     for (size_t i = 0; i < 8; ++i) d_lanes[b * 8 + i] = d[b];
-  }
-}
-
-void IntegerRow(Dtype t, const unsigned char* src, int64_t dim, int8_t* q, float* e, float* m) {
-  const int64_t blocks = IntegerBlocks(dim);
-  if (IsBlockDtype(t)) {
-    DispatchBlockDtype(t, [&](auto type) {
-      constexpr Dtype kType = decltype(type)::value;
-      const size_t bytes = BlockBytes(kType);
-      for (int64_t b = 0; b < blocks; ++b) {
-        const unsigned char* block = src + b * static_cast<int64_t>(bytes);
-        BlockIntegers<kType>(block, q + b * kBlockElems);
-        e[b] = BlockHalf(block, 0);
-        m[b] = BlockOffset<kType>(block);
-      }
-    });
-    return;
-  }
-  if (t == Dtype::kI4) {
-    I4Numbers(src, dim, q, [](int x) { return static_cast<int8_t>(x); });
-  } else {
-    HWY_DASSERT(t == Dtype::kI8);
-    memcpy(q, src, static_cast<size_t>(dim));
-  }
-  memset(q + dim, 0, static_cast<size_t>(blocks * kBlockElems - dim));
-  for (int64_t b = 0; b < blocks; ++b) {
-    e[b] = 1.0f;
-    m[b] = 0.0f;
   }
 }
 

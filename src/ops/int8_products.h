@@ -5,9 +5,10 @@
 // formats) against the query quantized per block of kBlockElems head dims as
 // ggml's quantize_row_q8_0 quantizes it. The one home of the rule:
 //   QuantizeQueryRow  a query row's int8 blocks, their scales d and d * sum(q);
-//   IntegerRow        a K row's integers and, per block, its scale e and
-//                     offset m (blocks.h's formats; 1 and 0 for I8 and I4,
-//                     whose scales the kernels apply as for F32);
+//   IntegerRows       K rows' integers and, per block, their scale e and
+//                     offset m (blocks.h's formats, read per target in
+//                     block_rows.cc; 1 and 0 for I8 and I4, whose scales
+//                     the kernels apply as for F32);
 //   Int8Kernels       the decode kernel's scores from them, per target
 //                     (int8_scores.cc): each block's exact int32 sum, then
 //                     d * e * sum + m * d * sum(q) in fp32.
@@ -32,11 +33,14 @@ inline int64_t IntegerBlocks(int64_t dim) { return (dim + kBlockElems - 1) / kBl
 // are NaN, as fp32 products would make them) and q = 0.
 void QuantizeQueryRow(const float* x, int64_t dim, int8_t* q, float* d, float* dsum);
 
-// The integers of a row of `dim` elements of K in dtype t (HasIntegerNumbers)
-// into q[0, blocks * 32) (zero-padded), and per block its scale e[b] and
-// offset m[b]: element i of block b is e[b] * q[i] + m[b] (times the cache's
-// own scales for I8 and I4, whose e is 1 and m 0).
-void IntegerRow(Dtype t, const unsigned char* src, int64_t dim, int8_t* q, float* e, float* m);
+// The integers of rows i < n of `dim` elements of K in dtype t
+// (HasIntegerNumbers; rows[i]) into q + i * blocks * 32 (zero-padded), and
+// per block its scale e[i * blocks + b] and offset m[i * blocks + b] (e
+// for ggml's block formats only, m for those with an offset: Q4_1, Q5_1):
+// element j of block b is e * q[j] + m (the cache's own scales multiply I8's
+// and I4's integers, as for F32). Per target, in block_rows.cc.
+void IntegerRows(Dtype t, const unsigned char* const* rows, int64_t n, int64_t dim, int8_t* q,
+                 float* e, float* m);
 
 // The fp32 query row that the prefill kernel multiplies under INT8, in
 // place (x[d * stride] for d < dim): times K's per-channel scales where it

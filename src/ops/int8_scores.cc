@@ -14,7 +14,7 @@
 // Keys are read one at a time (the rows' accumulators in registers, a pack
 // as registers-inl.h makes them, since SVE's vectors cannot be array
 // elements); the K rows come from the cache in place (I8 rows of whole
-// blocks) or from the decode kernel's staged integers (IntegerRow).
+// blocks) or from the decode kernel's staged integers (IntegerRows).
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1236,6 +1236,72 @@ TEST(KvInvariance, SameBitsAsSdpaOnTheSequence) {
   }
 }
 
+// Every one of the 256 codes of each fp8 format, read by the decode kernel
+// as K and as V (the vector widening of every target), against the format's
+// definition (Fp8ToDouble): 256 one-token sequences, sequence s's key
+// holding code s in its first element (zeros elsewhere) and its value every
+// code, element d code d; the query picks the first element (scale 1), so
+// lse = the key's code exactly up to the log2 round trip, and the output row
+// (p = 1) is the 256 values exactly. A NaN key code makes its row NaN;
+// E5M2's infinite key codes are left out (inf - inf in the softmax).
+TEST(KvFp8, EveryCodeAsKeyAndValue) {
+  constexpr int kCodes = 256, kDim = 256;
+  for (const hwyattn_dtype dtype : {HWYATTN_F8E4M3, HWYATTN_F8E5M2}) {
+    SCOPED_TRACE(DtypeName(dtype));
+    std::vector<uint8_t> kpool(kCodes * kDim, 0), vpool(kCodes * kDim);
+    for (int s = 0; s < kCodes; ++s) {
+      kpool[s * kDim] = static_cast<uint8_t>(s);
+      for (int d = 0; d < kDim; ++d) vpool[s * kDim + d] = static_cast<uint8_t>(d);
+    }
+    const int64_t pool_shape[4] = {kCodes, 1, 1, kDim};
+    hwyattn_kv_cache cache;
+    hwyattn_kv_cache_init(&cache);
+    hwyattn_tensor_contiguous(&cache.k, kpool.data(), dtype, 4, pool_shape);
+    hwyattn_tensor_contiguous(&cache.v, vpool.data(), dtype, 4, pool_shape);
+    std::vector<int32_t> q_start(kCodes + 1), kv_len(kCodes, 1);
+    std::iota(q_start.begin(), q_start.end(), 0);
+    hwyattn_kv_batch batch;
+    hwyattn_kv_batch_init(&batch);
+    batch.num_seqs = kCodes;
+    batch.q_start = q_start.data();
+    batch.kv_len = kv_len.data();
+    std::vector<float> q(kCodes * kDim, 0.0f), out(kCodes * kDim, 0.0f), lse(kCodes, 0.0f);
+    for (int s = 0; s < kCodes; ++s) q[s * kDim] = 1.0f;
+    const int64_t q_shape[3] = {kCodes, 1, kDim}, lse_shape[2] = {kCodes, 1};
+    hwyattn_tensor tq, to, tl;
+    hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 3, q_shape);
+    hwyattn_tensor_contiguous(&to, out.data(), HWYATTN_F32, 3, q_shape);
+    hwyattn_tensor_contiguous(&tl, lse.data(), HWYATTN_F32, 2, lse_shape);
+    hwyattn_sdpa_options opts;
+    hwyattn_sdpa_options_init(&opts);
+    opts.scale = 1.0f;
+    opts.lse = &tl;
+    ASSERT_EQ(hwyattn_kv_attention(&tq, &cache, &batch, &to, &opts), HWYATTN_OK)
+        << hwyattn_last_error();
+    for (int s = 0; s < kCodes; ++s) {
+      const double key = Fp8ToDouble(dtype, static_cast<uint8_t>(s));
+      if (std::isinf(key)) continue;
+      if (std::isnan(key)) {
+        EXPECT_TRUE(std::isnan(lse[s])) << "key code " << s << ": lse " << lse[s];
+        for (int d = 0; d < kDim; ++d) {
+          ASSERT_TRUE(std::isnan(out[s * kDim + d])) << "key code " << s << ", element " << d;
+        }
+        continue;
+      }
+      EXPECT_NEAR(lse[s], key, 1e-6 * std::max(1.0, std::fabs(key))) << "key code " << s;
+      for (int d = 0; d < kDim; ++d) {
+        const double want = Fp8ToDouble(dtype, static_cast<uint8_t>(d));
+        const float got = out[s * kDim + d];
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(got)) << "key code " << s << ", value code " << d;
+        } else {
+          ASSERT_EQ(static_cast<double>(got), want) << "key code " << s << ", value code " << d;
+        }
+      }
+    }
+  }
+}
+
 // Outputs in F16 and BF16: the bits of the F32 output of the same call
 // rounded to nearest even (the test's own rounding), over a mixed batch
 // (decodes, chunks, an empty sequence whose rows are zeros) of an fp8 cache

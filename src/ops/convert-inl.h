@@ -57,18 +57,24 @@ HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p) {
     // top byte of a binary16; E4M3's sign to bit 15 and exponent and mantissa
     // to bits 13..7 make the binary16 2^-8 times its value (subnormals
     // included), S.1111.111 an all-ones exponent (NaN).
-    const hn::Rebind<uint16_t, D> d16;
-    const auto x = hn::PromoteTo(
-        d16, hn::LoadU(hn::Rebind<uint8_t, D>(), reinterpret_cast<const uint8_t*>(p)));
     const hn::Rebind<hwy::float16_t, D> dh;
     if constexpr (std::is_same_v<T, F8E5M2>) {
+      const hn::Rebind<uint16_t, D> d16;
+      const auto x = hn::PromoteTo(
+          d16, hn::LoadU(hn::Rebind<uint8_t, D>(), reinterpret_cast<const uint8_t*>(p)));
       return hn::PromoteTo(df, hn::BitCast(dh, hn::ShiftLeft<8>(x)));
     } else {
-      const auto mag = hn::And(x, hn::Set(d16, uint16_t{0x7F}));
-      auto h =
-          hn::Or(hn::ShiftLeft<8>(hn::And(x, hn::Set(d16, uint16_t{0x80}))), hn::ShiftLeft<7>(mag));
-      h = hn::Or(h, hn::IfThenElseZero(hn::Eq(mag, hn::Set(d16, uint16_t{0x7F})),
-                                       hn::Set(d16, uint16_t{0x7C00})));
+      // Sign-extended to 16 bits and shifted left by 7, the byte S.EEEE.MMM
+      // lands as S S EEEE MMM 0000000 (bit 14 a copy of the sign, cleared):
+      // three operations where separating sign and magnitude took five.
+      const hn::Rebind<int16_t, D> d16;
+      const auto x = hn::PromoteTo(
+          d16, hn::LoadU(hn::Rebind<int8_t, D>(), reinterpret_cast<const int8_t*>(p)));
+      auto h = hn::And(hn::ShiftLeft<7>(x), hn::Set(d16, static_cast<int16_t>(0xBF80)));
+      // S.1111.111 (NaN): an all-ones binary16 exponent.
+      const auto mag = hn::Set(d16, int16_t{0x3F80});
+      h = hn::Or(h,
+                 hn::IfThenElseZero(hn::Eq(hn::And(h, mag), mag), hn::Set(d16, int16_t{0x7C00})));
       return hn::Mul(hn::PromoteTo(df, hn::BitCast(dh, h)), hn::Set(df, 256.0f));
     }
   } else if constexpr (kIsFp8<T>) {

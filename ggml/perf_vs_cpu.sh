@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # Times hwyattn's ggml backend against ggml's CPU backend with ggml's own
-# `test-backend-ops perf -o FLASH_ATTN_EXT`, on the perf cases both run (the
-# F32/F16/BF16 ones; HWYATTN declines the block-quantized ones), with the same
+# `test-backend-ops perf -o FLASH_ATTN_EXT`, on the perf cases PARAMS selects
+# (by default the F32/F16/BF16 ones; the block-quantized ones with
+# PARAMS='type_K=(q8_0|q4_0)'), with the same
 # threads (test-backend-ops gives every backend hardware_concurrency threads).
 # Each backend runs ROUNDS times, alternating, and each case keeps its best
 # time (the least disturbed run on a shared machine). Prints a Markdown table:

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Rows of a packed cache (blocks.h: ggml's block formats and I4) read per
-// target with Highway's vectors: DequantizeRow (the fp32 values, which the
-// decode kernel stages) and IntegerRow (the integers and block scales that
+// target with Highway's vectors: DequantizeRows (the fp32 values, which the
+// decode kernel stages) and IntegerRows (the integers and block scales that
 // the integer products multiply, int8_products.h). The decode kernel calls
-// them once per staged row of K and V, so they were most of its time over a
-// block-format cache as scalar loops (D1q8_0cold on Zen 5: 67% of the
-// samples, the baseline target's auto-vectorized copy of blocks.h's loops).
+// them once per staged run of K and V (kStageKeys rows), which as scalar
+// loops were most of its time over a block-format cache (D1q8_0cold on Zen
+// 5: 67% of the samples, the baseline's auto-vectorized blocks.h loops).
 //
 // A block's 32 numbers are made as two 16-byte vectors (elements 0-15 and
 // 16-31), whatever the target's vector length: Q8_0's bytes as they are;

@@ -562,8 +562,15 @@ void AddMask(const TensorView& mask, int64_t at, int64_t keys, float* HWY_RESTRI
 void StageRows(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh, int64_t j,
                int64_t n, int64_t dim, bool round, float* HWY_RESTRICT dst, size_t ld) {
   if (IsPackedDtype(t.dtype)) {
+    // Runs of rows ld_bytes apart (the stage, or what of it a page holds).
     const unsigned char* rows[kStageKeys];
-    for (int64_t i = 0; i < n; ++i) rows[i] = t.BytesAt(p.KeyRowOffset(t, b, kvh, j + i));
+    const int64_t ld_bytes = ByteOffset(t.dtype, t.stride[2]);
+    for (int64_t i0 = 0; i0 < n;) {
+      const int64_t run = p.KeysInRun(j + i0, n - i0);
+      const unsigned char* row0 = t.BytesAt(p.KeyRowOffset(t, b, kvh, j + i0));
+      for (int64_t i = 0; i < run; ++i) rows[i0 + i] = row0 + i * ld_bytes;
+      i0 += run;
+    }
     DequantizeRows(t.dtype, rows, n, dim, dst, ld);
   } else {
     for (int64_t i = 0; i < n; ++i) {

@@ -4,7 +4,7 @@
 // query's blocks (ggml's quantize_row_q8_0_ref arithmetic, in fp32 without
 // contraction: this file is compiled with -ffp-contract=off, for the
 // baseline target only, so every target quantizes a query to the same
-// numbers). The integers of a K row (IntegerRow) are block_rows.cc's.
+// numbers). The integers of K rows (IntegerRows) are block_rows.cc's.
 
 #include "src/ops/int8_products.h"
 

@@ -555,6 +555,26 @@ void AddMask(const TensorView& mask, int64_t at, int64_t keys, float* HWY_RESTRI
   });
 }
 
+// The addresses of the rows of keys [j, j + n) of t (k or v, of b and kvh;
+// n <= kStageKeys) into rows[], one KeyRowOffset per run of rows a row
+// stride apart (the span, or what of it a page holds: KeysInRun); after
+// each run, body(i0, run) (Int8ScoreChunk prefetches there). The packed
+// formats' row offsets are whole blocks (or even for I4), so ByteOffset is
+// linear in them.
+template <class Body>
+HWY_INLINE void StagedRowAddresses(const SdpaProblem& p, const TensorView& t, int64_t b,
+                                   int64_t kvh, int64_t j, int64_t n, const unsigned char** rows,
+                                   const Body& body) {
+  const int64_t ld_bytes = ByteOffset(t.dtype, t.stride[2]);
+  for (int64_t i0 = 0; i0 < n;) {
+    const int64_t run = p.KeysInRun(j + i0, n - i0);
+    const unsigned char* row0 = t.BytesAt(p.KeyRowOffset(t, b, kvh, j + i0));
+    for (int64_t i = 0; i < run; ++i) rows[i0 + i] = row0 + i * ld_bytes;
+    body(i0, run);
+    i0 += run;
+  }
+}
+
 // Rows of keys [j, j + n) of t (k or v, of b and kvh; `dim` elements each;
 // n <= kStageKeys) as fp32 into dst, `ld` apart (DecodeStaged): a packed
 // format's dequantized (DequantizeRows, block_rows.cc), a float tensor's
@@ -562,15 +582,8 @@ void AddMask(const TensorView& mask, int64_t at, int64_t keys, float* HWY_RESTRI
 void StageRows(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh, int64_t j,
                int64_t n, int64_t dim, bool round, float* HWY_RESTRICT dst, size_t ld) {
   if (IsPackedDtype(t.dtype)) {
-    // Runs of rows ld_bytes apart (the stage, or what of it a page holds).
     const unsigned char* rows[kStageKeys];
-    const int64_t ld_bytes = ByteOffset(t.dtype, t.stride[2]);
-    for (int64_t i0 = 0; i0 < n;) {
-      const int64_t run = p.KeysInRun(j + i0, n - i0);
-      const unsigned char* row0 = t.BytesAt(p.KeyRowOffset(t, b, kvh, j + i0));
-      for (int64_t i = 0; i < run; ++i) rows[i0 + i] = row0 + i * ld_bytes;
-      i0 += run;
-    }
+    StagedRowAddresses(p, t, b, kvh, j, n, rows, [](int64_t, int64_t) {});
     DequantizeRows(t.dtype, rows, n, dim, dst, ld);
   } else {
     for (int64_t i = 0; i < n; ++i) {
@@ -611,30 +624,21 @@ void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, 
   const size_t rows = static_cast<size_t>(plan.rows);
   const Int8Kernels& kernels = GetInt8Kernels();
   const int64_t row_bytes = ByteOffset(p.k.dtype, dim);
-  const int64_t ld_bytes = ByteOffset(p.k.dtype, p.k.stride[2]);
   for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
     const int64_t n = std::min(kStageKeys, keys - j0);
     const unsigned char* src[kStageKeys];
-    // Runs of rows ld_bytes apart (the stage, or what of it a page holds).
-    for (int64_t i0 = 0; i0 < n;) {
-      const int64_t run = p.KeysInRun(c0 + j0 + i0, n - i0);
-      const unsigned char* row0 = p.k.BytesAt(p.KeyRowOffset(p.k, b, kvh, c0 + j0 + i0));
-      // (Row offsets are whole blocks, or even for I4: ByteOffset is linear.)
+    StagedRowAddresses(p, p.k, b, kvh, c0 + j0, n, src, [&](int64_t i0, int64_t run) {
       const int64_t ahead =
           ByteOffset(p.k.dtype, AheadOffset(p, p.k, row_bytes, b, kvh, c0 + j0 + i0));
+      if (ahead == 0) return;
       for (int64_t i = i0; i < i0 + run; ++i) {
-        const unsigned char* row = row0 + (i - i0) * ld_bytes;
-        if (ahead != 0) {
-          const unsigned char* next = row + ahead;
-          for (int64_t byte = 0; byte < row_bytes; byte += kCacheLineBytes) {
-            PrefetchLine<kL2>(next + byte);
-          }
-          PrefetchLine<kL2>(next + row_bytes - 1);
+        const unsigned char* next = src[i] + ahead;
+        for (int64_t byte = 0; byte < row_bytes; byte += kCacheLineBytes) {
+          PrefetchLine<kL2>(next + byte);
         }
-        src[i] = row;
+        PrefetchLine<kL2>(next + row_bytes - 1);
       }
-      i0 += run;
-    }
+    });
     for (int64_t i = 0; i < n; ++i) {
       x.rows[i] = in_place ? reinterpret_cast<const int8_t*>(src[i])
                            : x.keys + static_cast<size_t>(i) * ldk;

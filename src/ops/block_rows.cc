@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "src/cache_line.h"
 #include "src/ops/blocks.h"
 #include "src/ops/int8_products.h"
 #include "src/targets.h"
@@ -31,6 +32,9 @@
 #define HWY_TARGET_INCLUDE "src/ops/block_rows.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "src/ops/reduce_keys-inl.h"
+#include "src/ops/registers-inl.h"
+#include "src/ops/vectors-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hwyattn {
@@ -42,9 +46,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DU8 = hn::FixedTag<uint8_t, 16>;
 using DI8 = hn::FixedTag<int8_t, 16>;
 #endif
-// fp32 vectors of at most 16 lanes (a block is whole vectors) and the int8
-// vectors they widen from.
-using DF = hn::CappedTag<float, 16>;
+// The decode kernels' fp32 vectors (vectors-inl.h: at most 16 lanes, so a
+// block is whole vectors) and the int8 vectors they widen from.
+using VF = hn::Vec<DF>;
 using DI32 = hn::RebindToSigned<DF>;
 using DQ = hn::Rebind<int8_t, DI32>;
 
@@ -135,19 +139,44 @@ HWY_INLINE void I4Ints(const unsigned char* HWY_RESTRICT bytes, int8_t* HWY_REST
 #endif
 }
 
+// The values of integers q[0, kLanes): d * q (+ m with kOffset; one
+// rounding, d * q is exact).
+template <bool kOffset>
+HWY_INLINE VF ScaledInts(const int8_t* HWY_RESTRICT q, VF d, VF m) {
+  const VF x = hn::ConvertTo(DF(), hn::PromoteTo(DI32(), hn::LoadU(DQ(), q)));
+  return kOffset ? hn::MulAdd(x, d, m) : hn::Mul(x, d);
+}
+
 // out[0, 32) = d * q (+ m with kOffset) for the 32 integers q.
 template <bool kOffset>
 HWY_INLINE void ScaleInts(const int8_t* HWY_RESTRICT q, float d, float m, float* HWY_RESTRICT out) {
   const DF df;
-  const DI32 di32;
-  const DQ dq;
-  const auto vd = hn::Set(df, d);
-  const auto vm = hn::Set(df, m);
-  for (size_t i = 0; i < static_cast<size_t>(kBlockElems); i += hn::Lanes(df)) {
-    const auto x = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(dq, q + i)));
-    hn::StoreU(kOffset ? hn::MulAdd(x, vd, vm) : hn::Mul(x, vd), df, out + i);
+  for (size_t i = 0; i < static_cast<size_t>(kBlockElems); i += kLanes) {
+    hn::StoreU(ScaledInts<kOffset>(q + i, hn::Set(df, d), hn::Set(df, m)), df, out + i);
   }
 }
+
+// A block of a ggml format as the fused loops read it: its 32 integers (Q8_0's
+// in the block, the others' made in `buf` by BlockInts), d and m as vectors.
+template <Dtype kType>
+struct BlockOperands {
+  HWY_INLINE BlockOperands(const unsigned char* HWY_RESTRICT block, int8_t* HWY_RESTRICT buf)
+      : d(hn::Set(DF(), BlockScale(block, 0))),
+        m(hn::Set(DF(), kBlockHasOffset<kType> ? BlockScale(block, 2) : 0.0f)) {
+    if constexpr (kType == Dtype::kQ8_0) {
+      ints = reinterpret_cast<const int8_t*>(block + 2);
+    } else {
+      BlockInts<kType>(block, buf);
+      ints = buf;
+    }
+  }
+  // Values [c kLanes, (c + 1) kLanes) of the block: DequantizeRows' numbers.
+  HWY_INLINE VF Values(size_t c) const {
+    return ScaledInts<kBlockHasOffset<kType>>(ints + c * kLanes, d, m);
+  }
+  const int8_t* ints;
+  VF d, m;
+};
 
 void DequantizeRowsT(Dtype t, const unsigned char* const* HWY_RESTRICT rows, int64_t n, int64_t dim,
                      float* HWY_RESTRICT out, size_t ld) {
@@ -217,7 +246,174 @@ void IntegerRowsT(Dtype t, const unsigned char* const* HWY_RESTRICT rows, int64_
   }
 }
 
-constexpr PackedRowKernels kPackedRowKernels = {HWY_TARGET, &DequantizeRowsT, &IntegerRowsT};
+// The decode kernel's F32 loops over a block format's rows, each block
+// dequantized in registers where it is multiplied (PackedRowKernels::scores
+// and values: no fp32 copy of the rows in between, whose stores and loads
+// were a third of a decode step over Q8_0). Their sums are the ones the F32
+// loops make of DequantizeRows' rows (ScoreKeyGroup, WeightedValues): the
+// same values, the same multiply-adds, in the same order.
+
+// Row ahead[j]'s lines (row_bytes from it), into L2 or L1, at the point of
+// the loop that reads the row PrefetchKeys rows before it, among the vector
+// loads. A fixed count per row (predicted branches): on Zen 5 every
+// instruction here shows, D1q8_0 +11% time warm with these prefetches
+// (+20% with a count of lines that varied with the row's alignment), and
+// -18% cold (without them a cold step waits on memory: hardware's stream
+// prefetches do not reach far enough).
+HWY_INLINE void PrefetchRow(const BlockRowSpan& span, size_t j, size_t row_bytes) {
+  if (span.ahead == nullptr) return;
+  const unsigned char* row = span.ahead[j];
+  for (size_t byte = 0; byte < row_bytes; byte += kCacheLineBytes) {
+    span.prefetch_l2 ? PrefetchLine<true>(row + byte) : PrefetchLine<false>(row + byte);
+  }
+}
+
+// Scores of keys [j, j + kKeys) (the last one repeated past n) for rows [r0,
+// r0 + kRows): as ScoreKeyGroup, an accumulator per (row, key) over the head
+// dims in increasing order, block by block, then ReduceKeys.
+template <Dtype kType, size_t kRows>
+HWY_NOINLINE void BlockScoreGroups(const BlockRowSpan& keys, size_t blocks,
+                                   const float* HWY_RESTRICT q, size_t ldq, size_t rows,
+                                   float* HWY_RESTRICT s, size_t lds) {
+  constexpr size_t kKeys = kLanes / kRows;
+  constexpr size_t kVecs = kBlockElems / kLanes;
+  const DF df;
+  const size_t n = keys.n;
+  for (size_t j = 0; j < n; j += kKeys) {
+    const unsigned char* HWY_RESTRICT k[kKeys];
+    for (size_t kk = 0; kk < kKeys; ++kk) k[kk] = keys.rows[HWY_MIN(j + kk, n - 1)];
+    const size_t valid = HWY_MIN(kKeys, n - j);
+    for (size_t kk = 0; kk < valid; ++kk) PrefetchRow(keys, j + kk, blocks * BlockBytes(kType));
+    for (size_t r0 = 0; r0 < rows; r0 += kRows) {
+      const float* HWY_RESTRICT qr = q + r0 * ldq;
+      WithRegisters<kLanes>(hn::Zero(df), [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
+        for (size_t b = 0; b < blocks; ++b) {
+          const float* HWY_RESTRICT qb = qr + b * kBlockElems;
+          Unroll<kKeys>([&](auto kk) HWYATTN_INLINE_LAMBDA {
+            alignas(16) int8_t buf[kBlockElems];
+            const BlockOperands<kType> block(k[kk] + b * BlockBytes(kType), buf);
+            Unroll<kVecs>([&](auto c) HWYATTN_INLINE_LAMBDA {
+              const VF kv = block.Values(c);
+              Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
+                auto& x = Nth<r * kKeys + kk>(acc...);
+                x = hn::MulAdd(hn::LoadU(df, qb + r * ldq + c * kLanes), kv, x);
+              });
+            });
+          });
+        }
+        HWY_ALIGN float lanes[kLanes];
+        hn::Store(ReduceKeys(acc...), df, lanes);
+        for (size_t r = 0; r < HWY_MIN(kRows, rows - r0); ++r) {
+          memcpy(s + (r0 + r) * lds + j, lanes + r * kKeys, valid * sizeof(float));
+        }
+      });
+    }
+  }
+}
+
+// out[r][b0 * 32, (b0 + kBlocks) * 32) for kRows rows (+)= sum_j p[r][j] v_j
+// over the rows v_j: as WeightedValues, the accumulators in registers, keys
+// in order. The first pass over the rows (b0 = 0) prefetches.
+template <Dtype kType, size_t kRows, size_t kBlocks>
+HWY_INLINE void BlockValuePass(const BlockRowSpan& vals, size_t blocks, size_t b0,
+                               const float* HWY_RESTRICT p, size_t ldp, bool accumulate,
+                               float* HWY_RESTRICT out, size_t ldo) {
+  constexpr size_t kBlockVecs = kBlockElems / kLanes;
+  constexpr size_t kVecs = kBlocks * kBlockVecs;
+  const DF df;
+  float* HWY_RESTRICT o = out + b0 * kBlockElems;
+  WithRegistersFrom<kRows * kVecs>(
+      [&](auto i) HWYATTN_INLINE_LAMBDA {
+        return accumulate ? hn::LoadU(df, o + (i / kVecs) * ldo + (i % kVecs) * kLanes)
+                          : hn::Zero(df);
+      },
+      [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
+        for (size_t j = 0; j < vals.n; ++j) {
+          if (b0 == 0) PrefetchRow(vals, j, blocks * BlockBytes(kType));
+          Unroll<kBlocks>([&](auto bb) HWYATTN_INLINE_LAMBDA {
+            alignas(16) int8_t buf[kBlockElems];
+            const BlockOperands<kType> block(vals.rows[j] + (b0 + bb) * BlockBytes(kType), buf);
+            Unroll<kBlockVecs>([&](auto c) HWYATTN_INLINE_LAMBDA {
+              const VF vv = block.Values(c);
+              Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
+                auto& x = Nth<r * kVecs + bb * kBlockVecs + c>(acc...);
+                x = hn::MulAdd(hn::Set(df, p[r * ldp + j]), vv, x);
+              });
+            });
+          });
+        }
+        Unroll<kRows * kVecs>([&](auto i) HWYATTN_INLINE_LAMBDA {
+          hn::StoreU(Nth<i>(acc...), df, o + (i / kVecs) * ldo + (i % kVecs) * kLanes);
+        });
+      });
+}
+
+// The blocks from b0 in passes of kBlocks, then halving ones.
+template <Dtype kType, size_t kRows, size_t kBlocks>
+HWY_INLINE void BlockValuePasses(const BlockRowSpan& vals, size_t b0, size_t blocks,
+                                 const float* HWY_RESTRICT p, size_t ldp, bool accumulate,
+                                 float* HWY_RESTRICT out, size_t ldo) {
+  for (; b0 + kBlocks <= blocks; b0 += kBlocks) {
+    BlockValuePass<kType, kRows, kBlocks>(vals, blocks, b0, p, ldp, accumulate, out, ldo);
+  }
+  if constexpr (kBlocks > 1) {
+    BlockValuePasses<kType, kRows, kBlocks / 2>(vals, b0, blocks, p, ldp, accumulate, out, ldo);
+  }
+}
+
+// Up to 16 accumulators: kRows rows by as many blocks as fit.
+template <Dtype kType, size_t kRows>
+HWY_NOINLINE void BlockValueRows(const BlockRowSpan& vals, size_t blocks,
+                                 const float* HWY_RESTRICT p, size_t ldp, bool accumulate,
+                                 float* HWY_RESTRICT out, size_t ldo) {
+  constexpr size_t kAccumulators = kRows * kBlockElems / kLanes;
+  constexpr size_t kBlocks = kAccumulators >= 16 ? 1 : 16 / kAccumulators;
+  BlockValuePasses<kType, kRows, kBlocks>(vals, 0, blocks, p, ldp, accumulate, out, ldo);
+}
+
+// Rows per value pass: at most 4, and 16 accumulators over a block.
+constexpr size_t kValueRows = HWY_MAX(1, HWY_MIN(4, 16 * kLanes / kBlockElems));
+
+void BlockScoresT(Dtype t, const BlockRowSpan& k, size_t dim, const float* HWY_RESTRICT q,
+                  size_t ldq, size_t rows, float* HWY_RESTRICT s, size_t lds) {
+  const size_t blocks = dim / kBlockElems;
+  DispatchBlockDtype(t, [&](auto type) {
+    constexpr Dtype kType = decltype(type)::value;
+    switch (GroupRows(rows)) {
+      case 1: return BlockScoreGroups<kType, 1>(k, blocks, q, ldq, rows, s, lds);
+#if HWY_TARGET != HWY_SCALAR
+      case 2: return BlockScoreGroups<kType, 2>(k, blocks, q, ldq, rows, s, lds);
+      case 4: return BlockScoreGroups<kType, 4>(k, blocks, q, ldq, rows, s, lds);
+#endif
+#if HWY_MAX_BYTES >= 32
+      default: return BlockScoreGroups<kType, 8>(k, blocks, q, ldq, rows, s, lds);
+#endif
+    }
+  });
+}
+
+void BlockValuesT(Dtype t, const BlockRowSpan& v, size_t dim, const float* HWY_RESTRICT p,
+                  size_t ldp, size_t rows, bool accumulate, float* HWY_RESTRICT out, size_t ldo) {
+  const size_t blocks = dim / kBlockElems;
+  DispatchBlockDtype(t, [&](auto type) {
+    constexpr Dtype kType = decltype(type)::value;
+    for (size_t r0 = 0; r0 < rows; r0 += kValueRows) {
+      const float* HWY_RESTRICT pr = p + r0 * ldp;
+      float* HWY_RESTRICT o = out + r0 * ldo;
+      switch (HWY_MIN(kValueRows, rows - r0)) {
+        case 1: BlockValueRows<kType, 1>(v, blocks, pr, ldp, accumulate, o, ldo); break;
+#if HWY_TARGET != HWY_SCALAR
+        case 2: BlockValueRows<kType, 2>(v, blocks, pr, ldp, accumulate, o, ldo); break;
+        case 3: BlockValueRows<kType, 3>(v, blocks, pr, ldp, accumulate, o, ldo); break;
+        default: BlockValueRows<kType, 4>(v, blocks, pr, ldp, accumulate, o, ldo); break;
+#endif
+      }
+    }
+  });
+}
+
+constexpr PackedRowKernels kPackedRowKernels = {HWY_TARGET, &DequantizeRowsT, &IntegerRowsT,
+                                                &BlockScoresT, &BlockValuesT};
 
 const PackedRowKernels* GetPackedRowKernelTable() { return &kPackedRowKernels; }
 
@@ -238,6 +434,16 @@ const PackedRowKernels& Kernels() {
   return *kernels;
 }
 }  // namespace
+
+void BlockScores(Dtype t, const BlockRowSpan& k, size_t dim, const float* q, size_t ldq,
+                 size_t rows, float* s, size_t lds) {
+  Kernels().scores(t, k, dim, q, ldq, rows, s, lds);
+}
+
+void BlockValues(Dtype t, const BlockRowSpan& v, size_t dim, const float* p, size_t ldp,
+                 size_t rows, bool accumulate, float* out, size_t ldo) {
+  Kernels().values(t, v, dim, p, ldp, rows, accumulate, out, ldo);
+}
 
 void DequantizeRows(Dtype t, const unsigned char* const* rows, int64_t n, int64_t dim, float* out,
                     size_t ld) {

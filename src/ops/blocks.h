@@ -169,14 +169,42 @@ HWY_INLINE void DispatchPackedDtype(Dtype t, const Body& body) {
 void DequantizeRows(Dtype t, const unsigned char* const* rows, int64_t n, int64_t dim, float* out,
                     size_t ld);
 
-// One target's DequantizeRows and IntegerRows (int8_products.h), picked as
-// the decode kernels are (PickKernels).
+// n rows of a block format as the decode kernel's F32 products read them:
+// rows[j] a row's first block, and (ahead non-null) ahead[j] the row whose
+// lines to prefetch meanwhile (into L2 with prefetch_l2, else L1).
+struct BlockRowSpan {
+  const unsigned char* const* rows;
+  const unsigned char* const* ahead;
+  size_t n;
+  bool prefetch_l2;
+};
+
+// The decode kernel's F32 products over the rows of a block format t (dim a
+// multiple of kBlockElems), each block dequantized in registers as
+// DequantizeRows dequantizes it, with the sums the decode kernel's F32 loops
+// make of those rows (block_rows.cc):
+//   BlockScores  s[r * lds + j] = q_r . k_j for r < rows, j < n; q's rows
+//                ldq apart, up to a whole score group (GroupRows, zeros past
+//                `rows`);
+//   BlockValues  out[r * ldo + i] = (accumulate ? out[r * ldo + i] : 0) +
+//                sum over j of p[r * ldp + j] v_j[i], keys in order.
+void BlockScores(Dtype t, const BlockRowSpan& k, size_t dim, const float* q, size_t ldq,
+                 size_t rows, float* s, size_t lds);
+void BlockValues(Dtype t, const BlockRowSpan& v, size_t dim, const float* p, size_t ldp,
+                 size_t rows, bool accumulate, float* out, size_t ldo);
+
+// One target's DequantizeRows, IntegerRows (int8_products.h), BlockScores
+// and BlockValues, picked as the decode kernels are (PickKernels).
 struct PackedRowKernels {
   int64_t target;
   void (*dequantize)(Dtype t, const unsigned char* const* rows, int64_t n, int64_t dim, float* out,
                      size_t ld);
   void (*integers)(Dtype t, const unsigned char* const* rows, int64_t n, int64_t dim, int8_t* q,
                    float* e, float* m);
+  void (*scores)(Dtype t, const BlockRowSpan& k, size_t dim, const float* q, size_t ldq,
+                 size_t rows, float* s, size_t lds);
+  void (*values)(Dtype t, const BlockRowSpan& v, size_t dim, const float* p, size_t ldp,
+                 size_t rows, bool accumulate, float* out, size_t ldo);
 };
 
 // dst = the n values of x (a multiple of kBlockElems) in the block format t,

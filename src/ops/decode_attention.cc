@@ -36,7 +36,6 @@
 #include "src/ops/decode_bf16.h"
 #include "src/ops/flash_bf16.h"  // Bf16Pair
 #include "src/ops/int8_products.h"
-#include "src/ops/reduce_keys_avx512.h"
 #include "src/ops/score_rules.h"
 #include "src/targets.h"
 
@@ -45,6 +44,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // After highway.h
+#include "src/ops/reduce_keys-inl.h"
 #include "src/ops/registers-inl.h"
 #include "src/ops/score_rules-inl.h"
 #include "src/ops/softmax-inl.h"
@@ -107,43 +107,6 @@ constexpr bool kL2Loops = true;
 #else
 constexpr bool kL2Loops = false;
 #endif
-
-#if HWY_TARGET != HWY_SCALAR  // (no ConcatEven there; one lane needs no sums)
-// Pairwise sums of a pack of accumulators (registers-inl.h), halving it
-// until one vector is left: lanes [0, N/2) of a level's result i sum adjacent
-// lanes of accumulator 2i, lanes [N/2, N) those of 2i + 1.
-template <class... V>
-HWY_INLINE VF ReducePairwise(V&... acc) {
-  if constexpr (sizeof...(V) == 1) {
-    return Nth<0>(acc...);
-  } else {
-    const DF df;
-    return WithRegistersFrom<sizeof...(V) / 2>(
-        [&](auto i) HWYATTN_INLINE_LAMBDA {
-          auto& a = Nth<2 * i>(acc...);
-          auto& b = Nth<2 * i + 1>(acc...);
-          return hn::Add(hn::ConcatEven(df, b, a), hn::ConcatOdd(df, b, a));
-        },
-        [&](auto&... next) HWYATTN_INLINE_LAMBDA { return ReducePairwise(next...); });
-  }
-}
-#endif
-
-// Transposes-and-sums kLanes accumulators (one per key; a pack) into one
-// vector of the keys' totals: on AVX3 ReduceKeys16; elsewhere pairwise
-// (ReducePairwise): after log2(N) levels lane i holds key i's total.
-template <class... V>
-HWY_INLINE VF ReduceKeys(V&... acc) {
-  static_assert(sizeof...(V) == kLanes, "an accumulator per lane");
-#if HWY_TARGET == HWY_AVX3
-  __m512 raw[16] = {acc.raw...};
-  return VF{ReduceKeys16(raw)};
-#elif HWY_TARGET != HWY_SCALAR
-  return ReducePairwise(acc...);
-#else
-  return Nth<0>(acc...);
-#endif
-}
 
 // The multiply-adds of head dims [d, d + kBlock * kLanes) into the
 // accumulators of ScoreKeyGroup (a pack of kLanes): the kRows x kBlock query
@@ -250,13 +213,6 @@ HWY_NOINLINE void ScoreKeyBlocks(const float* HWY_RESTRICT q, size_t ldq, size_t
                                 std::min(kRows, rows - r0), s + r0 * lds + j, lds);
     }
   }
-}
-
-// Rows per score group: the smallest power of two >= rows, at most a vector.
-constexpr size_t GroupRows(size_t rows) {
-  size_t g = 1;
-  while (g < rows && g < kLanes) g *= 2;
-  return g;
 }
 
 // A run of keys whose V (or K) rows follow each other `ld` apart: the
@@ -575,6 +531,53 @@ HWY_INLINE void StagedRowAddresses(const SdpaProblem& p, const TensorView& t, in
   }
 }
 
+// Whether the F32 loops read t (k or v, a block format) through BlockScores
+// and BlockValues (blocks.h), each block dequantized in registers, kStageKeys
+// rows at a time: fp32 products (bf16 ones stage rounded rows), and not for
+// the rerun skipping zero probabilities (ValuesChunk), which stages.
+inline bool ReadsBlocks(const DecodePlan& plan, const TensorView& t) {
+  return IsBlockDtype(t.dtype) && !plan.bf16;
+}
+
+// For the staged rows src[i0, i0 + run) of t (a run of StagedRowAddresses
+// from key j; rows of row_bytes), the rows PrefetchKeys keys ahead of each
+// (AheadOffset): their lines prefetched (Int8ScoreChunk), or their addresses
+// into ahead[] (BlockRowSpan: the block loops prefetch them among their
+// loads).
+template <bool kL2>
+HWY_INLINE void PrefetchRowsAhead(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh,
+                                  int64_t j, int64_t row_bytes, const unsigned char* const* src,
+                                  int64_t i0, int64_t run) {
+  const int64_t ahead = ByteOffset(t.dtype, AheadOffset(p, t, row_bytes, b, kvh, j + i0));
+  if (ahead == 0) return;
+  for (int64_t i = i0; i < i0 + run; ++i) {
+    const unsigned char* next = src[i] + ahead;
+    for (int64_t byte = 0; byte < row_bytes; byte += kCacheLineBytes) {
+      PrefetchLine<kL2>(next + byte);
+    }
+    PrefetchLine<kL2>(next + row_bytes - 1);
+  }
+}
+inline void RowsAhead(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh, int64_t j,
+                      int64_t row_bytes, const unsigned char* const* src, int64_t i0, int64_t run,
+                      const unsigned char** ahead_rows) {
+  const int64_t ahead = ByteOffset(t.dtype, AheadOffset(p, t, row_bytes, b, kvh, j + i0));
+  for (int64_t i = i0; i < i0 + run; ++i) ahead_rows[i] = src[i] + ahead;
+}
+
+// The rows of keys [j, j + n) of t (k or v, a block format; n <=
+// kStageKeys) as BlockScores and BlockValues read them: rows[] and the rows
+// to prefetch meanwhile, ahead[].
+BlockRowSpan BlockRowsOf(const DecodePlan& plan, const TensorView& t, int64_t b, int64_t kvh,
+                         int64_t j, int64_t n, int64_t dim, const unsigned char** rows,
+                         const unsigned char** ahead) {
+  const SdpaProblem& p = *plan.problem;
+  StagedRowAddresses(p, t, b, kvh, j, n, rows, [&](int64_t i0, int64_t run) {
+    RowsAhead(p, t, b, kvh, j, ByteOffset(t.dtype, dim), rows, i0, run, ahead);
+  });
+  return {rows, ahead, static_cast<size_t>(n), plan.prefetch_l2};
+}
+
 // Rows of keys [j, j + n) of t (k or v, of b and kvh; `dim` elements each;
 // n <= kStageKeys) as fp32 into dst, `ld` apart (DecodeStaged): a packed
 // format's dequantized (DequantizeRows, block_rows.cc), a float tensor's
@@ -628,16 +631,7 @@ void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, 
     const int64_t n = std::min(kStageKeys, keys - j0);
     const unsigned char* src[kStageKeys];
     StagedRowAddresses(p, p.k, b, kvh, c0 + j0, n, src, [&](int64_t i0, int64_t run) {
-      const int64_t ahead =
-          ByteOffset(p.k.dtype, AheadOffset(p, p.k, row_bytes, b, kvh, c0 + j0 + i0));
-      if (ahead == 0) return;
-      for (int64_t i = i0; i < i0 + run; ++i) {
-        const unsigned char* next = src[i] + ahead;
-        for (int64_t byte = 0; byte < row_bytes; byte += kCacheLineBytes) {
-          PrefetchLine<kL2>(next + byte);
-        }
-        PrefetchLine<kL2>(next + row_bytes - 1);
-      }
+      PrefetchRowsAhead<kL2>(p, p.k, b, kvh, c0 + j0, row_bytes, src, i0, run);
     });
     for (int64_t i = 0; i < n; ++i) {
       x.rows[i] = in_place ? reinterpret_cast<const int8_t*>(src[i])
@@ -684,7 +678,18 @@ void ScoreChunk(const DecodePlan& plan, int64_t b, int64_t unit, int64_t c0, int
     staged = true;  // (done)
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (plan.staged && !staged) {
+    if (plan.staged && !staged && ReadsBlocks(plan, p.k)) {
+      for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
+        const int64_t n = std::min(kStageKeys, keys - j0);
+        const unsigned char *src[kStageKeys], *ahead[kStageKeys];
+        BlockScores(p.k.dtype, BlockRowsOf(plan, p.k, b, kvh, c0 + j0, n, dim, src, ahead),
+                    static_cast<size_t>(dim), q, dim_pad, static_cast<size_t>(rows), s + j0, ld);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        for (size_t j = static_cast<size_t>(keys); j < keys_pad; ++j) s[r * ld + j] = -INFINITY;
+      }
+      staged = true;
+    } else if (plan.staged && !staged) {
       const size_t lds = StageStride(p);
       for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
         const int64_t n = std::min(kStageKeys, keys - j0);
@@ -814,7 +819,15 @@ void ValuesChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int
   // Every row's sums over the chunk; with skip_zeros, zero probabilities
   // skipped, with the same operations in the same order otherwise.
   const auto values = [&](bool skip_zeros) {
-    if (kBf16DotTarget && plan.bf16_dot) {  // the same runs on the AVX512_BF16 loops
+    if (!skip_zeros && ReadsBlocks(plan, p.v)) {
+      for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
+        const int64_t n = std::min(kStageKeys, keys - j0);
+        const unsigned char *src[kStageKeys], *ahead[kStageKeys];
+        BlockValues(p.v.dtype, BlockRowsOf(plan, p.v, b, kvh, c0 + j0, n, value_dim, src, ahead),
+                    static_cast<size_t>(value_dim), s + j0, ld, static_cast<size_t>(rows), j0 > 0,
+                    out, static_cast<size_t>(value_dim));
+      }
+    } else if (kBf16DotTarget && plan.bf16_dot) {  // the same runs on the AVX512_BF16 loops
       for_batches([&](size_t n, bool accumulate) {
         Bf16ValueRun bruns[kDecodeMaxRuns];
         for (size_t k = 0; k < n; ++k) {

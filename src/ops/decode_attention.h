@@ -65,10 +65,13 @@ constexpr size_t kDecodeMaxRuns = 65;
 // K and V of any such pair) with contiguous head dims (read in place,
 // unpacked), no weights output; fp32 or bf16 products. Everything else takes
 // the prefill kernel.
-// K or V in a block format: the decode kernel stages the rows, kStageKeys at
-// a time, dequantized (the other one converted) into fp32 rows of a
-// per-worker buffer, and runs its F32 loops on them: no kernel instance per
-// format, and K and V may differ (a block format and a float one too).
+// K or V packed: the decode kernel reads it kStageKeys rows at a time, ggml's
+// blocks under fp32 products through BlockScores and BlockValues (blocks.h:
+// its F32 loops' tiles, each block dequantized in registers), the rest
+// staged: dequantized (a float partner converted) into fp32 rows of a
+// per-worker buffer that its F32 loops run on. No instance of the decode
+// loops per format, and K and V may differ (a block format and a float one
+// too).
 inline bool DecodeStaged(const SdpaProblem& p) {
   return IsPackedDtype(p.k.dtype) || IsPackedDtype(p.v.dtype);
 }

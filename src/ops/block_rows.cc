@@ -157,12 +157,12 @@ HWY_INLINE void ScaleInts(const int8_t* HWY_RESTRICT q, float d, float m, float*
 }
 
 // A block of a ggml format as the fused loops read it: its 32 integers (Q8_0's
-// in the block, the others' made in `buf` by BlockInts), d and m as vectors.
+// in the block, the others' made in `buf` by BlockInts), d and m. (Scalars,
+// not vectors: SVE's vectors have no size and cannot be members.)
 template <Dtype kType>
 struct BlockOperands {
   HWY_INLINE BlockOperands(const unsigned char* HWY_RESTRICT block, int8_t* HWY_RESTRICT buf)
-      : d(hn::Set(DF(), BlockScale(block, 0))),
-        m(hn::Set(DF(), kBlockHasOffset<kType> ? BlockScale(block, 2) : 0.0f)) {
+      : d(BlockScale(block, 0)), m(kBlockHasOffset<kType> ? BlockScale(block, 2) : 0.0f) {
     if constexpr (kType == Dtype::kQ8_0) {
       ints = reinterpret_cast<const int8_t*>(block + 2);
     } else {
@@ -172,10 +172,11 @@ struct BlockOperands {
   }
   // Values [c kLanes, (c + 1) kLanes) of the block: DequantizeRows' numbers.
   HWY_INLINE VF Values(size_t c) const {
-    return ScaledInts<kBlockHasOffset<kType>>(ints + c * kLanes, d, m);
+    const DF df;
+    return ScaledInts<kBlockHasOffset<kType>>(ints + c * kLanes, hn::Set(df, d), hn::Set(df, m));
   }
   const int8_t* ints;
-  VF d, m;
+  float d, m;
 };
 
 void DequantizeRowsT(Dtype t, const unsigned char* const* HWY_RESTRICT rows, int64_t n, int64_t dim,

@@ -539,25 +539,10 @@ inline bool ReadsBlocks(const DecodePlan& plan, const TensorView& t) {
   return IsBlockDtype(t.dtype) && !plan.bf16;
 }
 
-// For the staged rows src[i0, i0 + run) of t (a run of StagedRowAddresses
-// from key j; rows of row_bytes), the rows PrefetchKeys keys ahead of each
-// (AheadOffset): their lines prefetched (Int8ScoreChunk), or their addresses
-// into ahead[] (BlockRowSpan: the block loops prefetch them among their
-// loads).
-template <bool kL2>
-HWY_INLINE void PrefetchRowsAhead(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh,
-                                  int64_t j, int64_t row_bytes, const unsigned char* const* src,
-                                  int64_t i0, int64_t run) {
-  const int64_t ahead = ByteOffset(t.dtype, AheadOffset(p, t, row_bytes, b, kvh, j + i0));
-  if (ahead == 0) return;
-  for (int64_t i = i0; i < i0 + run; ++i) {
-    const unsigned char* next = src[i] + ahead;
-    for (int64_t byte = 0; byte < row_bytes; byte += kCacheLineBytes) {
-      PrefetchLine<kL2>(next + byte);
-    }
-    PrefetchLine<kL2>(next + row_bytes - 1);
-  }
-}
+// The rows PrefetchKeys keys ahead (AheadOffset) of the staged rows src[i0,
+// i0 + run) of t (a run of StagedRowAddresses from key j; rows of
+// row_bytes) into ahead_rows[i0, i0 + run): the rows to prefetch while
+// reading them (their own rows where nothing of batch b is that far ahead).
 inline void RowsAhead(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh, int64_t j,
                       int64_t row_bytes, const unsigned char* const* src, int64_t i0, int64_t run,
                       const unsigned char** ahead_rows) {
@@ -629,9 +614,16 @@ void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, 
   const int64_t row_bytes = ByteOffset(p.k.dtype, dim);
   for (int64_t j0 = 0; j0 < keys; j0 += kStageKeys) {
     const int64_t n = std::min(kStageKeys, keys - j0);
-    const unsigned char* src[kStageKeys];
+    const unsigned char *src[kStageKeys], *ahead[kStageKeys];
     StagedRowAddresses(p, p.k, b, kvh, c0 + j0, n, src, [&](int64_t i0, int64_t run) {
-      PrefetchRowsAhead<kL2>(p, p.k, b, kvh, c0 + j0, row_bytes, src, i0, run);
+      RowsAhead(p, p.k, b, kvh, c0 + j0, row_bytes, src, i0, run, ahead);
+      if (ahead[i0] == src[i0]) return;  // nothing ahead
+      for (int64_t i = i0; i < i0 + run; ++i) {
+        for (int64_t byte = 0; byte < row_bytes; byte += kCacheLineBytes) {
+          PrefetchLine<kL2>(ahead[i] + byte);
+        }
+        PrefetchLine<kL2>(ahead[i] + row_bytes - 1);
+      }
     });
     for (int64_t i = 0; i < n; ++i) {
       x.rows[i] = in_place ? reinterpret_cast<const int8_t*>(src[i])

@@ -269,9 +269,10 @@ HWY_INLINE void PrefetchRow(const BlockRowSpan& span, size_t j, size_t row_bytes
   }
 }
 
-// Scores of keys [j, j + kKeys) (the last one repeated past n) for rows [r0,
-// r0 + kRows): as ScoreKeyGroup, an accumulator per (row, key) over the head
-// dims in increasing order, block by block, then ReduceKeys.
+// BlockScores for groups of kRows rows (GroupRows), kKeys keys at a time (the
+// last key repeated past n, its scores not stored): as ScoreKeyGroup, an
+// accumulator per (row, key) over the head dims in increasing order, block
+// by block, then ReduceKeys.
 template <Dtype kType, size_t kRows>
 HWY_NOINLINE void BlockScoreGroups(const BlockRowSpan& keys, size_t blocks,
                                    const float* HWY_RESTRICT q, size_t ldq, size_t rows,

@@ -147,16 +147,7 @@ HWY_INLINE VF ScaledInts(const int8_t* HWY_RESTRICT q, VF d, VF m) {
   return kOffset ? hn::MulAdd(x, d, m) : hn::Mul(x, d);
 }
 
-// out[0, 32) = d * q (+ m with kOffset) for the 32 integers q.
-template <bool kOffset>
-HWY_INLINE void ScaleInts(const int8_t* HWY_RESTRICT q, float d, float m, float* HWY_RESTRICT out) {
-  const DF df;
-  for (size_t i = 0; i < static_cast<size_t>(kBlockElems); i += kLanes) {
-    hn::StoreU(ScaledInts<kOffset>(q + i, hn::Set(df, d), hn::Set(df, m)), df, out + i);
-  }
-}
-
-// A block of a ggml format as the fused loops read it: its 32 integers (Q8_0's
+// A block of a ggml format as DequantizeRows and the fused loops read it: its 32 integers (Q8_0's
 // in the block, the others' made in `buf` by BlockInts), d and m. (Scalars,
 // not vectors: SVE's vectors have no size and cannot be members.)
 template <Dtype kType>
@@ -189,7 +180,10 @@ void DequantizeRowsT(Dtype t, const unsigned char* const* HWY_RESTRICT rows, int
       int64_t i = 0;
       for (; i + kBlockElems <= dim; i += kBlockElems) {
         I4Ints(src + i / 2, q);
-        ScaleInts<false>(q, 1.0f, 0.0f, o + i);
+        for (size_t c = 0; c < static_cast<size_t>(kBlockElems); c += kLanes) {
+          hn::StoreU(hn::ConvertTo(DF(), hn::PromoteTo(DI32(), hn::LoadU(DQ(), q + c))), DF(),
+                     o + i + c);
+        }
       }
       if (i < dim) DequantizeSpan<Dtype::kI4>(src, i, dim - i, o + i);
     }
@@ -201,13 +195,9 @@ void DequantizeRowsT(Dtype t, const unsigned char* const* HWY_RESTRICT rows, int
       const unsigned char* HWY_RESTRICT block = rows[r];
       float* HWY_RESTRICT o = out + r * ld;
       for (int64_t i = 0; i < dim; i += kBlockElems, block += BlockBytes(kType)) {
-        const float d = BlockScale(block, 0);
-        if constexpr (kType == Dtype::kQ8_0) {
-          ScaleInts<false>(reinterpret_cast<const int8_t*>(block + 2), d, 0.0f, o + i);
-        } else {
-          BlockInts<kType>(block, q);
-          ScaleInts<kBlockHasOffset<kType>>(
-              q, d, kBlockHasOffset<kType> ? BlockScale(block, 2) : 0.0f, o + i);
+        const BlockOperands<kType> values(block, q);
+        for (size_t c = 0; c < static_cast<size_t>(kBlockElems) / kLanes; ++c) {
+          hn::StoreU(values.Values(c), DF(), o + i + c * kLanes);
         }
       }
     }
@@ -262,7 +252,6 @@ void IntegerRowsT(Dtype t, const unsigned char* const* HWY_RESTRICT rows, int64_
 // -18% cold (without them a cold step waits on memory: hardware's stream
 // prefetches do not reach far enough).
 HWY_INLINE void PrefetchRow(const BlockRowSpan& span, size_t j, size_t row_bytes) {
-  if (span.ahead == nullptr) return;
   const unsigned char* row = span.ahead[j];
   for (size_t byte = 0; byte < row_bytes; byte += kCacheLineBytes) {
     span.prefetch_l2 ? PrefetchLine<true>(row + byte) : PrefetchLine<false>(row + byte);

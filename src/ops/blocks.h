@@ -170,8 +170,8 @@ void DequantizeRows(Dtype t, const unsigned char* const* rows, int64_t n, int64_
                     size_t ld);
 
 // n rows of a block format as the decode kernel's F32 products read them:
-// rows[j] a row's first block, and (ahead non-null) ahead[j] the row whose
-// lines to prefetch meanwhile (into L2 with prefetch_l2, else L1).
+// rows[j] a row's first block, and ahead[j] the row whose lines to prefetch
+// meanwhile (into L2 with prefetch_l2, else L1).
 struct BlockRowSpan {
   const unsigned char* const* rows;
   const unsigned char* const* ahead;

@@ -48,7 +48,7 @@ inline bool IsPackedDtype(Dtype t) { return IsBlockDtype(t) || t == Dtype::kI4; 
 inline bool HasIntegerNumbers(Dtype t) { return IsPackedDtype(t) || t == Dtype::kI8; }
 
 // Bytes of one block of the block format `t` (ggml-common.h's sizes).
-inline size_t BlockBytes(Dtype t) {
+constexpr size_t BlockBytes(Dtype t) {
   switch (t) {
     case Dtype::kQ8_0: return 34;
     case Dtype::kQ4_0:

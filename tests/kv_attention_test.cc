@@ -998,6 +998,14 @@ std::vector<CaseSpec> Int8Cases() {
     s.D = s.Dv = 256;
     s.Hq = 8;
     add("Q8_0D256Gqa4", s, {{1, 300}, {2, 40}});
+    // Q8_0 read in place (two blocks a step, each after its scale): an odd
+    // block count in groups of 8 and 1 rows.
+    s.D = s.Dv = 96;
+    s.Hq = 16;
+    add("Q8_0D96Gqa8", s, {{1, 300}, {2, 40}});
+    s.D = s.Dv = 160;
+    s.Hq = 2;
+    add("Q8_0D160Mha", s, {{1, 300}, {3, 40}});
     s.dtype = HWYATTN_Q4_0;
     s.D = s.Dv = 224;
     s.Hq = 16;

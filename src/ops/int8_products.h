@@ -77,17 +77,39 @@ inline size_t Int8GroupRows(size_t rows) {
   return g;
 }
 
+// The K rows an integer score kernel reads, n of them (rows[j]):
+//   q8_0 false: blocks * 32 int8 each (I8 rows in place, or IntegerRows'
+//     integers), with per block a scale e ([n][blocks], or null for 1) and
+//     an offset m ([n][blocks], or null for 0);
+//   q8_0 true: ggml's Q8_0 rows in place (each block its fp16 d, then its
+//     32 int8: e = d, m = 0); e and m are null.
+struct Int8KeyRows {
+  const int8_t* const* rows;
+  const float* e;
+  const float* m;
+  bool q8_0;
+};
+
+// Int8KeyRows' three layouts, a template argument of the kernels: integers
+// without scales (e null), integers with scales e, Q8_0 blocks in place.
+enum class Int8KeyLayout { kUnscaled, kScaled, kQ8_0 };
+
+inline Int8KeyLayout LayoutOf(const Int8KeyRows& k) {
+  if (k.q8_0) return Int8KeyLayout::kQ8_0;
+  return k.e != nullptr ? Int8KeyLayout::kScaled : Int8KeyLayout::kUnscaled;
+}
+
 // One target's integer score kernel: for r < rows and j < n,
 //   s[r * lds + j] = scale * sum over blocks b of
 //       (d[r][b] * e[j][b] * sum_i q[r][32 b + i] k_j[32 b + i] + m[j][b] * dsum[r][b])
-// with k_j = keys[j] (blocks * 32 int8; e, m: [n][blocks], or null for 1
-// and 0). group_rows: Int8GroupRows(rows), the rows the kernel computes
-// (those past `rows` are zeros and not stored).
+// with k_j and e, m as Int8KeyRows gives them. group_rows:
+// Int8GroupRows(rows), the rows the kernel computes (those past `rows` are
+// zeros and not stored).
 struct Int8Kernels {
   int64_t target;
   bool offset_query;  // reads Int8QueryRows::u and d_lanes (else q and d)
-  void (*scores)(size_t group_rows, size_t rows, const Int8QueryRows& q, const int8_t* const* keys,
-                 const float* e, const float* m, size_t n, float scale, float* s, size_t lds);
+  void (*scores)(size_t group_rows, size_t rows, const Int8QueryRows& q, const Int8KeyRows& k,
+                 size_t n, float scale, float* s, size_t lds);
 };
 
 // For the decode kernels' target (PickKernels picks the same one): where

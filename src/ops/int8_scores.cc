@@ -14,13 +14,15 @@
 // Keys are read one at a time (the rows' accumulators in registers, a pack
 // as registers-inl.h makes them, since SVE's vectors cannot be array
 // elements); the K rows come from the cache in place (I8 rows of whole
-// blocks) or from the decode kernel's staged integers (IntegerRows).
+// blocks, Q8_0 blocks with their scales) or from the decode kernel's
+// staged integers (IntegerRows).
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include <type_traits>
 
+#include "src/ops/blocks.h"
 #include "src/ops/int8_products.h"
 #include "src/targets.h"
 
@@ -41,13 +43,13 @@ using D8 = hn::Rebind<int8_t, D16>;
 using D32 = hn::Repartition<int32_t, D16>;
 using DF32 = hn::Rebind<float, D32>;
 
-// Int8Kernels::scores for group_rows = kRows; kScaled: e is not null (a
-// block format's scales; without them the query's d multiplies alone,
-// broadcast from memory).
-template <size_t kRows, bool kScaled>
-HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const int8_t* const* keys,
-                            const float* e, const float* m, size_t n, float scale, float* s,
-                            size_t lds) {
+template <Int8KeyLayout kLayout>
+using Layout = std::integral_constant<Int8KeyLayout, kLayout>;
+
+// Int8Kernels::scores for group_rows = kRows and keys laid out as kKeys.
+template <size_t kRows, Int8KeyLayout kKeys>
+HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const Int8KeyRows& keys, size_t n,
+                            float scale, float* s, size_t lds) {
   const D16 d16;
   const D8 d8;
   const D32 d32;
@@ -55,15 +57,25 @@ HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const int8_t* c
   const size_t lanes = hn::Lanes(d16);
   const size_t blocks = q.blocks;
   const size_t ldq = blocks * static_cast<size_t>(kBlockElems);
+  constexpr size_t kQ8_0Bytes = BlockBytes(Dtype::kQ8_0);
   for (size_t j = 0; j < n; ++j) {
-    const int8_t* HWY_RESTRICT k = keys[j];
-    const float* ej = kScaled ? e + j * blocks : nullptr;
+    const int8_t* HWY_RESTRICT k = keys.rows[j];
     WithRegisters<kRows>(hn::Zero(df), [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
       for (size_t b = 0; b < blocks; ++b) {
         const size_t at = b * static_cast<size_t>(kBlockElems);
+        // The block's 32 integers and its scale.
+        const int8_t* HWY_RESTRICT kb = k + at;
+        float e = 1.0f;
+        if constexpr (kKeys == Int8KeyLayout::kQ8_0) {
+          const auto* block = reinterpret_cast<const unsigned char*>(k) + b * kQ8_0Bytes;
+          kb = reinterpret_cast<const int8_t*>(block + 2);
+          e = BlockHalf(block, 0);
+        } else if constexpr (kKeys == Int8KeyLayout::kScaled) {
+          e = keys.e[j * blocks + b];
+        }
         WithRegisters<2 * kRows>(hn::Zero(d32), [&](auto&... sums) HWYATTN_INLINE_LAMBDA {
           for (size_t i = 0; i < static_cast<size_t>(kBlockElems); i += lanes) {
-            const auto kv = hn::PromoteTo(d16, hn::LoadU(d8, k + at + i));
+            const auto kv = hn::PromoteTo(d16, hn::LoadU(d8, kb + i));
             Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
               const auto qv = hn::LoadU(d16, q.q + r * ldq + at + i);
               auto& sum0 = Nth<2 * r>(sums...);
@@ -73,7 +85,8 @@ HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const int8_t* c
           Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
             auto& a = Nth<r>(acc...);
             const auto sum = hn::Add(Nth<2 * r>(sums...), Nth<2 * r + 1>(sums...));
-            const float scale = kScaled ? q.d[r * blocks + b] * ej[b] : q.d[r * blocks + b];
+            const float scale = kKeys == Int8KeyLayout::kUnscaled ? q.d[r * blocks + b]
+                                                               : q.d[r * blocks + b] * e;
             a = hn::MulAdd(hn::ConvertTo(df, sum), hn::Set(df, scale), a);
           });
         });
@@ -81,8 +94,10 @@ HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const int8_t* c
       Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
         if (r >= rows) return;
         float total = hn::GetLane(hn::SumOfLanes(df, Nth<r>(acc...)));
-        if (m != nullptr) {
-          for (size_t b = 0; b < blocks; ++b) total += m[j * blocks + b] * q.dsum[r * blocks + b];
+        if (keys.m != nullptr) {
+          for (size_t b = 0; b < blocks; ++b) {
+            total += keys.m[j * blocks + b] * q.dsum[r * blocks + b];
+          }
         }
         s[r * lds + j] = total * scale;
       });
@@ -90,20 +105,23 @@ HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const int8_t* c
   }
 }
 
-void Scores(size_t group_rows, size_t rows, const Int8QueryRows& q, const int8_t* const* keys,
-            const float* e, const float* m, size_t n, float scale, float* s, size_t lds) {
+void Scores(size_t group_rows, size_t rows, const Int8QueryRows& q, const Int8KeyRows& keys,
+            size_t n, float scale, float* s, size_t lds) {
   HWY_DASSERT(rows >= 1 && rows <= group_rows && group_rows <= 8);
-  const auto rows_of = [&](auto scaled) {
-    constexpr bool kScaled = decltype(scaled)::value;
+  const auto rows_of = [&](auto layout) {
+    constexpr Int8KeyLayout kKeys = decltype(layout)::value;
     switch (group_rows) {
-      case 1: return ScoreRows<1, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
-      case 2: return ScoreRows<2, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
-      case 4: return ScoreRows<4, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
-      default: return ScoreRows<8, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
+      case 1: return ScoreRows<1, kKeys>(rows, q, keys, n, scale, s, lds);
+      case 2: return ScoreRows<2, kKeys>(rows, q, keys, n, scale, s, lds);
+      case 4: return ScoreRows<4, kKeys>(rows, q, keys, n, scale, s, lds);
+      default: return ScoreRows<8, kKeys>(rows, q, keys, n, scale, s, lds);
     }
   };
-  if (e != nullptr) return rows_of(std::true_type());
-  rows_of(std::false_type());
+  switch (LayoutOf(keys)) {
+    case Int8KeyLayout::kQ8_0: return rows_of(Layout<Int8KeyLayout::kQ8_0>());
+    case Int8KeyLayout::kScaled: return rows_of(Layout<Int8KeyLayout::kScaled>());
+    default: return rows_of(Layout<Int8KeyLayout::kUnscaled>());
+  }
 }
 
 constexpr Int8Kernels kInt8Kernels = {HWY_TARGET, false, &Scores};

@@ -24,6 +24,8 @@
 #if HWYATTN_BF16_DOT_COMPILED && defined(__x86_64__)
 #include <immintrin.h>
 
+#include <string.h>
+
 #include <algorithm>
 #include <type_traits>
 #include <utility>
@@ -35,6 +37,9 @@
 
 namespace hwyattn {
 namespace {
+
+// Bytes of a Q8_0 block: its fp16 d, then 32 int8.
+constexpr size_t kQ8_0Bytes = BlockBytes(Dtype::kQ8_0);
 
 // 64 bytes from p, or (kHalf: the last block of an odd count) 32 and zeros.
 template <bool kHalf>
@@ -48,14 +53,50 @@ HWYATTN_VNNI_TARGET inline __m512 LoadFloats(const float* p) {
   return kHalf ? _mm512_maskz_loadu_ps(0x00FF, p) : _mm512_loadu_ps(p);
 }
 
+// Step `step` of a key's row (the 64 bytes of blocks 2 step and 2 step + 1,
+// or kHalf: block 2 step and zeros): contiguous integers, or two Q8_0 blocks'
+// 32 numbers, each after its 2-byte scale.
+template <Int8KeyLayout kLayout, bool kHalf>
+HWYATTN_VNNI_TARGET inline __m512i KeyStep(const int8_t* k, size_t step) {
+  if constexpr (kLayout == Int8KeyLayout::kQ8_0) {
+    const int8_t* numbers = k + 2 * step * kQ8_0Bytes + 2;
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(numbers));
+    if constexpr (kHalf) return _mm512_zextsi256_si512(lo);
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(numbers + kQ8_0Bytes));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  } else {
+    return LoadBytes<kHalf>(k + step * 64);
+  }
+}
+
+// The block scales e of step `step` of key `key`, each 8 times (kHalf: the
+// upper 8 lanes 0): from Int8KeyRows::e, or the Q8_0 blocks' fp16 d.
+template <Int8KeyLayout kLayout, bool kHalf>
+HWYATTN_VNNI_TARGET inline __m512 KeyScales(const Int8KeyRows& keys, size_t blocks, size_t key,
+                                            size_t step) {
+  if constexpr (kLayout == Int8KeyLayout::kQ8_0) {
+    const int8_t* block = keys.rows[key] + 2 * step * kQ8_0Bytes;
+    uint16_t d0, d1 = 0;
+    memcpy(&d0, block, sizeof(d0));
+    if constexpr (!kHalf) memcpy(&d1, block + kQ8_0Bytes, sizeof(d1));
+    const __m128i lo = _mm_set1_epi16(static_cast<short>(d0));
+    const __m128i hi = _mm_set1_epi16(static_cast<short>(d1));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+  } else {
+    const float* eb = keys.e + key * blocks + 2 * step;
+    return _mm512_insertf32x8(_mm512_set1_ps(eb[0]), _mm256_set1_ps(kHalf ? 0.0f : eb[1]), 1);
+  }
+}
+
 // The sums of 64-byte steps [c0, c0 + kSteps) of the kKeys keys of the group
 // at j for kRows rows (the rows' query steps in registers), added, scaled,
-// to acc[r * kKeys + key]. e: the keys' block scales (kScaled), [n][blocks].
-template <size_t kRows, size_t kSteps, bool kScaled, bool kHalf>
+// to acc[r * kKeys + key].
+template <size_t kRows, size_t kSteps, Int8KeyLayout kLayout, bool kHalf>
 HWYATTN_VNNI_TARGET inline void ScoreSteps(const Int8QueryRows& q, size_t c0,
-                                           const int8_t* const* keys, const float* e, size_t j,
-                                           size_t last, __m512 (&acc)[16]) {
+                                           const Int8KeyRows& keys, size_t j, size_t last,
+                                           __m512 (&acc)[16]) {
   constexpr size_t kKeys = 16 / kRows;
+  constexpr bool kScaled = kLayout != Int8KeyLayout::kUnscaled;
   const size_t ldu = q.blocks * static_cast<size_t>(kBlockElems);
   const size_t ldd = q.blocks * 8;
   const __m512i zero = _mm512_setzero_si512();
@@ -69,17 +110,14 @@ HWYATTN_VNNI_TARGET inline void ScoreSteps(const Int8QueryRows& q, size_t c0,
 #pragma GCC unroll 16
   for (size_t kk = 0; kk < kKeys; ++kk) {
     const size_t key = std::min(j + kk, last);
-    const int8_t* k = keys[key];
+    const int8_t* k = keys.rows[key];
 #pragma GCC unroll 16
     for (size_t c = 0; c < kSteps; ++c) {
       const size_t step = c0 + c;
-      const __m512i kv = LoadBytes<kHalf>(k + step * 64);
+      const __m512i kv = KeyStep<kLayout, kHalf>(k, step);
       const __m512i start = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k128, kv));
       __m512 ev = _mm512_setzero_ps();
-      if constexpr (kScaled) {
-        const float* eb = e + key * q.blocks + 2 * step;
-        ev = _mm512_insertf32x8(_mm512_set1_ps(eb[0]), _mm256_set1_ps(kHalf ? 0.0f : eb[1]), 1);
-      }
+      if constexpr (kScaled) ev = KeyScales<kLayout, kHalf>(keys, q.blocks, key, step);
 #pragma GCC unroll 16
       for (size_t r = 0; r < kRows; ++r) {
         const __m512i sum = _mm512_dpbusd_epi32(start, qv[r][c], kv);
@@ -93,15 +131,15 @@ HWYATTN_VNNI_TARGET inline void ScoreSteps(const Int8QueryRows& q, size_t c0,
 }
 
 // Whole steps [c, full) in groups of kSteps, then halving groups.
-template <size_t kRows, size_t kSteps, bool kScaled>
+template <size_t kRows, size_t kSteps, Int8KeyLayout kLayout>
 HWYATTN_VNNI_TARGET inline void ScoreAllSteps(const Int8QueryRows& q, size_t c, size_t full,
-                                              const int8_t* const* keys, const float* e, size_t j,
-                                              size_t last, __m512 (&acc)[16]) {
+                                              const Int8KeyRows& keys, size_t j, size_t last,
+                                              __m512 (&acc)[16]) {
   for (; c + kSteps <= full; c += kSteps) {
-    ScoreSteps<kRows, kSteps, kScaled, false>(q, c, keys, e, j, last, acc);
+    ScoreSteps<kRows, kSteps, kLayout, false>(q, c, keys, j, last, acc);
   }
   if constexpr (kSteps > 1) {
-    ScoreAllSteps<kRows, kSteps / 2, kScaled>(q, c, full, keys, e, j, last, acc);
+    ScoreAllSteps<kRows, kSteps / 2, kLayout>(q, c, full, keys, j, last, acc);
   }
 }
 
@@ -130,10 +168,9 @@ HWYATTN_VNNI_TARGET inline void StoreRows(std::index_sequence<kRows...>, size_t 
 }
 
 // Int8Kernels::scores for group_rows = kRows, 16 / kRows keys at a time.
-template <size_t kRows, bool kScaled>
-HWYATTN_VNNI_TARGET void ScoreRows(size_t rows, const Int8QueryRows& q, const int8_t* const* keys,
-                                   const float* e, const float* m, size_t n, float scale, float* s,
-                                   size_t lds) {
+template <size_t kRows, Int8KeyLayout kLayout>
+HWYATTN_VNNI_TARGET void ScoreRows(size_t rows, const Int8QueryRows& q, const Int8KeyRows& keys,
+                                   size_t n, float scale, float* s, size_t lds) {
   constexpr size_t kKeys = 16 / kRows;
   constexpr size_t kSteps = kRows >= 8 ? 1 : 8 / kRows;
   const size_t full = q.blocks / 2;
@@ -143,13 +180,14 @@ HWYATTN_VNNI_TARGET void ScoreRows(size_t rows, const Int8QueryRows& q, const in
     __m512 acc[16];
 #pragma GCC unroll 16
     for (size_t i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-    ScoreAllSteps<kRows, kSteps, kScaled>(q, 0, full, keys, e, j, n - 1, acc);
-    if (half) ScoreSteps<kRows, 1, kScaled, true>(q, full, keys, e, j, n - 1, acc);
+    ScoreAllSteps<kRows, kSteps, kLayout>(q, 0, full, keys, j, n - 1, acc);
+    if (half) ScoreSteps<kRows, 1, kLayout, true>(q, full, keys, j, n - 1, acc);
     const __m512 sums = _mm512_mul_ps(ReduceKeys16(acc), sc);
     const size_t valid_keys = std::min(kKeys, n - j);
     const __mmask16 valid = static_cast<__mmask16>((1u << valid_keys) - 1u);
     StoreRows<kKeys>(std::make_index_sequence<kRows>(), rows, sums, valid, s + j, lds);
     // The formats' offsets (Q4_1, Q5_1): m d sum(q) per block.
+    const float* m = keys.m;
     for (size_t r = 0; r < rows && m != nullptr; ++r) {
       float* sr = s + r * lds + j;
       for (size_t kk = 0; kk < valid_keys; ++kk) {
@@ -163,22 +201,28 @@ HWYATTN_VNNI_TARGET void ScoreRows(size_t rows, const Int8QueryRows& q, const in
   }
 }
 
-template <bool kScaled>
+template <Int8KeyLayout kLayout>
 HWYATTN_VNNI_TARGET void ScoresOf(size_t group_rows, size_t rows, const Int8QueryRows& q,
-                                  const int8_t* const* keys, const float* e, const float* m,
-                                  size_t n, float scale, float* s, size_t lds) {
+                                  const Int8KeyRows& keys, size_t n, float scale, float* s,
+                                  size_t lds) {
   switch (group_rows) {
-    case 1: return ScoreRows<1, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
-    case 2: return ScoreRows<2, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
-    case 4: return ScoreRows<4, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
-    default: return ScoreRows<8, kScaled>(rows, q, keys, e, m, n, scale, s, lds);
+    case 1: return ScoreRows<1, kLayout>(rows, q, keys, n, scale, s, lds);
+    case 2: return ScoreRows<2, kLayout>(rows, q, keys, n, scale, s, lds);
+    case 4: return ScoreRows<4, kLayout>(rows, q, keys, n, scale, s, lds);
+    default: return ScoreRows<8, kLayout>(rows, q, keys, n, scale, s, lds);
   }
 }
 
-void Scores(size_t group_rows, size_t rows, const Int8QueryRows& q, const int8_t* const* keys,
-            const float* e, const float* m, size_t n, float scale, float* s, size_t lds) {
-  if (e != nullptr) return ScoresOf<true>(group_rows, rows, q, keys, e, m, n, scale, s, lds);
-  ScoresOf<false>(group_rows, rows, q, keys, e, m, n, scale, s, lds);
+void Scores(size_t group_rows, size_t rows, const Int8QueryRows& q, const Int8KeyRows& keys,
+            size_t n, float scale, float* s, size_t lds) {
+  switch (LayoutOf(keys)) {
+    case Int8KeyLayout::kQ8_0:
+      return ScoresOf<Int8KeyLayout::kQ8_0>(group_rows, rows, q, keys, n, scale, s, lds);
+    case Int8KeyLayout::kScaled:
+      return ScoresOf<Int8KeyLayout::kScaled>(group_rows, rows, q, keys, n, scale, s, lds);
+    default:
+      return ScoresOf<Int8KeyLayout::kUnscaled>(group_rows, rows, q, keys, n, scale, s, lds);
+  }
 }
 
 constexpr Int8Kernels kVnniKernels = {HWY_AVX3, true, &Scores};

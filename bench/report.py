@@ -24,8 +24,8 @@ Output:
                               Q K^T + softmax + P V on the library's matmul (speed-up
                               of fusion); bench_tiles (tiles.json): the bf16 register
                               tiles alone against the bf16 dot peak
-    table.md, "Against other  with scripts/bench.sh --compare: PyTorch, ONNX Runtime and OpenVINO on
-      libraries"              the same rows (torch.json, onnxruntime.json, openvino.json next to the
+    table.md, "Against other  with scripts/bench.sh --compare: PyTorch, ONNX Runtime, OpenVINO and ggml
+      libraries"              on the same rows (torch.json, onnxruntime.json, openvino.json, ggml.json next to the
                               attention JSON, from bench/compare/; used only when written in the
                               same run as it)
   and the charts, each as .svg and .png (bench/charts.py, matplotlib):
@@ -71,7 +71,7 @@ TILES_RE = re.compile(r"^BM_Bf16Tile/(?P<kind>score|value)/(?P<arg>[a-z]+:\d+)")
 COMPARE_RE = re.compile(r"^BM_Compare/(?P<lib>[A-Za-z0-9_.-]+)/(?P<id>[A-Za-z0-9_]+)/threads:(?P<threads>\d+)")
 # bench/compare's result files, in the order of the table's columns, with their display names.
 COMPETITORS = [("torch", "torch.json", "PyTorch"), ("onnxruntime", "onnxruntime.json", "ONNX Runtime"),
-               ("openvino", "openvino.json", "OpenVINO")]
+               ("openvino", "openvino.json", "OpenVINO"), ("ggml", "ggml.json", "ggml")]
 
 MATMUL_ORDER = ["sq512", "sq1024", "sq2048", "m1_qkv", "m1_out"]
 MATMUL_NOTES = {
@@ -634,6 +634,8 @@ def describe_path(entry):
 def competitor_version(lib, display, cctx):
     """'PyTorch 2.15.0 (PyPI, ...)': the version and where it came from, as the result file records them."""
     v = "%s %s" % (display, cctx.get("library_version", "?"))
+    if lib == "ggml":
+        return v + " (%s)" % cctx.get("installed_from", "built from source")
     if cctx.get("installed_from"):
         details = ["PyPI"]
         if lib == "torch":

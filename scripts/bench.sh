@@ -15,6 +15,7 @@
 #   bench/results/torch.json        PyTorch on the same rows (bench/compare/torch_rows.py)
 #   bench/results/onnxruntime.json  ONNX Runtime on the same rows (bench/compare/ort_rows.py)
 #   bench/results/openvino.json     OpenVINO on the same rows (bench/compare/openvino_rows.py)
+#   bench/results/ggml.json         ggml's CPU flash attention on the same rows (bench/compare/ggml_rows.py)
 #   bench/results/compare.{svg,png} hwyattn beside them, with a section in table.md
 #
 # Two sizes (bench/README.md, "How long a run takes"):
@@ -46,8 +47,12 @@
 # A --benchmark_filter of yours replaces the default's row selection (in either size).
 # --dry-run: builds and runs nothing; prints, per binary, the rows it would run
 # (from the existing binaries' --benchmark_list_tests) and the repetitions.
-# --compare: right after hwyattn's attention rows, time PyTorch, ONNX Runtime and
-# OpenVINO, each in its own process, on the rows that ran, in the same run. They
+# --compare: right after hwyattn's attention rows, time PyTorch, ONNX Runtime,
+# OpenVINO and ggml, each in its own process, on the rows that ran, in the same
+# run. ggml is the pinned source of ../shared/third_party that the build
+# unpacks (BUILD_DIR/third_party), built once per CPU model as shared libraries
+# into $HWYATTN_CACHE (with ggml's defaults: -march=native, OpenMP; left out
+# when the archive is not there). The others
 # come from PyPI at the exact versions below, into the virtual environment
 # $HWYATTN_CACHE/venv-compare (default ~/.cache/hwyattn/venv-compare), made on
 # the first --compare (torch's Linux wheel is the CUDA build: about 6 GB with
@@ -144,7 +149,7 @@ dry_run() {
     sed 's|/min_time:[^/]*||; s|/real_time$||; s|/manual_time$||' <<<"$rows" | paste -sd' ' | fold -s -w 110 |
       sed 's|^|  |; s| *$||'
   done
-  ((COMPARE)) && echo "compare: PyTorch, ONNX Runtime and OpenVINO on the attention rows, $REPETITIONS repetitions"
+  ((COMPARE)) && echo "compare: PyTorch, ONNX Runtime, OpenVINO and ggml on the attention rows, $REPETITIONS repetitions"
   return 0
 }
 if ((DRY_RUN)); then
@@ -253,7 +258,34 @@ PY
   echo "${ready[*]}"
 }
 
-# compare: PyTorch, ONNX Runtime and OpenVINO on the rows of
+# ggml_lib: prints the directory of libggml-base.so and libggml-cpu.so built
+# from the pinned ggml that the hwyattn build unpacked ($BUILD_DIR/third_party,
+# ggml/CMakeLists.txt), building them into $HWYATTN_CACHE the first time (one
+# build per CPU model: -march=native code); prints nothing (with a warning)
+# when there is no such source or the build fails.
+ggml_lib() {
+  local src cpu_key dir
+  src=$(ls -d "$BUILD_DIR"/third_party/ggml-* 2>/dev/null | head -1)
+  if [[ -z $src || ! -f $src/CMakeLists.txt ]]; then
+    echo "bench.sh: warning: no ggml source in $BUILD_DIR/third_party (../shared/third_party/ggml-*.tar.gz" \
+         "was not there at configure time); ggml left out" >&2
+    return 0
+  fi
+  cpu_key=$(awk -F': ' '/^(cpu family|model)\t/ {printf "%s-", $2} /^model name/ {exit}' /proc/cpuinfo 2>/dev/null)
+  dir=$HWYATTN_CACHE/$(basename "$src")-shared-$(uname -m)-${cpu_key%-}
+  if [[ ! -f $dir/src/libggml-cpu.so ]]; then
+    echo "bench.sh: compare: building ggml's CPU backend from $src into $dir" >&2
+    { cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_BUILD_TESTS=OFF \
+        -DGGML_BUILD_EXAMPLES=OFF && cmake --build "$dir" -j"$JOBS" --target ggml-base ggml-cpu; } \
+      >"$dir.log" 2>&1 || {
+      echo "bench.sh: warning: building ggml failed ($dir.log); ggml left out" >&2
+      return 0
+    }
+  fi
+  echo "$dir/src"
+}
+
+# compare: PyTorch, ONNX Runtime, OpenVINO and ggml on the rows of
 # bench/results/latest.json (its labels carry the shapes; a --benchmark_filter
 # applies to them too), right after hwyattn's rows, each in its own process.
 # Each is optional: a library that cannot run is left out with a warning, and
@@ -263,20 +295,27 @@ compare() {
     echo "bench.sh: warning: --compare needs the attention benchmark in BENCH_ONLY; skipped" >&2
     return 0
   }
-  local lib script ready k=0
-  rm -f bench/results/torch.json bench/results/onnxruntime.json bench/results/openvino.json
+  local lib script ready k=0 ggml_dir args
+  rm -f bench/results/torch.json bench/results/onnxruntime.json bench/results/openvino.json \
+    bench/results/ggml.json
   ready=$(compare_venv)
-  [[ -n $ready ]] || return 0
+  [[ -x $COMPARE_VENV/bin/python ]] || return 0  # numpy is needed by every script
+  ggml_dir=$(ggml_lib)
+  [[ -n $ggml_dir ]] && ready="$ready ggml"
+  [[ -n ${ready// /} ]] || return 0
   for lib in $ready; do
     k=$((k + 1))
+    args=()
     case $lib in
       torch) script=torch_rows.py ;;
       onnxruntime) script=ort_rows.py ;;
       openvino) script=openvino_rows.py ;;
+      ggml) script=ggml_rows.py; args=(--ggml-lib "$ggml_dir") ;;
     esac
     echo "bench.sh: compare $k/$(wc -w <<<"$ready"): $lib ($(date +%T))" >&2
     python3 bench/run_bench.py --json "bench/results/$lib.json.tmp" --wait-idle "$WAIT_IDLE" -- \
-      "$COMPARE_VENV/bin/python" "bench/compare/$script" --rows-from bench/results/latest.json \
+      "$COMPARE_VENV/bin/python" "bench/compare/$script" ${args[@]+"${args[@]}"} \
+      --rows-from bench/results/latest.json \
       --out "bench/results/$lib.json.tmp" --repetitions "$REPETITIONS" --min-time "$COMPARE_MIN_TIME" &&
       mv "bench/results/$lib.json.tmp" "bench/results/$lib.json" ||
       echo "bench.sh: warning: bench/compare/$script failed; $lib left out" >&2

@@ -395,9 +395,10 @@ class RowsTest(unittest.TestCase):
         self.assertEqual((q4.kv, q4.Lq, q4.Lk), ("q4_0", 1, 4096))
         self.assertTrue(q4.is_decode())
         self.assertEqual(q4.kv_bytes(), 2.0 * 8 * 4096 * 128 * 18 / 32)  # 18 bytes per 32 numbers
+        q8 = rowlib.Row("P1q8_0", P1 + " kv=q8_0")  # ggml's own blocks (ggml_rows.py)
+        self.assertEqual((q8.kv, q8.Lq), ("q8_0", 1024))
         refused = {
-            "D1q8_0": (D1 + " kv=q8_0", "ggml's q8_0 blocks"),
-            "P1q8_0": (P1 + " kv=q8_0", "ggml's q8_0 blocks"),
+            "M1q8_0": ("B=4 Hq=8 Hkv=8 Lq=512 Lk=512 D=64 d_model=512 kv=q8_0", "an MHA row over a q8_0 cache"),
             "D1q4_0i": (D1Q4 + " precision=int8", "integer products"),
             "D2h": ("B=8 Hq=8 Hkv=8 Lq=1 Lk=2048 D=64 kv=bf16", "K and V in bf16 with fp32 products"),
             "P1x": (P1 + " q=bf16 kv=f32 precision=bf16", "need q and K/V in bf16"),
@@ -470,6 +471,35 @@ class RowsTest(unittest.TestCase):
         self.assertTrue(np.all((inp["k_scale"] >= 0.5 / 127) & (inp["k_scale"] <= 1.5 / 127)))
         np.testing.assert_array_equal(inp["v"], inp["v_q"].astype(np.float32) * inp["v_scale"][None, :, None, :])
 
+    def test_ggml_blocks(self):
+        # The bytes read back by ggml-common.h's layout: per block an fp16 d (the machine's byte order), then
+        # Q8_0's 32 int8 or Q4_0's 16 bytes, element j < 16 the low nibble of byte j and j + 16 its high one.
+        rng = np.random.default_rng(5)
+        for kv, size in (("q8_0", 34), ("q4_0", 18)):
+            raw, values = rowlib.ggml_blocks(rng, (2, 3, 64), kv)
+            self.assertEqual(raw.shape, (2, 3, 2 * size))
+            blocks = raw.reshape(2, 3, 2, size)
+            d = blocks[..., :2].copy().view(np.float16).astype(np.float64)[..., 0]
+            if kv == "q8_0":
+                numbers = blocks[..., 2:].view(np.int8).astype(np.float64)
+                self.assertLessEqual(int(np.abs(numbers).max()), 127)
+            else:
+                qs = blocks[..., 2:].astype(np.int64)
+                numbers = np.concatenate([qs & 15, qs >> 4], axis=-1) - 8.0
+            self.assertTrue(np.all((d >= 2.0 ** (-7 if kv == "q8_0" else -3)) &
+                                   (d < 2.0 ** (-6 if kv == "q8_0" else -2))))
+            np.testing.assert_array_equal(values.reshape(2, 3, 2, 32), d[..., None] * numbers)
+
+    def test_on_q8_0_grid(self):
+        # One block: max |x| 63.5, so d = 0.5; 0.3 -> 0.5, -1.2 -> -1.0, 0.2 -> 0; a zero block stays zero.
+        x = np.zeros((1, 64), np.float32)
+        x[0, :4] = [63.5, 0.3, -1.2, 0.2]
+        y = rowlib.on_q8_0_grid(x)
+        np.testing.assert_array_equal(y[0, :4], [63.5, 0.5, -1.0, 0.0])
+        np.testing.assert_array_equal(y[0, 32:], 0.0)
+        z = rowlib.on_q8_0_grid(np.random.default_rng(6).uniform(-1, 1, (4, 128)).astype(np.float32))
+        np.testing.assert_array_equal(rowlib.on_q8_0_grid(z), z)  # on the grid already: unchanged
+
     def test_reference_by_hand(self):
         # Two query heads share one K/V head (GQA), D = 1 (scale 1), keys 0 and ln 3, values 4 and 8:
         # head 0 (q = 1): weights 1/4, 3/4 -> 7; head 1 (q = 2): weights 1/10, 9/10 -> 7.6.
@@ -507,12 +537,12 @@ class RowsTest(unittest.TestCase):
         self.addCleanup(os.unlink, f.name)
         rows, skipped, context = rowlib.rows_from_json(f.name)
         # In the file's order; TP1's pool rows are not shapes of their own.
-        self.assertEqual([r.id for r in rows], ["P1", "P1b", "D1", "D1q", "D1q4_0", "V1"])
-        self.assertEqual(sorted(skipped), ["D1cold", "D1q8_0", "D1qi", "D2h", "V2", "Z9"])
+        self.assertEqual([r.id for r in rows], ["P1", "P1b", "D1", "D1q", "D1q4_0", "V1", "D1q8_0"])
+        self.assertEqual(sorted(skipped), ["D1cold", "D1qi", "D2h", "V2", "Z9"])
         self.assertEqual(skipped["D1cold"], COLD)
         self.assertIn("mixed batch", skipped["V2"])
         self.assertIn("integer products", skipped["D1qi"])
-        self.assertIn("q8_0", skipped["D1q8_0"])
+
         self.assertIn("bf16", skipped["D2h"])
         self.assertIn("lacks D", skipped["Z9"])
         self.assertEqual(context["date"], DATE)

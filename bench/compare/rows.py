@@ -162,11 +162,14 @@ class Row:
         elif self.kv == "bf16":
             raise ValueError("K and V in bf16 with fp32 products: no other library reads a bf16 cache into "
                              "fp32 products in place (a cast to fp32 first would time a conversion)")
-        elif self.kv in ("q8_0", "q4_0") and not (self.kv == "q4_0" and self.Lq == 1 and not self.d_model):
-            raise ValueError("K and V in ggml's %s blocks, read in place: no other library takes them (ONNX "
-                             "Runtime's int8 cache is timed under D1q, its int4 cache under D1q4_0)" % self.kv)
-        elif self.kv not in ("f32", "q4_0"):
+        elif self.kv in ("q8_0", "q4_0") and self.d_model:
+            raise ValueError("row %s: an MHA row over a %s cache" % (rid, self.kv))
+        elif self.kv not in ("f32", "q4_0", "q8_0"):
             raise ValueError("row %s: K and V in %s outside a KV-cache row" % (rid, self.kv))
+
+    # q4_0 rows' inputs as ggml's Q4_0 blocks (set by a library that reads them, ggml) rather than the
+    # per-channel int4 cache ONNX Runtime takes.
+    ggml_blocks = False
 
     def is_kv_row(self):
         return self.id in KV_SEQUENCES
@@ -233,7 +236,9 @@ class Row:
         """Inputs, uniform in [-1, 1): q, k, v float32 in [B, H, L, D] (bf16 rows: values rounded to bf16; an
         int8 cache: k_q, v_q int8 uniform in [-127, 127] with per-channel scales k_scale, v_scale [Hkv, D]
         uniform in [0.5, 1.5] / 127, and k, v their products in float32; a 4-bit cache (q4_0 rows, for
-        ONNX Runtime's int4 cache): the same with integers in [-8, 7] and scales in [0.5, 1.5] / 7); for an MHA row x [B, L, E] and the
+        ONNX Runtime's int4 cache): the same with integers in [-8, 7] and scales in [0.5, 1.5] / 7); ggml's
+        blocks (q8_0 rows, and q4_0 rows where ggml_blocks is set): k_blocks, v_blocks (ggml_blocks()) and k, v
+        their values, q on q8_0's grid (on_q8_0_grid); for an MHA row x [B, L, E] and the
         layer's weights (nn.Linear's scale) in nn.MultiheadAttention's layout."""
         rng = np.random.default_rng(seed)
 
@@ -260,7 +265,11 @@ class Row:
         }
         if self.q == "bf16":
             inp["q"] = round_bf16(inp["q"])
-        if self.kv == "bf16":
+        if self.kv == "q8_0" or (self.kv == "q4_0" and self.ggml_blocks):
+            for name in ("k", "v"):
+                inp[name + "_blocks"], inp[name] = ggml_blocks(rng, inp[name].shape, self.kv)
+            inp["q"] = on_q8_0_grid(inp["q"])
+        elif self.kv == "bf16":
             inp["k"], inp["v"] = round_bf16(inp["k"]), round_bf16(inp["v"])
         elif self.kv in ("i8", "q4_0"):
             top = 127 if self.kv == "i8" else 7  # int4: [-8, 7]
@@ -338,6 +347,35 @@ class Row:
         v = (x @ w[2 * e:].T + bias[2 * e:]).reshape(self.Lk, h, d).transpose(1, 0, 2)
         attn = self._attend(q, k, v, i).reshape(e)
         return attn @ inp["out_proj_weight"].astype(np.float64).T + inp["out_proj_bias"].astype(np.float64)
+
+
+def ggml_blocks(rng, shape, kv):
+    """(bytes [..., D / 32 * block bytes] uint8, values float32 [..., D]) of random ggml blocks as bench_attention
+    makes D1q8_0's: per 32 elements an fp16 d = (1 + m / 1024) 2^-7 (Q8_0) or 2^-3 (Q4_0), m uniform in [0, 1024),
+    then the numbers, int8 uniform in [-127, 127] (Q8_0: value d q) or nibbles uniform in [0, 15] (Q4_0: value
+    d (n - 8), element j < 16 the low nibble of byte j, j + 16 its high nibble). Values are exact in fp32."""
+    blocks = shape[:-1] + (shape[-1] // 32,)
+    m = rng.integers(0, 1024, size=blocks)
+    d = ((1.0 + m / 1024.0) * 2.0 ** (-7 if kv == "q8_0" else -3)).astype(np.float16)
+    if kv == "q8_0":
+        n = rng.integers(-127, 128, size=blocks + (32,)).astype(np.int8)
+        numbers, body = n.astype(np.float32), n.view(np.uint8)
+    else:
+        n = rng.integers(0, 16, size=blocks + (32,)).astype(np.uint8)
+        numbers, body = n.astype(np.float32) - 8.0, n[..., :16] | (n[..., 16:] << 4)
+    values = (d.astype(np.float32)[..., None] * numbers).reshape(shape)
+    raw = np.concatenate([d[..., None].view(np.uint8), body], axis=-1)  # the machine's byte order, as ggml's
+    return np.ascontiguousarray(raw.reshape(shape[:-1] + (-1,))), values
+
+
+def on_q8_0_grid(x):
+    """x with each block of 32 (last axis) on q8_0's grid, as ggml's quantize_row_q8_0 leaves it: d = max|x| / 127
+    rounded to fp16, values d round(x / d). ggml's CPU quantizes q so for a Q8_0 or Q4_0 K; a query already on
+    that grid passes through it unchanged, so its integer products are exact and the fp32 check applies."""
+    blocks = x.reshape(x.shape[:-1] + (x.shape[-1] // 32, 32)).astype(np.float32)
+    d = (np.max(np.abs(blocks), axis=-1, keepdims=True) / np.float32(127)).astype(np.float16).astype(np.float32)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    return (d * np.round(blocks * inv)).astype(np.float32).reshape(x.shape)
 
 
 def parse_label(rid, label):

@@ -8,7 +8,9 @@
 //   IntegerRows       K rows' integers and, per block, their scale e and
 //                     offset m (blocks.h's formats, read per target in
 //                     block_rows.cc; 1 and 0 for I8 and I4, whose scales
-//                     the kernels apply as for F32);
+//                     the kernels apply as for F32): the staging of the
+//                     formats the kernels do not read in place (all but
+//                     I8 and Q8_0, Int8KeyRows);
 //   Int8Kernels       the decode kernel's scores from them, per target
 //                     (int8_scores.cc): each block's exact int32 sum, then
 //                     d * e * sum + m * d * sum(q) in fp32.

@@ -21,6 +21,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -998,14 +999,21 @@ std::vector<CaseSpec> Int8Cases() {
     s.D = s.Dv = 256;
     s.Hq = 8;
     add("Q8_0D256Gqa4", s, {{1, 300}, {2, 40}});
-    // Q8_0 read in place (two blocks a step, each after its scale): an odd
-    // block count in groups of 8 and 1 rows.
-    s.D = s.Dv = 96;
-    s.Hq = 16;
-    add("Q8_0D96Gqa8", s, {{1, 300}, {2, 40}});
-    s.D = s.Dv = 160;
-    s.Hq = 2;
-    add("Q8_0D160Mha", s, {{1, 300}, {3, 40}});
+    // The formats the integer kernels read in place (Q8_0: two blocks a step,
+    // each after its scale; Q4_0: nibbles unpacked in registers): odd block
+    // counts in groups of 8 and 1 rows, whole steps in groups of 4.
+    for (const auto& [dtype, name] : {std::pair{HWYATTN_Q8_0, "Q8_0"}, {HWYATTN_Q4_0, "Q4_0"}}) {
+      s.dtype = dtype;
+      const struct {
+        int64_t D, Hq;
+        const char* shape;
+      } shapes[] = {{96, 16, "D96Gqa8"}, {160, 2, "D160Mha"}, {128, 8, "D128Gqa4"}};
+      for (const auto& shape : shapes) {
+        s.D = s.Dv = shape.D;
+        s.Hq = shape.Hq;
+        add(std::string(name) + shape.shape, s, {{1, 300}, {3, 40}});
+      }
+    }
     s.dtype = HWYATTN_Q4_0;
     s.D = s.Dv = 224;
     s.Hq = 16;

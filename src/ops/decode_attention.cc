@@ -595,8 +595,8 @@ void StageRows(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh
 // Integer products: the raw scores (before the per-token scales, modifiers
 // and masks) of the chunk's `keys` keys from c0 into s [rows][ld], times
 // the score scale in log2 units; -inf up to a whole vector. kStageKeys keys
-// at a time: I8 rows of whole blocks and Q8_0's blocks are read in place,
-// the others' integers staged (IntegerRows). Each key's row is prefetched
+// at a time: I8 rows of whole blocks and Q8_0's and Q4_0's blocks are read
+// in place, the others' integers staged (IntegerRows; Int8InPlace). Each key's row is prefetched
 // PrefetchKeys rows ahead (AheadOffset, from the stage's first key).
 template <bool kL2>
 void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
@@ -606,12 +606,11 @@ void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, 
   const size_t ld = DecodeScoreStride(kLanes);
   const size_t blocks = static_cast<size_t>(IntegerBlocks(dim));
   const size_t ldk = blocks * static_cast<size_t>(kBlockElems);
-  // Read in place: I8 rows of whole blocks, Q8_0's blocks (Int8KeyRows).
-  const bool q8_0 = p.k.dtype == Dtype::kQ8_0;
-  const bool in_place = q8_0 || (p.k.dtype == Dtype::kI8 && dim % kBlockElems == 0);
-  const bool block_scales = IsBlockDtype(p.k.dtype) && !q8_0;
+  const bool in_place = Int8InPlace(p.k.dtype, dim);
+  const Int8KeyLayout layout = Int8LayoutOf(p.k.dtype);
   const bool offsets = p.k.dtype == Dtype::kQ4_1 || p.k.dtype == Dtype::kQ5_1;
-  const Int8KeyRows k{x.rows, block_scales ? x.e : nullptr, offsets ? x.m : nullptr, q8_0};
+  const Int8KeyRows k{x.rows, layout == Int8KeyLayout::kScaled ? x.e : nullptr,
+                      offsets ? x.m : nullptr, layout};
   const Int8QueryRows q{x.q, x.d, x.dsum, blocks, x.u, x.d_lanes};
   const size_t rows = static_cast<size_t>(plan.rows);
   const Int8Kernels& kernels = GetInt8Kernels();

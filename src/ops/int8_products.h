@@ -79,34 +79,46 @@ inline size_t Int8GroupRows(size_t rows) {
   return g;
 }
 
-// The K rows an integer score kernel reads, n of them (rows[j]):
-//   q8_0 false: blocks * 32 int8 each (I8 rows in place, or IntegerRows'
-//     integers), with per block a scale e ([n][blocks], or null for 1) and
-//     an offset m ([n][blocks], or null for 0);
-//   q8_0 true: ggml's Q8_0 rows in place (each block its fp16 d, then its
-//     32 int8: e = d, m = 0); e and m are null.
+// How an integer score kernel finds a key's blocks (a template argument of
+// the kernels): integers without scales (blocks * 32 int8 a row: I8's in
+// place, or IntegerRows'), the same with a scale e per block, or ggml's
+// Q8_0 / Q4_0 rows in place (each block its fp16 d, then its 32 int8 or 16
+// bytes of nibbles: element j < 16 the low nibble of byte j, j + 16 its
+// high one, the number the nibble - 8).
+enum class Int8KeyLayout { kUnscaled, kScaled, kQ8_0, kQ4_0 };
+
+// The layout the kernels read a K of dtype t in: Q8_0 and Q4_0 in place,
+// I8 without scales (in place where Int8InPlace says so), the other
+// formats' integers staged by IntegerRows, with their scales. The one home
+// of the rule, with Int8InPlace.
+inline Int8KeyLayout Int8LayoutOf(Dtype t) {
+  if (t == Dtype::kQ8_0) return Int8KeyLayout::kQ8_0;
+  if (t == Dtype::kQ4_0) return Int8KeyLayout::kQ4_0;
+  return IsBlockDtype(t) ? Int8KeyLayout::kScaled : Int8KeyLayout::kUnscaled;
+}
+
+// Whether the kernels read a K of dtype t with rows of `dim` elements in
+// place (nothing staged): Q8_0, Q4_0 and I8 rows of whole blocks.
+inline bool Int8InPlace(Dtype t, int64_t dim) {
+  return t == Dtype::kQ8_0 || t == Dtype::kQ4_0 || (t == Dtype::kI8 && dim % kBlockElems == 0);
+}
+
+// The K rows an integer score kernel reads, n of them (rows[j]) in
+// `layout`; with kScaled, e [n][blocks] the blocks' scales; m [n][blocks]
+// their offsets (Q4_1, Q5_1, staged), or null for 0.
 struct Int8KeyRows {
   const int8_t* const* rows;
   const float* e;
   const float* m;
-  bool q8_0;
+  Int8KeyLayout layout;
 };
-
-// Int8KeyRows' three layouts, a template argument of the kernels: integers
-// without scales (e null), integers with scales e, Q8_0 blocks in place.
-enum class Int8KeyLayout { kUnscaled, kScaled, kQ8_0 };
-
-inline Int8KeyLayout LayoutOf(const Int8KeyRows& k) {
-  if (k.q8_0) return Int8KeyLayout::kQ8_0;
-  return k.e != nullptr ? Int8KeyLayout::kScaled : Int8KeyLayout::kUnscaled;
-}
 
 // One target's integer score kernel: for r < rows and j < n,
 //   s[r * lds + j] = scale * sum over blocks b of
 //       (d[r][b] * e[j][b] * sum_i q[r][32 b + i] k_j[32 b + i] + m[j][b] * dsum[r][b])
-// with k_j and e, m as Int8KeyRows gives them. group_rows:
-// Int8GroupRows(rows), the rows the kernel computes (those past `rows` are
-// zeros and not stored).
+// with k_j and e, m as Int8KeyRows gives them (in place: e the block's d,
+// m 0). group_rows: Int8GroupRows(rows), the rows the kernel computes
+// (those past `rows` are zeros and not stored).
 struct Int8Kernels {
   int64_t target;
   bool offset_query;  // reads Int8QueryRows::u and d_lanes (else q and d)

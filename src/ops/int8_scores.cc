@@ -14,8 +14,8 @@
 // Keys are read one at a time (the rows' accumulators in registers, a pack
 // as registers-inl.h makes them, since SVE's vectors cannot be array
 // elements); the K rows come from the cache in place (I8 rows of whole
-// blocks, Q8_0 blocks with their scales) or from the decode kernel's
-// staged integers (IntegerRows).
+// blocks, Q8_0 and Q4_0 blocks with their scales) or from the decode
+// kernel's staged integers (IntegerRows).
 
 #include <stddef.h>
 #include <stdint.h>
@@ -46,28 +46,47 @@ using DF32 = hn::Rebind<float, D32>;
 template <Int8KeyLayout kLayout>
 using Layout = std::integral_constant<Int8KeyLayout, kLayout>;
 
+// Numbers [i, i + Lanes(d16)) of a block (i a multiple of the lanes) as
+// int16: its int8, or (Q4_0) from its 16 bytes of nibbles, element j < 16
+// the low nibble of byte j and j + 16 its high one, minus 8.
+template <Int8KeyLayout kLayout>
+HWY_INLINE hn::Vec<D16> KeyNumbers(D16 d16, const int8_t* HWY_RESTRICT block, size_t i) {
+  if constexpr (kLayout == Int8KeyLayout::kQ4_0) {
+    const hn::RebindToUnsigned<D16> du16;
+    const hn::Rebind<uint8_t, D16> du8;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(block);
+    const auto wide = hn::BitCast(d16, hn::PromoteTo(du16, hn::LoadU(du8, bytes + i % 16)));
+    auto nibbles = hn::And(wide, hn::Set(d16, 15));
+    if (i >= 16) nibbles = hn::ShiftRight<4>(wide);
+    return hn::Sub(nibbles, hn::Set(d16, 8));
+  } else {
+    return hn::PromoteTo(d16, hn::LoadU(D8(), block + i));
+  }
+}
+
 // Int8Kernels::scores for group_rows = kRows and keys laid out as kKeys.
 template <size_t kRows, Int8KeyLayout kKeys>
 HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const Int8KeyRows& keys, size_t n,
                             float scale, float* s, size_t lds) {
   const D16 d16;
-  const D8 d8;
   const D32 d32;
   const DF32 df;
   const size_t lanes = hn::Lanes(d16);
   const size_t blocks = q.blocks;
   const size_t ldq = blocks * static_cast<size_t>(kBlockElems);
-  constexpr size_t kQ8_0Bytes = BlockBytes(Dtype::kQ8_0);
+  constexpr bool kInPlace = kKeys == Int8KeyLayout::kQ8_0 || kKeys == Int8KeyLayout::kQ4_0;
+  constexpr size_t kBlockBytes =
+      BlockBytes(kKeys == Int8KeyLayout::kQ4_0 ? Dtype::kQ4_0 : Dtype::kQ8_0);
   for (size_t j = 0; j < n; ++j) {
     const int8_t* HWY_RESTRICT k = keys.rows[j];
     WithRegisters<kRows>(hn::Zero(df), [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
       for (size_t b = 0; b < blocks; ++b) {
         const size_t at = b * static_cast<size_t>(kBlockElems);
-        // The block's 32 integers and its scale.
+        // The block's numbers (after its scale in place) and its scale.
         const int8_t* HWY_RESTRICT kb = k + at;
         float e = 1.0f;
-        if constexpr (kKeys == Int8KeyLayout::kQ8_0) {
-          const auto* block = reinterpret_cast<const unsigned char*>(k) + b * kQ8_0Bytes;
+        if constexpr (kInPlace) {
+          const auto* block = reinterpret_cast<const unsigned char*>(k) + b * kBlockBytes;
           kb = reinterpret_cast<const int8_t*>(block + 2);
           e = BlockHalf(block, 0);
         } else if constexpr (kKeys == Int8KeyLayout::kScaled) {
@@ -75,7 +94,7 @@ HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const Int8KeyRo
         }
         WithRegisters<2 * kRows>(hn::Zero(d32), [&](auto&... sums) HWYATTN_INLINE_LAMBDA {
           for (size_t i = 0; i < static_cast<size_t>(kBlockElems); i += lanes) {
-            const auto kv = hn::PromoteTo(d16, hn::LoadU(d8, kb + i));
+            const auto kv = KeyNumbers<kKeys>(d16, kb, i);
             Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
               const auto qv = hn::LoadU(d16, q.q + r * ldq + at + i);
               auto& sum0 = Nth<2 * r>(sums...);
@@ -85,8 +104,8 @@ HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const Int8KeyRo
           Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
             auto& a = Nth<r>(acc...);
             const auto sum = hn::Add(Nth<2 * r>(sums...), Nth<2 * r + 1>(sums...));
-            const float scale = kKeys == Int8KeyLayout::kUnscaled ? q.d[r * blocks + b]
-                                                               : q.d[r * blocks + b] * e;
+            const float scale =
+                kKeys == Int8KeyLayout::kUnscaled ? q.d[r * blocks + b] : q.d[r * blocks + b] * e;
             a = hn::MulAdd(hn::ConvertTo(df, sum), hn::Set(df, scale), a);
           });
         });
@@ -117,8 +136,9 @@ void Scores(size_t group_rows, size_t rows, const Int8QueryRows& q, const Int8Ke
       default: return ScoreRows<8, kKeys>(rows, q, keys, n, scale, s, lds);
     }
   };
-  switch (LayoutOf(keys)) {
+  switch (keys.layout) {
     case Int8KeyLayout::kQ8_0: return rows_of(Layout<Int8KeyLayout::kQ8_0>());
+    case Int8KeyLayout::kQ4_0: return rows_of(Layout<Int8KeyLayout::kQ4_0>());
     case Int8KeyLayout::kScaled: return rows_of(Layout<Int8KeyLayout::kScaled>());
     default: return rows_of(Layout<Int8KeyLayout::kUnscaled>());
   }

@@ -38,9 +38,6 @@
 namespace hwyattn {
 namespace {
 
-// Bytes of a Q8_0 block: its fp16 d, then 32 int8.
-constexpr size_t kQ8_0Bytes = BlockBytes(Dtype::kQ8_0);
-
 // 64 bytes from p, or (kHalf: the last block of an odd count) 32 and zeros.
 template <bool kHalf>
 HWYATTN_VNNI_TARGET inline __m512i LoadBytes(const void* p) {
@@ -53,32 +50,55 @@ HWYATTN_VNNI_TARGET inline __m512 LoadFloats(const float* p) {
   return kHalf ? _mm512_maskz_loadu_ps(0x00FF, p) : _mm512_loadu_ps(p);
 }
 
-// Step `step` of a key's row (the 64 bytes of blocks 2 step and 2 step + 1,
-// or kHalf: block 2 step and zeros): contiguous integers, or two Q8_0 blocks'
-// 32 numbers, each after its 2-byte scale.
+// Bytes of a block of the in-place layouts (Q8_0, Q4_0): fp16 d, numbers.
+template <Int8KeyLayout kLayout>
+constexpr size_t kInPlaceBlockBytes = BlockBytes(kLayout == Int8KeyLayout::kQ4_0 ? Dtype::kQ4_0
+                                                                                 : Dtype::kQ8_0);
+
+// Step `step` of a key's row: the 64 numbers of blocks 2 step and 2 step + 1
+// as int8 (kHalf: block 2 step's 32 and zeros), from contiguous integers,
+// two Q8_0 blocks' 32 bytes after each 2-byte scale, or two Q4_0 blocks'
+// 16 bytes of nibbles (element j < 16 the low nibble of byte j, j + 16 its
+// high one; the number the nibble - 8).
 template <Int8KeyLayout kLayout, bool kHalf>
 HWYATTN_VNNI_TARGET inline __m512i KeyStep(const int8_t* k, size_t step) {
+  constexpr size_t kBytes = kInPlaceBlockBytes<kLayout>;
+  const int8_t* numbers = k + 2 * step * kBytes + 2;
   if constexpr (kLayout == Int8KeyLayout::kQ8_0) {
-    const int8_t* numbers = k + 2 * step * kQ8_0Bytes + 2;
     const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(numbers));
     if constexpr (kHalf) return _mm512_zextsi256_si512(lo);
-    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(numbers + kQ8_0Bytes));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(numbers + kBytes));
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  } else if constexpr (kLayout == Int8KeyLayout::kQ4_0) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(numbers));
+    const __m128i b =
+        kHalf ? a : _mm_loadu_si128(reinterpret_cast<const __m128i*>(numbers + kBytes));
+    const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i lo = _mm256_and_si256(ab, low4);                        // a's, b's j < 16
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(ab, 4), low4);  // a's, b's j >= 16
+    // [a lo, b lo, a hi, b hi] -> [a lo, a hi, b lo, b hi], each minus 8.
+    const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    const __m512i v =
+        _mm512_sub_epi8(_mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(8));
+    if constexpr (kHalf) return _mm512_zextsi256_si512(_mm512_castsi512_si256(v));
+    return v;
   } else {
     return LoadBytes<kHalf>(k + step * 64);
   }
 }
 
 // The block scales e of step `step` of key `key`, each 8 times (kHalf: the
-// upper 8 lanes 0): from Int8KeyRows::e, or the Q8_0 blocks' fp16 d.
+// upper 8 lanes 0): from Int8KeyRows::e, or the in-place blocks' fp16 d.
 template <Int8KeyLayout kLayout, bool kHalf>
 HWYATTN_VNNI_TARGET inline __m512 KeyScales(const Int8KeyRows& keys, size_t blocks, size_t key,
                                             size_t step) {
-  if constexpr (kLayout == Int8KeyLayout::kQ8_0) {
-    const int8_t* block = keys.rows[key] + 2 * step * kQ8_0Bytes;
+  if constexpr (kLayout == Int8KeyLayout::kQ8_0 || kLayout == Int8KeyLayout::kQ4_0) {
+    constexpr size_t kBytes = kInPlaceBlockBytes<kLayout>;
+    const int8_t* block = keys.rows[key] + 2 * step * kBytes;
     uint16_t d0, d1 = 0;
     memcpy(&d0, block, sizeof(d0));
-    if constexpr (!kHalf) memcpy(&d1, block + kQ8_0Bytes, sizeof(d1));
+    if constexpr (!kHalf) memcpy(&d1, block + kBytes, sizeof(d1));
     const __m128i lo = _mm_set1_epi16(static_cast<short>(d0));
     const __m128i hi = _mm_set1_epi16(static_cast<short>(d1));
     return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
@@ -215,13 +235,14 @@ HWYATTN_VNNI_TARGET void ScoresOf(size_t group_rows, size_t rows, const Int8Quer
 
 void Scores(size_t group_rows, size_t rows, const Int8QueryRows& q, const Int8KeyRows& keys,
             size_t n, float scale, float* s, size_t lds) {
-  switch (LayoutOf(keys)) {
+  switch (keys.layout) {
     case Int8KeyLayout::kQ8_0:
       return ScoresOf<Int8KeyLayout::kQ8_0>(group_rows, rows, q, keys, n, scale, s, lds);
+    case Int8KeyLayout::kQ4_0:
+      return ScoresOf<Int8KeyLayout::kQ4_0>(group_rows, rows, q, keys, n, scale, s, lds);
     case Int8KeyLayout::kScaled:
       return ScoresOf<Int8KeyLayout::kScaled>(group_rows, rows, q, keys, n, scale, s, lds);
-    default:
-      return ScoresOf<Int8KeyLayout::kUnscaled>(group_rows, rows, q, keys, n, scale, s, lds);
+    default: return ScoresOf<Int8KeyLayout::kUnscaled>(group_rows, rows, q, keys, n, scale, s, lds);
   }
 }
 

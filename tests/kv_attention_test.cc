@@ -908,7 +908,9 @@ void CheckInt8AgainstOracle(KvSetup& s) {
       }
     }
   }
-  if (integers) EXPECT_GT(moved, 1e-6) << "lse does not look quantized";
+  if (integers) {
+    EXPECT_GT(moved, 1e-6) << "lse does not look quantized";
+  }
   std::printf("  int8: out vs the rule's query %.3g; lse vs the unquantized query up to %.3g\n",
               RelativeError(s.out, ref.out, n_out), moved);
 }

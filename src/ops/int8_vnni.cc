@@ -2,8 +2,10 @@
 //
 // The decode kernel's integer scores (int8_products.h's Int8Kernels) on
 // AVX512_VNNI: vpdpbusd multiplies 64 unsigned bytes by 64 signed bytes and
-// adds each lane's 4 products to an int32 lane, so one 64-byte load of a K
-// row (two blocks of 32) feeds one instruction per query row. The query is
+// adds each lane's 4 products to an int32 lane, so one 64-byte step of a K
+// row (two blocks of 32: one load of integers, or two Q8_0 blocks' numbers,
+// or two Q4_0 blocks' nibbles unpacked, KeyStep) feeds one instruction per
+// query row. The query is
 // the unsigned operand, offset by 128 (Int8QueryRows::u, q + 128 in
 // [1, 255]): sum (q + 128) k = sum q k + 128 sum k, and the key's 128 sum k
 // (one more vpdpbusd per load, against bytes of 128, shared by the rows)

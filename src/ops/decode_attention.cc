@@ -596,8 +596,9 @@ void StageRows(const SdpaProblem& p, const TensorView& t, int64_t b, int64_t kvh
 // and masks) of the chunk's `keys` keys from c0 into s [rows][ld], times
 // the score scale in log2 units; -inf up to a whole vector. kStageKeys keys
 // at a time: I8 rows of whole blocks and Q8_0's and Q4_0's blocks are read
-// in place, the others' integers staged (IntegerRows; Int8InPlace). Each key's row is prefetched
-// PrefetchKeys rows ahead (AheadOffset, from the stage's first key).
+// in place, the others' integers staged (IntegerRows; Int8InPlace). Each
+// key's row is prefetched PrefetchKeys rows ahead (AheadOffset, from the
+// stage's first key).
 template <bool kL2>
 void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, int64_t keys,
                     const Int8DecodeScratch& x, float* HWY_RESTRICT s) {

@@ -9,8 +9,8 @@
 //                     offset m (blocks.h's formats, read per target in
 //                     block_rows.cc; 1 and 0 for I8 and I4, whose scales
 //                     the kernels apply as for F32): the staging of the
-//                     formats the kernels do not read in place (all but
-//                     I8 and Q8_0, Int8KeyRows);
+//                     formats the kernels do not read in place
+//                     (Int8InPlace);
 //   Int8Kernels       the decode kernel's scores from them, per target
 //                     (int8_scores.cc): each block's exact int32 sum, then
 //                     d * e * sum + m * d * sum(q) in fp32.
@@ -102,6 +102,13 @@ inline Int8KeyLayout Int8LayoutOf(Dtype t) {
 inline bool Int8InPlace(Dtype t, int64_t dim) {
   return t == Dtype::kQ8_0 || t == Dtype::kQ4_0 || (t == Dtype::kI8 && dim % kBlockElems == 0);
 }
+
+// Bytes of a block of the in-place layouts (kQ8_0, kQ4_0): its fp16 d, then
+// its numbers.
+template <Int8KeyLayout kLayout>
+inline constexpr size_t kInPlaceBlockBytes = BlockBytes(kLayout == Int8KeyLayout::kQ4_0
+                                                            ? Dtype::kQ4_0
+                                                            : Dtype::kQ8_0);
 
 // The K rows an integer score kernel reads, n of them (rows[j]) in
 // `layout`; with kScaled, e [n][blocks] the blocks' scales; m [n][blocks]

@@ -75,8 +75,6 @@ HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const Int8KeyRo
   const size_t blocks = q.blocks;
   const size_t ldq = blocks * static_cast<size_t>(kBlockElems);
   constexpr bool kInPlace = kKeys == Int8KeyLayout::kQ8_0 || kKeys == Int8KeyLayout::kQ4_0;
-  constexpr size_t kBlockBytes =
-      BlockBytes(kKeys == Int8KeyLayout::kQ4_0 ? Dtype::kQ4_0 : Dtype::kQ8_0);
   for (size_t j = 0; j < n; ++j) {
     const int8_t* HWY_RESTRICT k = keys.rows[j];
     WithRegisters<kRows>(hn::Zero(df), [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
@@ -86,7 +84,8 @@ HWY_NOINLINE void ScoreRows(size_t rows, const Int8QueryRows& q, const Int8KeyRo
         const int8_t* HWY_RESTRICT kb = k + at;
         float e = 1.0f;
         if constexpr (kInPlace) {
-          const auto* block = reinterpret_cast<const unsigned char*>(k) + b * kBlockBytes;
+          const auto* block =
+              reinterpret_cast<const unsigned char*>(k) + b * kInPlaceBlockBytes<kKeys>;
           kb = reinterpret_cast<const int8_t*>(block + 2);
           e = BlockHalf(block, 0);
         } else if constexpr (kKeys == Int8KeyLayout::kScaled) {

@@ -52,11 +52,6 @@ HWYATTN_VNNI_TARGET inline __m512 LoadFloats(const float* p) {
   return kHalf ? _mm512_maskz_loadu_ps(0x00FF, p) : _mm512_loadu_ps(p);
 }
 
-// Bytes of a block of the in-place layouts (Q8_0, Q4_0): fp16 d, numbers.
-template <Int8KeyLayout kLayout>
-constexpr size_t kInPlaceBlockBytes = BlockBytes(kLayout == Int8KeyLayout::kQ4_0 ? Dtype::kQ4_0
-                                                                                 : Dtype::kQ8_0);
-
 // Step `step` of a key's row: the 64 numbers of blocks 2 step and 2 step + 1
 // as int8 (kHalf: block 2 step's 32 and zeros), from contiguous integers,
 // two Q8_0 blocks' 32 bytes after each 2-byte scale, or two Q4_0 blocks'

@@ -1,23 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Rows of a packed cache (blocks.h: ggml's block formats and I4) read per
-// target with Highway's vectors: DequantizeRows (the fp32 values, which the
-// decode kernel stages) and IntegerRows (the integers and block scales that
-// the integer products multiply, int8_products.h). The decode kernel calls
-// them once per staged run of K and V (kStageKeys rows), which as scalar
-// loops were most of its time over a block-format cache (D1q8_0cold on Zen
-// 5: 67% of the samples, the baseline's auto-vectorized blocks.h loops).
+// target with Highway's vectors: BlockScores and BlockValues (the decode
+// kernel's F32 loops over a block format's rows, each block dequantized in
+// registers where it is multiplied), DequantizeRows (the fp32 values of the
+// rows the decode kernel stages: I4, bf16 products) and IntegerRows (the
+// integers and block scales that the integer products multiply where K is
+// not read in place, int8_products.h).
 //
-// A block's 32 numbers are made as two 16-byte vectors (elements 0-15 and
-// 16-31), whatever the target's vector length: Q8_0's bytes as they are;
-// the 4-bit formats' low and high nibbles; IQ4_NL's levels by a byte table
-// lookup (pshufb, tbl); Q5's fifth bits spread from qh's four bytes, in
-// memory order, to one byte lane each (the machine's byte order does not
-// enter: qh is little-endian bytes in every ggml file). The numbers are the
-// ones blocks.h's BlockNumbers reads (the scalar definition, which the
-// prefill packing uses and the tests compare against), so the values,
-// d * q (+ m: one fp32 rounding, as there; d * q is exact), are equal bit
-// for bit.
+// The fused loops (BlockScores, BlockValues) and DequantizeRows read a
+// block's numbers where they lie, a vector of fp32 lanes at a time
+// (BlockOperands): Q8_0's bytes widened; the 4-bit formats' nibbles widened
+// from their 16 bytes, masked or shifted, and where a vector has 16 lanes
+// looked up in a vector of the format's 16 numbers (IQ4_NL's levels, Q4_0's
+// -8..7), else converted; Q5's fifth bits tested in qh. IntegerRows (and
+// IQ4_NL on narrower vectors) make a block's 32 numbers as two 16-byte
+// vectors (BlockInts): IQ4_NL's levels by a byte table lookup (pshufb, tbl),
+// Q5's fifth bits spread from qh's four bytes, in memory order, to one byte
+// lane each (the machine's byte order does not enter: qh is little-endian
+// bytes in every ggml file). The numbers are the ones blocks.h's
+// BlockNumbers reads (the scalar definition, which the prefill packing uses
+// and the tests compare against), so the values, d * q (+ m: one fp32
+// rounding, as there; d * q is exact), are equal bit for bit.
 
 #include <stddef.h>
 #include <stdint.h>
@@ -139,35 +143,118 @@ HWY_INLINE void I4Ints(const unsigned char* HWY_RESTRICT bytes, int8_t* HWY_REST
 #endif
 }
 
-// The values of integers q[0, kLanes): d * q (+ m with kOffset; one
-// rounding, d * q is exact).
-template <bool kOffset>
-HWY_INLINE VF ScaledInts(const int8_t* HWY_RESTRICT q, VF d, VF m) {
-  const VF x = hn::ConvertTo(DF(), hn::PromoteTo(DI32(), hn::LoadU(DQ(), q)));
-  return kOffset ? hn::MulAdd(x, d, m) : hn::Mul(x, d);
+// Bit e of element e's lanes: Q5's fifth bits tested in qh (a 32-bit word).
+alignas(64) constexpr uint32_t kElementBit[32] = {
+    1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,
+    1u << 8,  1u << 9,  1u << 10, 1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15,
+    1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21, 1u << 22, 1u << 23,
+    1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31};
+
+// Where a vector holds 16 floats (AVX-512, 512-bit SVE), a 4-bit format's
+// 16 numbers fit one vector, and a nibble's number is one lane permutation
+// (vpermps) of it: no subtraction and conversion, and IQ4_NL's levels read
+// in place too.
+constexpr bool kNibbleTables = kLanes == 16;
+
+template <Dtype kType>
+struct NibbleLevels {
+  alignas(64) float v[16];
+};
+template <Dtype kType>
+constexpr NibbleLevels<kType> MakeNibbleLevels() {
+  NibbleLevels<kType> levels{};
+  for (int n = 0; n < 16; ++n) {
+    levels.v[n] = kType == Dtype::kIQ4_NL ? static_cast<float>(kIq4nlValues[n])
+                  : kType == Dtype::kQ4_0 ? static_cast<float>(n - 8)
+                                          : static_cast<float>(n);
+  }
+  return levels;
+}
+template <Dtype kType>
+constexpr NibbleLevels<kType> kNibbleLevels = MakeNibbleLevels<kType>();
+
+// The formats whose numbers are read where they lie, a vector at a time
+// (BlockOperands::Values): Q8_0's bytes, and the 4- and 5-bit formats'
+// nibbles widened from their bytes to int32 lanes (vpmovzxbd from memory),
+// masked or shifted, then looked up (kNibbleTables) or with Q5's fifth bits
+// or-ed in, the zero point subtracted and converted. IQ4_NL's levels on
+// narrower vectors are made in a buffer by BlockInts (a byte table lookup),
+// 32 at a time.
+template <Dtype kType>
+inline constexpr bool kNumbersInPlace = kType != Dtype::kIQ4_NL || kNibbleTables;
+
+// The fp16 at byte `at` of a block in every lane: vpbroadcastw and vcvtph2ps
+// where the target converts fp16 in hardware (BlockScale).
+HWY_INLINE VF BlockScales(const unsigned char* HWY_RESTRICT block, size_t at) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const hn::RebindToUnsigned<decltype(dh)> du16;
+  uint16_t bits;
+  memcpy(&bits, block + at, sizeof(bits));
+  return hn::PromoteTo(DF(), hn::BitCast(dh, hn::Set(du16, bits)));
+#else
+  return hn::Set(DF(), BlockHalf(block, at));
+#endif
 }
 
-// A block of a ggml format as DequantizeRows and the fused loops read it: its 32 integers (Q8_0's
-// in the block, the others' made in `buf` by BlockInts), d and m. (Scalars,
-// not vectors: SVE's vectors have no size and cannot be members.)
+// A block of a ggml format as DequantizeRows and the fused loops read it:
+// its numbers (in the block where kNumbersInPlace, else made in `buf` by
+// BlockInts), d and m. (Pointers, not vectors: SVE's vectors have no size
+// and cannot be members.)
 template <Dtype kType>
 struct BlockOperands {
-  HWY_INLINE BlockOperands(const unsigned char* HWY_RESTRICT block, int8_t* HWY_RESTRICT buf)
-      : d(BlockScale(block, 0)), m(kBlockHasOffset<kType> ? BlockScale(block, 2) : 0.0f) {
+  static constexpr bool kQ5 = kType == Dtype::kQ5_0 || kType == Dtype::kQ5_1;
+  static constexpr size_t kAt = kBlockHasOffset<kType> ? 4 : 2;  // after d (and m)
+
+  HWY_INLINE BlockOperands(const unsigned char* HWY_RESTRICT block_in, int8_t* HWY_RESTRICT buf)
+      : block(block_in) {
     if constexpr (kType == Dtype::kQ8_0) {
-      ints = reinterpret_cast<const int8_t*>(block + 2);
+      numbers = block + 2;
+    } else if constexpr (kNumbersInPlace<kType>) {
+      numbers = block + kAt + (kQ5 ? 4 : 0);
+      if constexpr (kQ5) qh = BlockHighBits(block, kAt);
     } else {
       BlockInts<kType>(block, buf);
-      ints = buf;
+      numbers = reinterpret_cast<const unsigned char*>(buf);
     }
   }
-  // Values [c kLanes, (c + 1) kLanes) of the block: DequantizeRows' numbers.
+  // Values [c kLanes, (c + 1) kLanes) of the block: DequantizeRows' numbers
+  // (d * q, exact, or d * q + m, one rounding).
   HWY_INLINE VF Values(size_t c) const {
     const DF df;
-    return ScaledInts<kBlockHasOffset<kType>>(ints + c * kLanes, hn::Set(df, d), hn::Set(df, m));
+    const DI32 di;
+    VF x;
+    if constexpr (kType == Dtype::kQ8_0 || !kNumbersInPlace<kType>) {
+      x = hn::ConvertTo(
+          df, hn::PromoteTo(
+                  di, hn::LoadU(DQ(), reinterpret_cast<const int8_t*>(numbers + c * kLanes))));
+    } else {
+      // Elements [0, 16) are the low nibbles of the 16 bytes, [16, 32) the
+      // high ones.
+      constexpr size_t kPerHalf = 16 / kLanes;
+      const size_t at = (c % kPerHalf) * kLanes;
+      const auto bytes = hn::PromoteTo(di, hn::LoadU(hn::Rebind<uint8_t, DI32>(), numbers + at));
+      auto q = c < kPerHalf ? hn::And(bytes, hn::Set(di, 0xF)) : hn::ShiftRight<4>(bytes);
+      if constexpr (kNibbleTables && !kQ5) {
+        x = hn::TableLookupLanes(hn::Load(df, kNibbleLevels<kType>.v), hn::IndicesFromVec(df, q));
+      } else {
+        if constexpr (kQ5) {
+          const auto bit =
+              hn::LoadU(di, reinterpret_cast<const int32_t*>(kElementBit) + c * kLanes);
+          q = hn::Or(q, hn::IfThenElseZero(hn::TestBit(hn::Set(di, static_cast<int32_t>(qh)), bit),
+                                           hn::Set(di, 0x10)));
+        }
+        constexpr int32_t kZero = kType == Dtype::kQ4_0 ? 8 : kType == Dtype::kQ5_0 ? 16 : 0;
+        if constexpr (kZero != 0) q = hn::Sub(q, hn::Set(di, kZero));
+        x = hn::ConvertTo(df, q);
+      }
+    }
+    const VF d = BlockScales(block, 0);
+    return kBlockHasOffset<kType> ? hn::MulAdd(x, d, BlockScales(block, 2)) : hn::Mul(x, d);
   }
-  const int8_t* ints;
-  float d, m;
+  const unsigned char* block;
+  const unsigned char* numbers;
+  uint32_t qh = 0;
 };
 
 void DequantizeRowsT(Dtype t, const unsigned char* const* HWY_RESTRICT rows, int64_t n, int64_t dim,
@@ -294,8 +381,14 @@ HWY_NOINLINE void BlockScoreGroups(const BlockRowSpan& keys, size_t blocks,
         }
         HWY_ALIGN float lanes[kLanes];
         hn::Store(ReduceKeys(acc...), df, lanes);
+        // (A whole group's scores by a copy of constant size: a variable
+        // one was a call's worth of branches per row.)
         for (size_t r = 0; r < HWY_MIN(kRows, rows - r0); ++r) {
-          memcpy(s + (r0 + r) * lds + j, lanes + r * kKeys, valid * sizeof(float));
+          if (valid == kKeys) {
+            memcpy(s + (r0 + r) * lds + j, lanes + r * kKeys, kKeys * sizeof(float));
+          } else {
+            memcpy(s + (r0 + r) * lds + j, lanes + r * kKeys, valid * sizeof(float));
+          }
         }
       });
     }

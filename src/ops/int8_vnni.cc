@@ -24,6 +24,12 @@
 #include "src/targets.h"
 
 #if HWYATTN_BF16_DOT_COMPILED && defined(__x86_64__)
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_* as the unused source
+// of their masked builtins, which -Wmaybe-uninitialized reports in every
+// caller (GCC bug 105593, fixed in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <string.h>
@@ -65,19 +71,22 @@ HWYATTN_VNNI_TARGET inline __m512i KeyStep(const int8_t* k, size_t step) {
     const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(numbers));
     if constexpr (kHalf) return _mm512_zextsi256_si512(lo);
     const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(numbers + kBytes));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    return _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1);
   } else if constexpr (kLayout == Int8KeyLayout::kQ4_0) {
+    // [a, b] -> [a, a, b, b] (128-bit parts), the low nibbles of parts 0
+    // and 2, the high ones of 1 and 3, each minus 8.
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(numbers));
-    const __m128i b =
-        kHalf ? a : _mm_loadu_si128(reinterpret_cast<const __m128i*>(numbers + kBytes));
-    const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    const __m256i lo = _mm256_and_si256(ab, low4);                        // a's, b's j < 16
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(ab, 4), low4);  // a's, b's j >= 16
-    // [a lo, b lo, a hi, b hi] -> [a lo, a hi, b lo, b hi], each minus 8.
-    const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    const __m256i ab =
+        kHalf ? _mm256_zextsi128_si256(a)
+              : _mm256_inserti128_si256(
+                    _mm256_zextsi128_si256(a),
+                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(numbers + kBytes)), 1);
+    const __m512i aabb = _mm512_shuffle_i64x2(_mm512_zextsi256_si512(ab),
+                                              _mm512_zextsi256_si512(ab), _MM_SHUFFLE(1, 1, 0, 0));
+    const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
     const __m512i v =
-        _mm512_sub_epi8(_mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(8));
+        _mm512_sub_epi8(_mm512_and_si512(_mm512_srlv_epi64(aabb, shifts), _mm512_set1_epi8(0x0F)),
+                        _mm512_set1_epi8(8));
     if constexpr (kHalf) return _mm512_zextsi256_si512(_mm512_castsi512_si256(v));
     return v;
   } else {
@@ -98,7 +107,7 @@ HWYATTN_VNNI_TARGET inline __m512 KeyScales(const Int8KeyRows& keys, size_t bloc
     if constexpr (!kHalf) memcpy(&d1, block + kBytes, sizeof(d1));
     const __m128i lo = _mm_set1_epi16(static_cast<short>(d0));
     const __m128i hi = _mm_set1_epi16(static_cast<short>(d1));
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_zextsi128_si256(lo), hi, 1));
   } else {
     const float* eb = keys.e + key * blocks + 2 * step;
     return _mm512_insertf32x8(_mm512_set1_ps(eb[0]), _mm256_set1_ps(kHalf ? 0.0f : eb[1]), 1);

@@ -25,9 +25,10 @@
 #            SIMD target), the suites that read F16/BF16/int8 data.
 # Legs against Highway 1.4 (built from its source archive with
 # -DHWYATTN_HIGHWAY, cmake/highway.cmake; no libhwy-dev:<arch> needed), for
-# the SIMD targets Highway 1.0.3 lacks; not run by scripts/test.sh (CI's
-# 60 minutes: ppc64el-hwy14 took 15.5 min to build and 14.4 to test on a
-# busy 2-core Zen 3, s390x-hwy14 8.5 and 6):
+# the SIMD targets Highway 1.0.3 lacks; scripts/test.sh runs s390x-hwy14 in
+# place of s390x where the archive is at hand, the others only by hand
+# (CI's 60 minutes: ppc64el-hwy14 took 15.5 min to build and 14.4 to test
+# on a busy 2-core Zen 3):
 #   ppc64el-hwy14  POWER VSX: the ppc64el leg's suites on an emulated POWER8,
 #            POWER9 and POWER10, which must pick PPC8, PPC9 and PPC10
 #            (target_test checks the name, HWYATTN_TEST_EXPECT_TARGET); then

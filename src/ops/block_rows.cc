@@ -198,9 +198,9 @@ HWY_INLINE VF BlockScales(const unsigned char* HWY_RESTRICT block, size_t at) {
 }
 
 // A block of a ggml format as DequantizeRows and the fused loops read it:
-// its numbers (in the block where kNumbersInPlace, else made in `buf` by
-// BlockInts), d and m. (Pointers, not vectors: SVE's vectors have no size
-// and cannot be members.)
+// where its numbers lie (in the block where kNumbersInPlace, else made in
+// `buf` by BlockInts) and its scales. (Pointers, not vectors: SVE's vectors
+// have no size and cannot be members.)
 template <Dtype kType>
 struct BlockOperands {
   static constexpr bool kQ5 = kType == Dtype::kQ5_0 || kType == Dtype::kQ5_1;

@@ -291,7 +291,10 @@ for leg in "${legs[@]}"; do
       continue
     fi
     config+=("-DHWYATTN_HIGHWAY=$highway")
-    HWYATTN_PACKAGES=("g++-$triplet" "libgtest-dev:$arch" "libgomp1:$arch" qemu-user-static)
+    # libstdc++6:<arch> for QEMU's -L / (libhwy-dev:<arch> brings it on the
+    # other legs; the cross compiler's copy is not where the loader looks).
+    HWYATTN_PACKAGES=("g++-$triplet" "libgtest-dev:$arch" "libgomp1:$arch" "libstdc++6:$arch"
+                      qemu-user-static)
   else
     HWYATTN_PACKAGES=("g++-$triplet" "libhwy-dev:$arch" "libgtest-dev:$arch" "libgomp1:$arch"
                       qemu-user-static)

@@ -63,21 +63,6 @@ alignas(16) constexpr uint8_t kQhByteHigh[16] = {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3
 alignas(16) constexpr uint8_t kQhBit[16] = {1, 2, 4, 8, 16, 32, 64, 128,
                                             1, 2, 4, 8, 16, 32, 64, 128};
 
-// The fp16 at byte `at` of a block (BlockHalf's value): one vcvtph2ps where
-// the target converts fp16 in hardware (x86 from AVX2: F16C), else the
-// scalar conversion (Highway 1.0.3's SSE4 emulation does not map fp16
-// infinities and NaNs to fp32's).
-HWY_INLINE float BlockScale(const unsigned char* HWY_RESTRICT block, size_t at) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-  const hn::CappedTag<float, 1> d1;
-  const hn::Rebind<hwy::float16_t, decltype(d1)> dh;
-  return hn::GetLane(
-      hn::PromoteTo(d1, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(block + at))));
-#else
-  return BlockHalf(block, at);
-#endif
-}
-
 // The block's 32 integers into q[0, 32) (BlockNumbers' numbers).
 template <Dtype kType>
 HWY_INLINE void BlockInts(const unsigned char* HWY_RESTRICT block, int8_t* HWY_RESTRICT q) {
@@ -184,7 +169,9 @@ template <Dtype kType>
 inline constexpr bool kNumbersInPlace = kType != Dtype::kIQ4_NL || kNibbleTables;
 
 // The fp16 at byte `at` of a block in every lane: vpbroadcastw and vcvtph2ps
-// where the target converts fp16 in hardware (BlockScale).
+// where the target converts fp16 in hardware (x86 from AVX2: F16C), else
+// the scalar conversion (Highway 1.0.3's SSE4 emulation does not map fp16
+// infinities and NaNs to fp32's).
 HWY_INLINE VF BlockScales(const unsigned char* HWY_RESTRICT block, size_t at) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
   const hn::Rebind<hwy::float16_t, DF> dh;
@@ -302,8 +289,9 @@ void IntegerRowsT(Dtype t, const unsigned char* const* HWY_RESTRICT rows, int64_
         const unsigned char* HWY_RESTRICT block = rows[r];
         for (int64_t b = 0; b < blocks; ++b, block += BlockBytes(kType)) {
           BlockInts<kType>(block, q + r * ldq + b * kBlockElems);
-          e[r * blocks + b] = BlockScale(block, 0);
-          if constexpr (kBlockHasOffset<kType>) m[r * blocks + b] = BlockScale(block, 2);
+          e[r * blocks + b] = hn::GetLane(BlockScales(block, 0));
+          if constexpr (kBlockHasOffset<kType>)
+            m[r * blocks + b] = hn::GetLane(BlockScales(block, 2));
         }
       }
     });

@@ -413,7 +413,7 @@ typedef enum hwyattn_precision {
    *  on the exactly dequantized V (any V dtype), as with F32; the softmax,
    *  lse and out are fp32. Decode rows (q_len * Hq / Hkv <= 8, the steps
    *  the cache's bytes bound) run the integer dot products (x86 CPUs with
-   *  AVX512_VNNI: vpdpbusd, 64 bytes of a key row per instruction; elsewhere
+   *  AVX512_VNNI: vpdpbusd over 16 keys' blocks at once; elsewhere
    *  Highway's widening multiply-adds on int16); prefill rows
    *  multiply the same dequantized query (d * q_d / s_d, 0 where s_d = 0) by
    *  the dequantized cache in fp32 (their time is bound by multiply-adds,

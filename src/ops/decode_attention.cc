@@ -403,12 +403,14 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t unit, size_t dim_
     const size_t int8_rows = std::max(rows_pad, Int8GroupRows(static_cast<size_t>(rows)));
     for (size_t r = rows_pad; r < int8_rows; ++r)
       memset(q + r * dim_pad, 0, dim_pad * sizeof(float));
-    const bool offset = GetInt8Kernels().offset_query;
+    const bool offset = GetInt8Kernels().offset_keys;
+    const int32_t zero_point = Int8KeyZeroPoint(Int8LayoutOf(p.k.dtype));
     for (size_t r = 0; r < int8_rows; ++r) {
       QuantizeQueryRow(q + r * dim_pad, dim, qi, x.d + r * blocks, x.dsum + r * blocks);
-      // The kernel's operand: q + 128 and lane scales (vpdpbusd), else int16.
+      // The kernel's operands: int8 and the sums' starts (vpdpbusd), else
+      // int16.
       if (offset) {
-        OffsetQueryRow(qi, x.d + r * blocks, blocks, x.u + r * ldq, x.d_lanes + r * blocks * 8);
+        OffsetQueryRow(qi, blocks, zero_point, x.s + r * ldq, x.start + r * blocks);
       } else {
         for (size_t i = 0; i < ldq; ++i) x.q[r * ldq + i] = qi[i];
       }
@@ -612,7 +614,7 @@ void Int8ScoreChunk(const DecodePlan& plan, int64_t b, int64_t kvh, int64_t c0, 
   const bool offsets = p.k.dtype == Dtype::kQ4_1 || p.k.dtype == Dtype::kQ5_1;
   const Int8KeyRows k{x.rows, layout == Int8KeyLayout::kScaled ? x.e : nullptr,
                       offsets ? x.m : nullptr, layout};
-  const Int8QueryRows q{x.q, x.d, x.dsum, blocks, x.u, x.d_lanes};
+  const Int8QueryRows q{x.q, x.d, x.dsum, blocks, x.s, x.start};
   const size_t rows = static_cast<size_t>(plan.rows);
   const Int8Kernels& kernels = GetInt8Kernels();
   const int64_t row_bytes = ByteOffset(p.k.dtype, dim);

@@ -174,8 +174,8 @@ struct Int8DecodeScratch {
   int16_t* q;           // [kDecodeMaxRows][blocks * 32]
   float* d;             // [kDecodeMaxRows][blocks]
   float* dsum;          // [kDecodeMaxRows][blocks]
-  uint8_t* u;           // [kDecodeMaxRows][blocks * 32]: q + 128 (offset_query)
-  float* d_lanes;       // [kDecodeMaxRows][blocks * 8] (offset_query)
+  int8_t* s;            // [kDecodeMaxRows][blocks * 32]: q (offset_keys)
+  int32_t* start;       // [kDecodeMaxRows][blocks] (offset_keys)
   int8_t* keys;         // [kStageKeys][blocks * 32]: staged integers
   float* e;             // [kStageKeys][blocks]
   float* m;             // [kStageKeys][blocks]
@@ -188,8 +188,8 @@ struct Int8DecodeScratch {
     const size_t sizes[9] = {PadFloats(rows * blocks * 16),  // int16: 2 per float
                              PadFloats(rows * blocks),
                              PadFloats(rows * blocks),
-                             PadFloats(rows * blocks * 8),  // uint8: 4 per float
-                             PadFloats(rows * blocks * 8),
+                             PadFloats(rows * blocks * 8),  // int8: 4 per float
+                             PadFloats(rows * blocks),
                              PadFloats(keys * blocks * 8),  // int8: 4 per float
                              PadFloats(keys * blocks),
                              PadFloats(keys * blocks),
@@ -203,8 +203,8 @@ struct Int8DecodeScratch {
       x->q = reinterpret_cast<int16_t*>(floats + at[0]);
       x->d = floats + at[1];
       x->dsum = floats + at[2];
-      x->u = reinterpret_cast<uint8_t*>(floats + at[3]);
-      x->d_lanes = floats + at[4];
+      x->s = reinterpret_cast<int8_t*>(floats + at[3]);
+      x->start = reinterpret_cast<int32_t*>(floats + at[4]);
       x->keys = reinterpret_cast<int8_t*>(floats + at[5]);
       x->e = floats + at[6];
       x->m = floats + at[7];

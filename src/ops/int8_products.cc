@@ -56,12 +56,12 @@ void QuantizeQueryRow(const float* x, int64_t dim, int8_t* q, float* d, float* d
   }
 }
 
-void OffsetQueryRow(const int8_t* q, const float* d, size_t blocks, uint8_t* u, float* d_lanes) {
-  for (size_t i = 0; i < blocks * static_cast<size_t>(kBlockElems); ++i) {
-    u[i] = static_cast<uint8_t>(q[i] + 128);
-  }
+void OffsetQueryRow(const int8_t* q, size_t blocks, int32_t zero_point, int8_t* s, int32_t* start) {
+  memcpy(s, q, blocks * static_cast<size_t>(kBlockElems));
   for (size_t b = 0; b < blocks; ++b) {
-    for (size_t i = 0; i < 8; ++i) d_lanes[b * 8 + i] = d[b];
+    int32_t sum = 0;
+    for (size_t i = 0; i < static_cast<size_t>(kBlockElems); ++i) sum += q[b * kBlockElems + i];
+    start[b] = -zero_point * sum;
   }
 }
 

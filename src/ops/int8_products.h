@@ -55,20 +55,24 @@ void DequantizedQueryRow(float* x, int64_t dim, int64_t stride, const float* cha
 
 // A query row as the integer kernels read it: each block's 32 int8 numbers
 // widened to int16 (the operand of the multiply-adds), then the scales.
-// Kernels that multiply unsigned by signed bytes (Int8Kernels::offset_query:
-// x86's vpdpbusd) read the query as q + 128 and its scales a lane each.
+// Kernels that multiply unsigned by signed bytes (Int8Kernels::offset_keys:
+// x86's vpdpbusd) read K's numbers plus a zero point z as the unsigned
+// operand (Int8KeyZeroPoint) and the query's int8 numbers as the signed one,
+// each block's int32 sum starting at -z times the sum of the query block's
+// numbers.
 struct Int8QueryRows {
-  const int16_t* q;      // [group rows][blocks * 32]; rows past `rows` zeros (not offset_query)
+  const int16_t* q;      // [group rows][blocks * 32]; rows past `rows` zeros (not offset_keys)
   const float* d;        // [group rows][blocks]
   const float* dsum;     // [group rows][blocks]: d * sum of the block's q
   size_t blocks;         // IntegerBlocks(head dim)
-  const uint8_t* u;      // offset_query: [group rows][blocks * 32], q + 128
-  const float* d_lanes;  // offset_query: [group rows][blocks * 8], each d 8 times
+  const int8_t* s;       // offset_keys: [group rows][blocks * 32], q as int8
+  const int32_t* start;  // offset_keys: [group rows][blocks], -z * sum of the block's q
 };
 
-// OffsetQueryRow: one row's q + 128 (u) and d 8 times per block (d_lanes)
-// from its int8 numbers q and scales d (QuantizeQueryRow's), for `blocks`.
-void OffsetQueryRow(const int8_t* q, const float* d, size_t blocks, uint8_t* u, float* d_lanes);
+// OffsetQueryRow: one row's operands for offset_keys kernels (s, start)
+// from its int8 numbers q (QuantizeQueryRow's), for `blocks`, against K
+// numbers offset by zero_point.
+void OffsetQueryRow(const int8_t* q, size_t blocks, int32_t zero_point, int8_t* s, int32_t* start);
 
 // The rows the integer kernel computes for `rows` <= 8 query rows: the
 // smallest power of two >= rows (those past `rows` hold zeros), whatever
@@ -95,6 +99,13 @@ inline Int8KeyLayout Int8LayoutOf(Dtype t) {
   if (t == Dtype::kQ8_0) return Int8KeyLayout::kQ8_0;
   if (t == Dtype::kQ4_0) return Int8KeyLayout::kQ4_0;
   return IsBlockDtype(t) ? Int8KeyLayout::kScaled : Int8KeyLayout::kUnscaled;
+}
+
+// What offset_keys kernels add to K's numbers to make them unsigned bytes:
+// Q4_0's nibbles are its numbers + 8; every other layout's int8 numbers
+// + 128 (the sign bit flipped).
+inline int32_t Int8KeyZeroPoint(Int8KeyLayout layout) {
+  return layout == Int8KeyLayout::kQ4_0 ? 8 : 128;
 }
 
 // Whether the kernels read a K of dtype t with rows of `dim` elements in
@@ -128,7 +139,7 @@ struct Int8KeyRows {
 // (those past `rows` are zeros and not stored).
 struct Int8Kernels {
   int64_t target;
-  bool offset_query;  // reads Int8QueryRows::u and d_lanes (else q and d)
+  bool offset_keys;  // reads Int8QueryRows::s and start (else q)
   void (*scores)(size_t group_rows, size_t rows, const Int8QueryRows& q, const Int8KeyRows& k,
                  size_t n, float scale, float* s, size_t lds);
 };

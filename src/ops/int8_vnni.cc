@@ -1,20 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The decode kernel's integer scores (int8_products.h's Int8Kernels) on
-// AVX512_VNNI: vpdpbusd multiplies 64 unsigned bytes by 64 signed bytes and
-// adds each lane's 4 products to an int32 lane, so one 64-byte step of a K
-// row (two blocks of 32: one load of integers, or two Q8_0 blocks' numbers,
-// or two Q4_0 blocks' nibbles unpacked, KeyStep) feeds one instruction per
-// query row. The query is
-// the unsigned operand, offset by 128 (Int8QueryRows::u, q + 128 in
-// [1, 255]): sum (q + 128) k = sum q k + 128 sum k, and the key's 128 sum k
-// (one more vpdpbusd per load, against bytes of 128, shared by the rows)
-// starts each row's sum negated, so every lane ends exact (|sum| < 2^31).
-// Each 64-byte step's int32 lanes (8 per block) are converted once and
-// multiplied by their block's scales (d per lane, Int8QueryRows::d_lanes,
-// times the key's block scale e for ggml's formats) into one fp32
-// accumulator per (row, key); the transpose-reduce of the other decode loops
-// (reduce_keys_avx512.h) sums 16 of them at once.
+// AVX512_VNNI, 16 keys at a time with a key per lane: vpdpbusd multiplies
+// 64 unsigned bytes by 64 signed bytes and adds each lane's 4 products to
+// its int32 lane, so with K transposed (lane l of vector i holds numbers
+// 4i..4i+3 of key l's block, KeyBlock) and 4 of the query's numbers
+// broadcast, 8 instructions make a block's 32 products for 16 keys and a
+// query row, already summed per key: no horizontal sums. K is the unsigned
+// operand, its numbers plus a zero point z (Int8KeyZeroPoint: the sign bit
+// flipped, + 128, or Q4_0's nibbles as they are, + 8), the query's int8
+// numbers the signed one: sum (k + z) q = sum k q + z sum q, so each sum
+// starts at the query block's -z sum q (Int8QueryRows::start) and ends exact
+// (|sum| < 2^31). Each block's sums are converted once and multiplied by
+// the block's scales (the query's d times the 16 keys' e for ggml's
+// formats) into one fp32 accumulator per row. The transposes (4 x 4 of
+// 32-bit numbers within 128-bit parts, KeyBlock) cost 2 (Q4_0) or 3
+// operations per key and block, shared by the rows; the products and scales
+// 11 per row, block and 16 keys.
 //
 // Not a foreach_target unit: one copy for x86-64, each function under a
 // target attribute, used in place of the AVX3 target's portable integer
@@ -35,191 +37,152 @@
 #include <string.h>
 
 #include <algorithm>
-#include <type_traits>
-#include <utility>
 
 #include "hwy/targets.h"
-#include "src/ops/reduce_keys_avx512.h"
 
 #define HWYATTN_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 
 namespace hwyattn {
 namespace {
 
-// 64 bytes from p, or (kHalf: the last block of an odd count) 32 and zeros.
-template <bool kHalf>
-HWYATTN_VNNI_TARGET inline __m512i LoadBytes(const void* p) {
-  return kHalf ? _mm512_maskz_loadu_epi8(0xFFFFFFFFull, p) : _mm512_loadu_si512(p);
+// Where the numbers of block b of a key row start, and its bytes: integers
+// (32 a block), Q8_0's (after the block's fp16 d) or Q4_0's (16 bytes of
+// nibbles after d: element i < 16 the low nibble of byte i, i + 16 its high
+// one).
+template <Int8KeyLayout kLayout>
+constexpr size_t kBlockStride = kLayout == Int8KeyLayout::kQ8_0 || kLayout == Int8KeyLayout::kQ4_0
+                                    ? kInPlaceBlockBytes<kLayout>
+                                    : static_cast<size_t>(kBlockElems);
+template <Int8KeyLayout kLayout>
+constexpr size_t kNumbersAt =
+    kLayout == Int8KeyLayout::kQ8_0 || kLayout == Int8KeyLayout::kQ4_0 ? 2 : 0;
+
+// 16 bytes at byte `at` of the 4 keys' blocks k[0], k[4], k[8], k[12] (from
+// the first key given), one per 128-bit part.
+HWYATTN_VNNI_TARGET inline __m512i Parts(const int8_t* const* k, size_t at) {
+  const auto load = [&](size_t i) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(k[i] + at));
+  };
+  const __m512i x = _mm512_castsi128_si512(load(0));
+  const __m512i y = _mm512_inserti32x4(x, load(4), 1);
+  return _mm512_inserti32x4(_mm512_inserti32x4(y, load(8), 2), load(12), 3);
 }
 
-// 16 floats from p, or (kHalf) 8 and zeros.
-template <bool kHalf>
-HWYATTN_VNNI_TARGET inline __m512 LoadFloats(const float* p) {
-  return kHalf ? _mm512_maskz_loadu_ps(0x00FF, p) : _mm512_loadu_ps(p);
+// The 4 x 4 transpose of 32-bit numbers within each 128-bit part: number i
+// of part p of x[m] to number m of part p of t[i].
+HWYATTN_VNNI_TARGET inline void Transpose4(const __m512i (&x)[4], __m512i* t) {
+  const __m512i a = _mm512_unpacklo_epi32(x[0], x[1]), b = _mm512_unpackhi_epi32(x[0], x[1]);
+  const __m512i c = _mm512_unpacklo_epi32(x[2], x[3]), d = _mm512_unpackhi_epi32(x[2], x[3]);
+  t[0] = _mm512_unpacklo_epi64(a, c);
+  t[1] = _mm512_unpackhi_epi64(a, c);
+  t[2] = _mm512_unpacklo_epi64(b, d);
+  t[3] = _mm512_unpackhi_epi64(b, d);
 }
 
-// Step `step` of a key's row: the 64 numbers of blocks 2 step and 2 step + 1
-// as int8 (kHalf: block 2 step's 32 and zeros), from contiguous integers,
-// two Q8_0 blocks' 32 bytes after each 2-byte scale, or two Q4_0 blocks'
-// 16 bytes of nibbles (element j < 16 the low nibble of byte j, j + 16 its
-// high one; the number the nibble - 8).
-template <Int8KeyLayout kLayout, bool kHalf>
-HWYATTN_VNNI_TARGET inline __m512i KeyStep(const int8_t* k, size_t step) {
-  constexpr size_t kBytes = kInPlaceBlockBytes<kLayout>;
-  const int8_t* numbers = k + 2 * step * kBytes + 2;
-  if constexpr (kLayout == Int8KeyLayout::kQ8_0) {
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(numbers));
-    if constexpr (kHalf) return _mm512_zextsi256_si512(lo);
-    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(numbers + kBytes));
-    return _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1);
-  } else if constexpr (kLayout == Int8KeyLayout::kQ4_0) {
-    // [a, b] -> [a, a, b, b] (128-bit parts), the low nibbles of parts 0
-    // and 2, the high ones of 1 and 3, each minus 8.
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(numbers));
-    const __m256i ab =
-        kHalf ? _mm256_zextsi128_si256(a)
-              : _mm256_inserti128_si256(
-                    _mm256_zextsi128_si256(a),
-                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(numbers + kBytes)), 1);
-    const __m512i aabb = _mm512_shuffle_i64x2(_mm512_zextsi256_si512(ab),
-                                              _mm512_zextsi256_si512(ab), _MM_SHUFFLE(1, 1, 0, 0));
-    const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-    const __m512i v =
-        _mm512_sub_epi8(_mm512_and_si512(_mm512_srlv_epi64(aabb, shifts), _mm512_set1_epi8(0x0F)),
-                        _mm512_set1_epi8(8));
-    if constexpr (kHalf) return _mm512_zextsi256_si512(_mm512_castsi512_si256(v));
-    return v;
+// Block b of the 16 keys k[0..15], transposed and offset: lane l of t[i]
+// holds numbers 4i..4i+3 of key l's block, each + the zero point, as
+// unsigned bytes. (Key l = 4 p + m sits in part p of Parts(k + m).)
+template <Int8KeyLayout kLayout>
+HWYATTN_VNNI_TARGET inline void KeyBlock(const int8_t* const* k, size_t b, __m512i (&t)[8]) {
+  const size_t at = b * kBlockStride<kLayout> + kNumbersAt<kLayout>;
+  __m512i x[4];
+  if constexpr (kLayout == Int8KeyLayout::kQ4_0) {
+    for (size_t m = 0; m < 4; ++m) x[m] = Parts(k + m, at);
+    __m512i u[4];
+    Transpose4(x, u);
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    for (size_t i = 0; i < 4; ++i) {
+      t[i] = _mm512_and_si512(u[i], low);
+      t[4 + i] = _mm512_and_si512(_mm512_srli_epi16(u[i], 4), low);
+    }
   } else {
-    return LoadBytes<kHalf>(k + step * 64);
-  }
-}
-
-// The block scales e of step `step` of key `key`, each 8 times (kHalf: the
-// upper 8 lanes 0): from Int8KeyRows::e, or the in-place blocks' fp16 d.
-template <Int8KeyLayout kLayout, bool kHalf>
-HWYATTN_VNNI_TARGET inline __m512 KeyScales(const Int8KeyRows& keys, size_t blocks, size_t key,
-                                            size_t step) {
-  if constexpr (kLayout == Int8KeyLayout::kQ8_0 || kLayout == Int8KeyLayout::kQ4_0) {
-    constexpr size_t kBytes = kInPlaceBlockBytes<kLayout>;
-    const int8_t* block = keys.rows[key] + 2 * step * kBytes;
-    uint16_t d0, d1 = 0;
-    memcpy(&d0, block, sizeof(d0));
-    if constexpr (!kHalf) memcpy(&d1, block + kBytes, sizeof(d1));
-    const __m128i lo = _mm_set1_epi16(static_cast<short>(d0));
-    const __m128i hi = _mm_set1_epi16(static_cast<short>(d1));
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_zextsi128_si256(lo), hi, 1));
-  } else {
-    const float* eb = keys.e + key * blocks + 2 * step;
-    return _mm512_insertf32x8(_mm512_set1_ps(eb[0]), _mm256_set1_ps(kHalf ? 0.0f : eb[1]), 1);
-  }
-}
-
-// The sums of 64-byte steps [c0, c0 + kSteps) of the kKeys keys of the group
-// at j for kRows rows (the rows' query steps in registers), added, scaled,
-// to acc[r * kKeys + key].
-template <size_t kRows, size_t kSteps, Int8KeyLayout kLayout, bool kHalf>
-HWYATTN_VNNI_TARGET inline void ScoreSteps(const Int8QueryRows& q, size_t c0,
-                                           const Int8KeyRows& keys, size_t j, size_t last,
-                                           __m512 (&acc)[16]) {
-  constexpr size_t kKeys = 16 / kRows;
-  constexpr bool kScaled = kLayout != Int8KeyLayout::kUnscaled;
-  const size_t ldu = q.blocks * static_cast<size_t>(kBlockElems);
-  const size_t ldd = q.blocks * 8;
-  const __m512i zero = _mm512_setzero_si512();
-  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512i qv[kRows][kSteps];
-#pragma GCC unroll 16
-  for (size_t r = 0; r < kRows; ++r) {
-#pragma GCC unroll 16
-    for (size_t c = 0; c < kSteps; ++c) qv[r][c] = LoadBytes<kHalf>(q.u + r * ldu + (c0 + c) * 64);
-  }
-#pragma GCC unroll 16
-  for (size_t kk = 0; kk < kKeys; ++kk) {
-    const size_t key = std::min(j + kk, last);
-    const int8_t* k = keys.rows[key];
-#pragma GCC unroll 16
-    for (size_t c = 0; c < kSteps; ++c) {
-      const size_t step = c0 + c;
-      const __m512i kv = KeyStep<kLayout, kHalf>(k, step);
-      const __m512i start = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k128, kv));
-      __m512 ev = _mm512_setzero_ps();
-      if constexpr (kScaled) ev = KeyScales<kLayout, kHalf>(keys, q.blocks, key, step);
-#pragma GCC unroll 16
-      for (size_t r = 0; r < kRows; ++r) {
-        const __m512i sum = _mm512_dpbusd_epi32(start, qv[r][c], kv);
-        __m512 scale = LoadFloats<kHalf>(q.d_lanes + r * ldd + step * 16);
-        if constexpr (kScaled) scale = _mm512_mul_ps(scale, ev);
-        __m512& a = acc[r * kKeys + kk];
-        a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, a);
-      }
+    const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (size_t half = 0; half < 2; ++half) {
+      for (size_t m = 0; m < 4; ++m) x[m] = Parts(k + m, at + 16 * half);
+      Transpose4(x, t + 4 * half);
+      for (size_t i = 0; i < 4; ++i) t[4 * half + i] = _mm512_xor_si512(t[4 * half + i], sign);
     }
   }
 }
 
-// Whole steps [c, full) in groups of kSteps, then halving groups.
-template <size_t kRows, size_t kSteps, Int8KeyLayout kLayout>
-HWYATTN_VNNI_TARGET inline void ScoreAllSteps(const Int8QueryRows& q, size_t c, size_t full,
-                                              const Int8KeyRows& keys, size_t j, size_t last,
-                                              __m512 (&acc)[16]) {
-  for (; c + kSteps <= full; c += kSteps) {
-    ScoreSteps<kRows, kSteps, kLayout, false>(q, c, keys, j, last, acc);
-  }
-  if constexpr (kSteps > 1) {
-    ScoreAllSteps<kRows, kSteps / 2, kLayout>(q, c, full, keys, j, last, acc);
-  }
-}
-
-// Row r's kKeys scores (lanes [r kKeys, (r + 1) kKeys) of sums) to sr, the
-// keys of `valid`: a part of the vector taken out whole (vextractf32x4 /
-// x8; masked stores write only their lanes), not vcompressps.
-template <size_t kKeys, size_t kRow>
-HWYATTN_VNNI_TARGET inline void StoreRow(__m512 sums, __mmask16 valid, float* sr) {
-  if constexpr (kKeys == 16) {
-    _mm512_mask_storeu_ps(sr, valid, sums);
-  } else if constexpr (kKeys == 8) {
-    _mm256_mask_storeu_ps(sr, static_cast<__mmask8>(valid), _mm512_extractf32x8_ps(sums, kRow));
-  } else if constexpr (kKeys == 4) {
-    _mm_mask_storeu_ps(sr, static_cast<__mmask8>(valid), _mm512_extractf32x4_ps(sums, kRow));
-  } else {  // 2 keys: half of a 128-bit part, stored from 2 floats before sr when odd
-    constexpr size_t kAt = 2 * (kRow % 2);
-    _mm_mask_storeu_ps(sr - kAt, static_cast<__mmask8>(valid << kAt),
-                       _mm512_extractf32x4_ps(sums, kRow / 2));
+// The 16 keys' scales of block b (ggml's formats: Int8KeyRows::e, or the
+// in-place blocks' fp16 d).
+template <Int8KeyLayout kLayout>
+HWYATTN_VNNI_TARGET inline __m512 KeyScales(const Int8KeyRows& keys, const int8_t* const* k,
+                                            const size_t* key, size_t blocks, size_t b) {
+  if constexpr (kLayout == Int8KeyLayout::kQ8_0 || kLayout == Int8KeyLayout::kQ4_0) {
+    // Four fp16 numbers to a 64-bit word in general-purpose registers (no
+    // store to reload), four words to a vector.
+    const auto four = [&](size_t l) {
+      uint64_t w = 0;
+      for (size_t i = 0; i < 4; ++i) {
+        uint16_t h;
+        memcpy(&h, k[l + i] + b * kBlockStride<kLayout>, sizeof(h));
+        w |= static_cast<uint64_t>(h) << (16 * i);
+      }
+      return static_cast<long long>(w);
+    };
+    return _mm512_cvtph_ps(_mm256_set_epi64x(four(12), four(8), four(4), four(0)));
+  } else {
+    alignas(64) float e[16];
+    for (size_t l = 0; l < 16; ++l) e[l] = keys.e[key[l] * blocks + b];
+    return _mm512_load_ps(e);
   }
 }
 
-template <size_t kKeys, size_t... kRows>
-HWYATTN_VNNI_TARGET inline void StoreRows(std::index_sequence<kRows...>, size_t rows, __m512 sums,
-                                          __mmask16 valid, float* s, size_t lds) {
-  ((kRows < rows ? StoreRow<kKeys, kRows>(sums, valid, s + kRows * lds) : void()), ...);
-}
-
-// Int8Kernels::scores for group_rows = kRows, 16 / kRows keys at a time.
+// Int8Kernels::scores for group_rows = kRows.
 template <size_t kRows, Int8KeyLayout kLayout>
 HWYATTN_VNNI_TARGET void ScoreRows(size_t rows, const Int8QueryRows& q, const Int8KeyRows& keys,
                                    size_t n, float scale, float* s, size_t lds) {
-  constexpr size_t kKeys = 16 / kRows;
-  constexpr size_t kSteps = kRows >= 8 ? 1 : 8 / kRows;
-  const size_t full = q.blocks / 2;
-  const bool half = q.blocks % 2 != 0;
+  constexpr bool kScaled = kLayout != Int8KeyLayout::kUnscaled;
+  const size_t blocks = q.blocks;
+  const size_t ldq = blocks * static_cast<size_t>(kBlockElems);
   const __m512 sc = _mm512_set1_ps(scale);
-  for (size_t j = 0; j < n; j += kKeys) {
-    __m512 acc[16];
+  for (size_t j = 0; j < n; j += 16) {
+    // Keys past n repeat the last one (their lanes are not stored).
+    const int8_t* k[16];
+    size_t key[16];
+    for (size_t l = 0; l < 16; ++l) {
+      key[l] = std::min(j + l, n - 1);
+      k[l] = keys.rows[key[l]];
+    }
+    __m512 acc[kRows];
 #pragma GCC unroll 16
-    for (size_t i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-    ScoreAllSteps<kRows, kSteps, kLayout>(q, 0, full, keys, j, n - 1, acc);
-    if (half) ScoreSteps<kRows, 1, kLayout, true>(q, full, keys, j, n - 1, acc);
-    const __m512 sums = _mm512_mul_ps(ReduceKeys16(acc), sc);
-    const size_t valid_keys = std::min(kKeys, n - j);
+    for (size_t r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+    for (size_t b = 0; b < blocks; ++b) {
+      __m512i t[8];
+      KeyBlock<kLayout>(k, b, t);
+      __m512 e = _mm512_setzero_ps();
+      if constexpr (kScaled) e = KeyScales<kLayout>(keys, k, key, blocks, b);
+#pragma GCC unroll 16
+      for (size_t r = 0; r < kRows; ++r) {
+        const int8_t* qb = q.s + r * ldq + b * kBlockElems;
+        __m512i sum = _mm512_set1_epi32(q.start[r * blocks + b]);
+#pragma GCC unroll 8
+        for (size_t i = 0; i < 8; ++i) {
+          int32_t four;
+          memcpy(&four, qb + 4 * i, sizeof(four));
+          sum = _mm512_dpbusd_epi32(sum, t[i], _mm512_set1_epi32(four));
+        }
+        __m512 d = _mm512_set1_ps(q.d[r * blocks + b]);
+        if constexpr (kScaled) d = _mm512_mul_ps(d, e);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), d, acc[r]);
+      }
+    }
+    const size_t valid_keys = std::min<size_t>(16, n - j);
     const __mmask16 valid = static_cast<__mmask16>((1u << valid_keys) - 1u);
-    StoreRows<kKeys>(std::make_index_sequence<kRows>(), rows, sums, valid, s + j, lds);
+#pragma GCC unroll 16
+    for (size_t r = 0; r < kRows; ++r) {
+      if (r < rows) _mm512_mask_storeu_ps(s + r * lds + j, valid, _mm512_mul_ps(acc[r], sc));
+    }
     // The formats' offsets (Q4_1, Q5_1): m d sum(q) per block.
     const float* m = keys.m;
     for (size_t r = 0; r < rows && m != nullptr; ++r) {
       float* sr = s + r * lds + j;
       for (size_t kk = 0; kk < valid_keys; ++kk) {
         float offset = 0.0f;
-        for (size_t b = 0; b < q.blocks; ++b) {
-          offset += m[(j + kk) * q.blocks + b] * q.dsum[r * q.blocks + b];
+        for (size_t b = 0; b < blocks; ++b) {
+          offset += m[(j + kk) * blocks + b] * q.dsum[r * blocks + b];
         }
         sr[kk] += offset * scale;
       }

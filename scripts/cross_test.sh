@@ -25,10 +25,10 @@
 #            SIMD target), the suites that read F16/BF16/int8 data.
 # Legs against Highway 1.4 (built from its source archive with
 # -DHWYATTN_HIGHWAY, cmake/highway.cmake; no libhwy-dev:<arch> needed), for
-# the SIMD targets Highway 1.0.3 lacks; scripts/test.sh runs s390x-hwy14 in
-# place of s390x where the archive is at hand, the others only by hand
-# (CI's 60 minutes: ppc64el-hwy14 took 15.5 min to build and 14.4 to test
-# on a busy 2-core Zen 3):
+# the SIMD targets Highway 1.0.3 lacks; where the archive is at hand,
+# scripts/test.sh (and so CI) runs all four, s390x-hwy14 in place of s390x,
+# the riscv64 legs at half their share of the attention suites' cases
+# (RISCV_FRACTION=2, for CI's 60 minutes; by hand, all):
 #   ppc64el-hwy14  POWER VSX: the ppc64el leg's suites on an emulated POWER8,
 #            POWER9 and POWER10, which must pick PPC8, PPC9 and PPC10
 #            (target_test checks the name, HWYATTN_TEST_EXPECT_TARGET); then
@@ -58,13 +58,12 @@
 #            Both riscv64 legs build GoogleTest from Debian's sources (Debian
 #            12 has no riscv64 port, so no multiarch packages) and turn
 #            OpenMP off (clang's runtime, libomp, exists for no riscv64 here).
-# Measured here (2 busy cores, JOBS=2, from an empty build directory):
-# ppc64el-hwy14 builds in 15.5 min (4 kernel instances: PPC8/9/10 and the
-# fallback) and tests in 14.5 min; s390x-hwy14 builds in 8.5 min and tests in
-# 6 min; riscv64-hwy14 builds in 13 min (RVV and the fallback) and tests in
-# 33.5 min (sdpa_test's third 9 to 13 min per length); riscv64-scalar-hwy14
-# builds in 8 min and tests in 16 min (with a third QEMU process beside it;
-# sdpa_test's quarter 15.5 min, every case of kv_attention_test 38 min).
+# Measured from empty build directories, JOBS=2, on a 2-core Zen 5 (AMD
+# family 26): arm64 builds in 5.6 min and tests in 2.9; s390x-hwy14 1.9 and
+# 1.4; ppc64el-hwy14 2.7 (4 kernel instances: PPC8/9/10 and the fallback) and
+# 4.1; riscv64-hwy14 1.5 (RVV and the fallback) and 11 (sdpa_test's third
+# 3.5 min per length); riscv64-scalar-hwy14 0.9 and 1.0 at RISCV_FRACTION=2.
+# On a busy 2-core Zen 3 the *-hwy14 legs had taken 3-5 times as long.
 # Each leg builds only the executables its runs use, in its own build
 # directory (<prefix><leg>, e.g. build-ppc64el-hwy14).
 #
@@ -84,6 +83,10 @@
 #                       ../shared/third_party/highway-1.4.0.tar.gz, also next to
 #                       the main checkout of a git worktree; without it those
 #                       legs are skipped, saying so)
+#   RISCV_FRACTION      the riscv64 legs run 1/RISCV_FRACTION of their share
+#                       of the attention suites' cases (GTest shard i of
+#                       n * RISCV_FRACTION where the leg says i of n; default
+#                       1: all; scripts/test.sh sets 2 for CI's time)
 #   HWYATTN_QEMU_RISCV64  the riscv64 legs' emulator, a QEMU >= 8 qemu-riscv64
 #                       (default: see riscv64_qemu below)
 #   HWYATTN_CACHE       where that QEMU is kept once fetched (default
@@ -95,6 +98,7 @@ CROSS_BUILD_PREFIX=${CROSS_BUILD_PREFIX:-build-}
 HWYATTN_CACHE=${HWYATTN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hwyattn}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 TEST_TIMEOUT=${TEST_TIMEOUT:-1800}
+RISCV_FRACTION=${RISCV_FRACTION:-1}
 legs=("$@")
 ((${#legs[@]} > 0)) || legs=(arm64 ppc64el s390x)
 
@@ -186,7 +190,7 @@ runs_for() {
       local rvv='rv64,v=true,vext_spec=v1.0,vlen'
       local vlen shard=0
       for vlen in 128 256 512; do
-        echo "$rvv=$vlen;RVV;-R ^((sdpa|kv_attention)_test\.native)$;$quick;;$shard/3"
+        echo "$rvv=$vlen;RVV;-R ^((sdpa|kv_attention)_test\.native)$;$quick;;$shard/$((3 * RISCV_FRACTION))"
         echo "$rvv=$vlen;RVV;-R ^(target_test\.native|capi_test)$;"
         shard=$((shard + 1))
       done
@@ -198,7 +202,7 @@ runs_for() {
       # code x86's EMU128 legs test case by case: the target and C API suites
       # whole, a quarter of the attention suites' cases (GTest shard 0 of 4).
       echo "rv64,v=false;EMU128;-R ^(target_test\.native|capi_test)$;$quick"
-      echo "rv64,v=false;EMU128;-R ^((sdpa|kv_attention)_test\.native)$;$quick;;0/4"
+      echo "rv64,v=false;EMU128;-R ^((sdpa|kv_attention)_test\.native)$;$quick;;0/$((4 * RISCV_FRACTION))"
       ;;
   esac
 }

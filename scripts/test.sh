@@ -14,12 +14,14 @@
 # is AVX3, or the fallback on a CPU without AVX-512): no OpenMP runtime linked (install.library checks
 # the NEEDED entries), threads only through opts->parallel (pool_test,
 # examples.thread_pool_c). Then the other
-# architectures (scripts/cross_test.sh): cross-built for arm64 and s390x
-# (big-endian; against Highway 1.4 for its Z14 target where the pinned
-# archive is at hand: the s390x-hwy14 leg), their C/C++ suites run under QEMU
-# (CROSS_ARCHES="" skips them; ppc64el runs the portable fallback, the code
-# x86's EMU128 legs test, so it is left to `scripts/cross_test.sh ppc64el`
-# and its POWER targets to ppc64el-hwy14, 30 minutes here).
+# architectures (scripts/cross_test.sh), their C/C++ suites run under QEMU:
+# arm64 (Highway 1.0.3), and where the pinned Highway archive is at hand
+# the Highway 1.4 legs: s390x's Z14 (s390x-hwy14), POWER8/9/10
+# (ppc64el-hwy14), RISC-V's RVV and rv64gc (riscv64-hwy14 and
+# riscv64-scalar-hwy14, at half their share of the attention suites' cases:
+# RISCV_FRACTION=2); without it, s390x on Highway 1.0.3's fallback
+# (CROSS_ARCHES="" skips them all; ppc64el's 1.0.3 leg runs the portable
+# fallback, the code x86's EMU128 legs test: `scripts/cross_test.sh ppc64el`).
 # Exits non-zero if anything fails.
 #
 # Usage (from anywhere; as root on a fresh Debian 12 it installs what is missing):
@@ -30,8 +32,11 @@
 #   JOBS          parallel build and test jobs (default: nproc)
 #   TEST_TIMEOUT  per-test timeout in seconds (default 900)
 #   CROSS_ARCHES  architectures scripts/cross_test.sh builds and tests
-#                 (default: arm64 s390x-hwy14, or arm64 s390x without
-#                 the Highway archive; empty: none; other legs may be added)
+#                 (default: arm64 s390x-hwy14 ppc64el-hwy14 riscv64-hwy14
+#                 riscv64-scalar-hwy14, or arm64 s390x without the Highway
+#                 archive; empty: none)
+#   RISCV_FRACTION  the riscv64 legs run 1/RISCV_FRACTION of their cases
+#                 (default 2 here; see scripts/cross_test.sh)
 #
 # --sanitizers: the second mode (.ci/run runs it after the normal one). With
 # clang-14 (Debian's clang-14, libclang-rt-14-dev, libomp-14-dev):
@@ -110,16 +115,16 @@ if [[ $MODE == normal ]]; then
   ctest --test-dir "$NOOMP_BUILD_DIR" --output-on-failure -j"$JOBS" --timeout "$TEST_TIMEOUT" \
     "${noomp_selection[@]}" "$@"
   echo "test.sh: both builds passed (${SECONDS}s)"
-  # s390x on Highway 1.4's Z14 target (the big-endian suites on SIMD, then
-  # capped at the fallback) where the pinned Highway archive is at hand, else
-  # on Highway 1.0.3's fallback.
+  # Highway 1.4's SIMD targets of s390x, POWER and RISC-V where the pinned
+  # Highway archive is at hand, else s390x on Highway 1.0.3's fallback.
   if [[ -z ${CROSS_ARCHES+set} ]]; then
     CROSS_ARCHES="arm64 s390x"
-    [[ -n $(highway_archive) ]] && CROSS_ARCHES="arm64 s390x-hwy14"
+    [[ -n $(highway_archive) ]] &&
+      CROSS_ARCHES="arm64 s390x-hwy14 ppc64el-hwy14 riscv64-hwy14 riscv64-scalar-hwy14"
   fi
   if [[ -n $CROSS_ARCHES ]]; then
     # shellcheck disable=SC2086  # a list of words
-    scripts/cross_test.sh $CROSS_ARCHES
+    RISCV_FRACTION=${RISCV_FRACTION:-2} scripts/cross_test.sh $CROSS_ARCHES
     echo "test.sh: $CROSS_ARCHES passed too (${SECONDS}s)"
   fi
   exit 0

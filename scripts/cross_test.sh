@@ -27,13 +27,14 @@
 # -DHWYATTN_HIGHWAY, cmake/highway.cmake; no libhwy-dev:<arch> needed), for
 # the SIMD targets Highway 1.0.3 lacks; where the archive is at hand,
 # scripts/test.sh (and so CI) runs all four, s390x-hwy14 in place of s390x,
-# the riscv64 legs at half their share of the attention suites' cases
-# (RISCV_FRACTION=2, for CI's 60 minutes; by hand, all):
+# with CROSS_QUICK=1 for CI's 60 minutes (below; by hand, all cases):
 #   ppc64el-hwy14  POWER VSX: the ppc64el leg's suites on an emulated POWER8,
 #            POWER9 and POWER10, which must pick PPC8, PPC9 and PPC10
 #            (target_test checks the name, HWYATTN_TEST_EXPECT_TARGET); then
 #            target_test capped at PPC8 and at the fallback (SCALAR) on the
-#            POWER10.
+#            POWER10. With CROSS_QUICK=1 each CPU runs a third of the
+#            attention suites' cases (GTest shards 0-2 of 3: every case on
+#            POWER once; target_test and the C API test whole on each).
 #   s390x-hwy14  z/Architecture vector facility, built for a z14 baseline
 #            (-march=z14 -mzvector: Highway compiles Z14/Z15 only from there,
 #            with no dispatch below it): the s390x leg's suites on QEMU's
@@ -62,7 +63,7 @@
 # family 26): arm64 builds in 5.6 min and tests in 2.9; s390x-hwy14 1.9 and
 # 1.4; ppc64el-hwy14 2.7 (4 kernel instances: PPC8/9/10 and the fallback) and
 # 4.1; riscv64-hwy14 1.5 (RVV and the fallback) and 11 (sdpa_test's third
-# 3.5 min per length); riscv64-scalar-hwy14 0.9 and 1.0 at RISCV_FRACTION=2.
+# 3.5 min per length); riscv64-scalar-hwy14 0.9 and 1.0 with CROSS_QUICK=1.
 # On a busy 2-core Zen 3 the *-hwy14 legs had taken 3-5 times as long.
 # Each leg builds only the executables its runs use, in its own build
 # directory (<prefix><leg>, e.g. build-ppc64el-hwy14).
@@ -83,10 +84,11 @@
 #                       ../shared/third_party/highway-1.4.0.tar.gz, also next to
 #                       the main checkout of a git worktree; without it those
 #                       legs are skipped, saying so)
-#   RISCV_FRACTION      the riscv64 legs run 1/RISCV_FRACTION of their share
-#                       of the attention suites' cases (GTest shard i of
-#                       n * RISCV_FRACTION where the leg says i of n; default
-#                       1: all; scripts/test.sh sets 2 for CI's time)
+#   CROSS_QUICK         1: ppc64el-hwy14 runs a third of the attention
+#                       suites' cases on each POWER CPU, the riscv64 legs half
+#                       their share of them (GTest shard i of 2n where the leg
+#                       says i of n); default 0: all (scripts/test.sh sets 1,
+#                       for CI's time)
 #   HWYATTN_QEMU_RISCV64  the riscv64 legs' emulator, a QEMU >= 8 qemu-riscv64
 #                       (default: see riscv64_qemu below)
 #   HWYATTN_CACHE       where that QEMU is kept once fetched (default
@@ -98,7 +100,7 @@ CROSS_BUILD_PREFIX=${CROSS_BUILD_PREFIX:-build-}
 HWYATTN_CACHE=${HWYATTN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hwyattn}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 TEST_TIMEOUT=${TEST_TIMEOUT:-1800}
-RISCV_FRACTION=${RISCV_FRACTION:-1}
+CROSS_QUICK=${CROSS_QUICK:-0}
 legs=("$@")
 ((${#legs[@]} > 0)) || legs=(arm64 ppc64el s390x)
 
@@ -132,6 +134,8 @@ long="-Sdpa/DecodeTest.*_Lk1300:MaskTest.BandLikeAnEngine"
 quick="$long:Sdpa/BenchShapeTest.*:$int8/I8D*:$int8/I4KChannel"
 quick+=":$int8/Q8_0:$int8/Q4_0:$int8/Q4_1:$int8/Q5_*:$int8/IQ4_NL:$int8/I8Gqa3:$int8/F16IsF32"
 runs_for() {
+  local fraction=1
+  ((CROSS_QUICK)) && fraction=2
   case $1 in
     arm64)
       # Every suite but the cases whose cost is sequence length (x86's four
@@ -170,9 +174,20 @@ runs_for() {
       # QEMU 7.2's POWER8 raises SIGILL on glibc's mffscrni (libm's sin and
       # cos save the rounding mode with it; a real POWER8 executes it as
       # mffs): the one case that calls std::sin/std::cos is left out there.
-      echo "power8;PPC8;-R $suites;$quick:EdgeTest.RunningMaxMovesInsideKeyTiles"
-      echo "power9;PPC9;-R $suites;$quick"
-      echo "power10;PPC10;-R $suites;$quick"
+      local power8="$quick:EdgeTest.RunningMaxMovesInsideKeyTiles"
+      if ((CROSS_QUICK)); then
+        local attention='^((sdpa|kv_attention)_test\.native)$' whole='^(target_test\.native|capi_test)$'
+        echo "power8;PPC8;-R $attention;$power8;;0/3"
+        echo "power8;PPC8;-R $whole;"
+        echo "power9;PPC9;-R $attention;$quick;;1/3"
+        echo "power9;PPC9;-R $whole;"
+        echo "power10;PPC10;-R $attention;$quick;;2/3"
+        echo "power10;PPC10;-R $whole;"
+      else
+        echo "power8;PPC8;-R $suites;$power8"
+        echo "power9;PPC9;-R $suites;$quick"
+        echo "power10;PPC10;-R $suites;$quick"
+      fi
       # The cap: a lower target, and the portable fallback (SCALAR with
       # GCC 12), on the best CPU.
       echo "power10;PPC8;-R ^target_test\.native$;;PPC8"
@@ -190,7 +205,7 @@ runs_for() {
       local rvv='rv64,v=true,vext_spec=v1.0,vlen'
       local vlen shard=0
       for vlen in 128 256 512; do
-        echo "$rvv=$vlen;RVV;-R ^((sdpa|kv_attention)_test\.native)$;$quick;;$shard/$((3 * RISCV_FRACTION))"
+        echo "$rvv=$vlen;RVV;-R ^((sdpa|kv_attention)_test\.native)$;$quick;;$shard/$((3 * fraction))"
         echo "$rvv=$vlen;RVV;-R ^(target_test\.native|capi_test)$;"
         shard=$((shard + 1))
       done
@@ -202,7 +217,7 @@ runs_for() {
       # code x86's EMU128 legs test case by case: the target and C API suites
       # whole, a quarter of the attention suites' cases (GTest shard 0 of 4).
       echo "rv64,v=false;EMU128;-R ^(target_test\.native|capi_test)$;$quick"
-      echo "rv64,v=false;EMU128;-R ^((sdpa|kv_attention)_test\.native)$;$quick;;0/$((4 * RISCV_FRACTION))"
+      echo "rv64,v=false;EMU128;-R ^((sdpa|kv_attention)_test\.native)$;$quick;;0/$((4 * fraction))"
       ;;
   esac
 }

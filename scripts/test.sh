@@ -18,8 +18,9 @@
 # arm64 (Highway 1.0.3), and where the pinned Highway archive is at hand
 # the Highway 1.4 legs: s390x's Z14 (s390x-hwy14), POWER8/9/10
 # (ppc64el-hwy14), RISC-V's RVV and rv64gc (riscv64-hwy14 and
-# riscv64-scalar-hwy14, at half their share of the attention suites' cases:
-# RISCV_FRACTION=2); without it, s390x on Highway 1.0.3's fallback
+# riscv64-scalar-hwy14; with CROSS_QUICK=1: part of the attention suites'
+# cases, see scripts/cross_test.sh), then Windows (scripts/windows_test.sh:
+# MinGW-w64 and Wine); without the archive, s390x on Highway 1.0.3's fallback
 # (CROSS_ARCHES="" skips them all; ppc64el's 1.0.3 leg runs the portable
 # fallback, the code x86's EMU128 legs test: `scripts/cross_test.sh ppc64el`).
 # Exits non-zero if anything fails.
@@ -35,8 +36,10 @@
 #                 (default: arm64 s390x-hwy14 ppc64el-hwy14 riscv64-hwy14
 #                 riscv64-scalar-hwy14, or arm64 s390x without the Highway
 #                 archive; empty: none)
-#   RISCV_FRACTION  the riscv64 legs run 1/RISCV_FRACTION of their cases
-#                 (default 2 here; see scripts/cross_test.sh)
+#   CROSS_QUICK   1 (the default here): the POWER and RISC-V legs run part
+#                 of the attention suites' cases (scripts/cross_test.sh)
+#   WINDOWS       0 skips scripts/windows_test.sh (default: run it where the
+#                 Highway archive is at hand)
 #
 # --sanitizers: the second mode (.ci/run runs it after the normal one). With
 # clang-14 (Debian's clang-14, libclang-rt-14-dev, libomp-14-dev):
@@ -124,8 +127,13 @@ if [[ $MODE == normal ]]; then
   fi
   if [[ -n $CROSS_ARCHES ]]; then
     # shellcheck disable=SC2086  # a list of words
-    RISCV_FRACTION=${RISCV_FRACTION:-2} scripts/cross_test.sh $CROSS_ARCHES
+    CROSS_QUICK=${CROSS_QUICK:-1} scripts/cross_test.sh $CROSS_ARCHES
     echo "test.sh: $CROSS_ARCHES passed too (${SECONDS}s)"
+  fi
+  # Windows x64 (MinGW-w64, Wine) needs Highway 1.4 too.
+  if [[ ${WINDOWS:-1} != 0 && -n $(highway_archive) ]]; then
+    scripts/windows_test.sh
+    echo "test.sh: Windows passed too (${SECONDS}s)"
   fi
   exit 0
 fi

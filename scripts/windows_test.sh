@@ -3,8 +3,8 @@
 #
 # scripts/windows_test.sh: cross-builds hwyattn for Windows x64 with Debian's
 # MinGW-w64 GCC (g++-mingw-w64-x86-64-posix: POSIX threads, libgomp) and runs
-# its C and C++ tests under Wine 8 (Debian's wine64). Not run by
-# scripts/test.sh (nor .ci/run); it runs alone.
+# its C and C++ tests under Wine 8 (Debian's wine64). scripts/test.sh (so
+# .ci/run) runs it where the Highway archive is at hand; it also runs alone.
 #
 #   windows  hwyattn.dll (cmake/toolchains/x86_64-w64-mingw32.cmake,
 #            cmake/windows.cmake) against Highway 1.4, built from its source

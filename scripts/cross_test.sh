@@ -174,20 +174,18 @@ runs_for() {
       # QEMU 7.2's POWER8 raises SIGILL on glibc's mffscrni (libm's sin and
       # cos save the rounding mode with it; a real POWER8 executes it as
       # mffs): the one case that calls std::sin/std::cos is left out there.
-      local power8="$quick:EdgeTest.RunningMaxMovesInsideKeyTiles"
-      if ((CROSS_QUICK)); then
-        local attention='^((sdpa|kv_attention)_test\.native)$' whole='^(target_test\.native|capi_test)$'
-        echo "power8;PPC8;-R $attention;$power8;;0/3"
-        echo "power8;PPC8;-R $whole;"
-        echo "power9;PPC9;-R $attention;$quick;;1/3"
-        echo "power9;PPC9;-R $whole;"
-        echo "power10;PPC10;-R $attention;$quick;;2/3"
-        echo "power10;PPC10;-R $whole;"
-      else
-        echo "power8;PPC8;-R $suites;$power8"
-        echo "power9;PPC9;-R $suites;$quick"
-        echo "power10;PPC10;-R $suites;$quick"
-      fi
+      local power shard=0 filter
+      for power in 8 9 10; do
+        filter=$quick
+        ((power == 8)) && filter+=":EdgeTest.RunningMaxMovesInsideKeyTiles"
+        if ((CROSS_QUICK)); then
+          echo "power$power;PPC$power;-R ^((sdpa|kv_attention)_test\.native)$;$filter;;$shard/3"
+          echo "power$power;PPC$power;-R ^(target_test\.native|capi_test)$;"
+        else
+          echo "power$power;PPC$power;-R $suites;$filter"
+        fi
+        shard=$((shard + 1))
+      done
       # The cap: a lower target, and the portable fallback (SCALAR with
       # GCC 12), on the best CPU.
       echo "power10;PPC8;-R ^target_test\.native$;;PPC8"

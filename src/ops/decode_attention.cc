@@ -406,11 +406,12 @@ void PrepareQueries(const DecodePlan& plan, int64_t b, int64_t unit, size_t dim_
     const bool offset = GetInt8Kernels().offset_keys;
     const int32_t zero_point = Int8KeyZeroPoint(Int8LayoutOf(p.k.dtype));
     for (size_t r = 0; r < int8_rows; ++r) {
-      QuantizeQueryRow(q + r * dim_pad, dim, qi, x.d + r * blocks, x.dsum + r * blocks);
       // The kernel's operands: int8 and the sums' starts (vpdpbusd), else
       // int16.
+      int8_t* row = offset ? x.s + r * ldq : qi;
+      QuantizeQueryRow(q + r * dim_pad, dim, row, x.d + r * blocks, x.dsum + r * blocks);
       if (offset) {
-        OffsetQueryRow(qi, blocks, zero_point, x.s + r * ldq, x.start + r * blocks);
+        QueryBlockStarts(row, blocks, zero_point, x.start + r * blocks);
       } else {
         for (size_t i = 0; i < ldq; ++i) x.q[r * ldq + i] = qi[i];
       }

@@ -56,8 +56,7 @@ void QuantizeQueryRow(const float* x, int64_t dim, int8_t* q, float* d, float* d
   }
 }
 
-void OffsetQueryRow(const int8_t* q, size_t blocks, int32_t zero_point, int8_t* s, int32_t* start) {
-  memcpy(s, q, blocks * static_cast<size_t>(kBlockElems));
+void QueryBlockStarts(const int8_t* q, size_t blocks, int32_t zero_point, int32_t* start) {
   for (size_t b = 0; b < blocks; ++b) {
     int32_t sum = 0;
     for (size_t i = 0; i < static_cast<size_t>(kBlockElems); ++i) sum += q[b * kBlockElems + i];

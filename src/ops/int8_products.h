@@ -69,10 +69,11 @@ struct Int8QueryRows {
   const int32_t* start;  // offset_keys: [group rows][blocks], -z * sum of the block's q
 };
 
-// OffsetQueryRow: one row's operands for offset_keys kernels (s, start)
-// from its int8 numbers q (QuantizeQueryRow's), for `blocks`, against K
-// numbers offset by zero_point.
-void OffsetQueryRow(const int8_t* q, size_t blocks, int32_t zero_point, int8_t* s, int32_t* start);
+// QueryBlockStarts: one row's sums' starts for offset_keys kernels (start)
+// from its int8 numbers q (QuantizeQueryRow's, which offset_keys kernels
+// read as Int8QueryRows::s), for `blocks`, against K numbers offset by
+// zero_point.
+void QueryBlockStarts(const int8_t* q, size_t blocks, int32_t zero_point, int32_t* start);
 
 // The rows the integer kernel computes for `rows` <= 8 query rows: the
 // smallest power of two >= rows (those past `rows` hold zeros), whatever

@@ -49,6 +49,20 @@ void InitStruct(T* s, size_t size) {
   }
 }
 
+// Runs an entry point's body (validate, then run) so that no exception
+// crosses into C: std::bad_alloc becomes HWYATTN_OUT_OF_MEMORY and anything
+// else HWYATTN_INTERNAL_ERROR, each message naming the entry point.
+template <typename Body>
+hwyattn_status Guarded(const char* entry, const Body& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Fail(HWYATTN_OUT_OF_MEMORY, "%s: out of memory", entry);
+  } catch (...) {
+    return Fail(HWYATTN_INTERNAL_ERROR, "%s: unexpected exception", entry);
+  }
+}
+
 }  // namespace hwyattn
 
 // The opaque handle of hwyattn.h: one MHA layer, immutable after creation.
@@ -157,7 +171,7 @@ void hwyattn_parallel_init_sized(hwyattn_parallel* p, size_t size) {
 hwyattn_status hwyattn_sdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
                             const hwyattn_tensor* v, hwyattn_tensor* out,
                             const hwyattn_sdpa_options* opts) {
-  try {
+  return hwyattn::Guarded(__func__, [&]() -> hwyattn_status {
     hwyattn::SdpaProblem problem;
     const hwyattn_status s = hwyattn::ValidateSdpa(q, k, v, out, opts, &problem);
     if (s != HWYATTN_OK) return s;
@@ -171,25 +185,19 @@ hwyattn_status hwyattn_sdpa(const hwyattn_tensor* q, const hwyattn_tensor* k,
                   static_cast<long long>(problem.value_dim));
     }
     return r;
-  } catch (const std::bad_alloc&) {
-    return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_sdpa: out of memory");
-  } catch (...) {
-    return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_sdpa: unexpected exception");
-  }
+  });
 }
 
 hwyattn_status hwyattn_merge_states(int32_t n, const hwyattn_tensor* const* outs,
                                     const hwyattn_tensor* const* lses, const float* sinks,
                                     hwyattn_tensor* out, hwyattn_tensor* lse_out) {
-  try {
+  return hwyattn::Guarded(__func__, [&]() -> hwyattn_status {
     hwyattn::MergeProblem problem;
     const hwyattn_status s = hwyattn::ValidateMerge(n, outs, lses, sinks, out, lse_out, &problem);
     if (s != HWYATTN_OK) return s;
     hwyattn::RunMerge(problem);  // allocates nothing
     return HWYATTN_OK;
-  } catch (...) {
-    return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_merge_states: unexpected exception");
-  }
+  });
 }
 
 void hwyattn_mha_config_init_sized(hwyattn_mha_config* cfg, size_t size) {
@@ -202,7 +210,7 @@ void(hwyattn_mha_config_init)(hwyattn_mha_config* cfg) {
 
 hwyattn_status hwyattn_mha_create(const hwyattn_mha_config* cfg, const hwyattn_mha_weights* w,
                                   hwyattn_mha** out) {
-  try {
+  return hwyattn::Guarded(__func__, [&]() -> hwyattn_status {
     if (out == nullptr) return Fail(HWYATTN_INVALID_ARGUMENT, "out is NULL");
     hwyattn::MhaConfig config;
     const hwyattn_status s = hwyattn::ValidateMhaConfig(cfg, w, &config);
@@ -217,11 +225,7 @@ hwyattn_status hwyattn_mha_create(const hwyattn_mha_config* cfg, const hwyattn_m
     }
     *out = m;
     return HWYATTN_OK;
-  } catch (const std::bad_alloc&) {
-    return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_mha_create: out of memory");
-  } catch (...) {
-    return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_mha_create: unexpected exception");
-  }
+  });
 }
 
 void hwyattn_mha_destroy(hwyattn_mha* m) { delete m; }
@@ -229,7 +233,7 @@ void hwyattn_mha_destroy(hwyattn_mha* m) { delete m; }
 hwyattn_status hwyattn_mha_forward(const hwyattn_mha* m, const hwyattn_tensor* query,
                                    const hwyattn_tensor* key, const hwyattn_tensor* value,
                                    hwyattn_tensor* out, const hwyattn_sdpa_options* opts) {
-  try {
+  return hwyattn::Guarded(__func__, [&]() -> hwyattn_status {
     if (m == nullptr) return Fail(HWYATTN_INVALID_ARGUMENT, "m is NULL");
     hwyattn::MhaCall call;
     const hwyattn_status s =
@@ -240,11 +244,7 @@ hwyattn_status hwyattn_mha_forward(const hwyattn_mha* m, const hwyattn_tensor* q
       return Fail(r, "hwyattn_mha_forward: could not allocate the activations and scratch");
     }
     return r;
-  } catch (const std::bad_alloc&) {
-    return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_mha_forward: out of memory");
-  } catch (...) {
-    return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_mha_forward: unexpected exception");
-  }
+  });
 }
 
 void hwyattn_kv_cache_init_sized(hwyattn_kv_cache* c, size_t size) { hwyattn::InitStruct(c, size); }
@@ -254,7 +254,7 @@ void hwyattn_kv_batch_init_sized(hwyattn_kv_batch* b, size_t size) { hwyattn::In
 hwyattn_status hwyattn_kv_attention(const hwyattn_tensor* q, const hwyattn_kv_cache* cache,
                                     const hwyattn_kv_batch* batch, hwyattn_tensor* out,
                                     const hwyattn_sdpa_options* opts) {
-  try {
+  return hwyattn::Guarded(__func__, [&]() -> hwyattn_status {
     hwyattn::KvAttentionProblem problem;
     const hwyattn_status s = hwyattn::ValidateKvAttention(q, cache, batch, out, opts, &problem);
     if (s != HWYATTN_OK) return s;
@@ -269,17 +269,13 @@ hwyattn_status hwyattn_kv_attention(const hwyattn_tensor* q, const hwyattn_kv_ca
                   static_cast<long long>(problem.cache.value_dim));
     }
     return r;
-  } catch (const std::bad_alloc&) {
-    return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_kv_attention: out of memory");
-  } catch (...) {
-    return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_kv_attention: unexpected exception");
-  }
+  });
 }
 
 hwyattn_status hwyattn_kv_cache_write(const hwyattn_kv_cache* cache, const hwyattn_tensor* k_new,
                                       const hwyattn_tensor* v_new, const int64_t* slot,
                                       const hwyattn_sdpa_options* opts) {
-  try {
+  return hwyattn::Guarded(__func__, [&]() -> hwyattn_status {
     hwyattn::KvWriteProblem problem;
     const hwyattn_status s = hwyattn::ValidateKvWrite(cache, k_new, v_new, slot, opts, &problem);
     if (s != HWYATTN_OK) return s;
@@ -288,11 +284,7 @@ hwyattn_status hwyattn_kv_cache_write(const hwyattn_kv_cache* cache, const hwyat
       return Fail(r, "hwyattn_kv_cache_write: could not allocate the per-worker row buffers");
     }
     return r;
-  } catch (const std::bad_alloc&) {
-    return Fail(HWYATTN_OUT_OF_MEMORY, "hwyattn_kv_cache_write: out of memory");
-  } catch (...) {
-    return Fail(HWYATTN_INTERNAL_ERROR, "hwyattn_kv_cache_write: unexpected exception");
-  }
+  });
 }
 
 }  // extern "C"

@@ -25,9 +25,9 @@
 
 // The 8 accumulators of one query vector's column, a0 .. a7 (rows 0 .. 7).
 #define HWYATTN_COLUMN(a) a##0, a##1, a##2, a##3, a##4, a##5, a##6, a##7
-#define HWYATTN_COLUMN_PARAMS                                                          \
-  svfloat32_t &a0, svfloat32_t &a1, svfloat32_t &a2, svfloat32_t &a3, svfloat32_t &a4, \
-      svfloat32_t &a5, svfloat32_t &a6, svfloat32_t &a7
+#define HWYATTN_COLUMN_PARAMS(a)                                                                 \
+  svfloat32_t &a##0, svfloat32_t &a##1, svfloat32_t &a##2, svfloat32_t &a##3, svfloat32_t &a##4, \
+      svfloat32_t &a##5, svfloat32_t &a##6, svfloat32_t &a##7
 
 namespace hwyattn {
 namespace sve_bf16 {
@@ -47,7 +47,7 @@ HWYATTN_BF16_INLINE svbfloat16_t LoadRowPairs(svbool_t pg, const uint32_t* p) {
 
 // One step of a column: a_r += x . (pair of row r), rows 0-3 from r03's
 // segments, 4-7 from r47's.
-HWYATTN_BF16_INLINE void DotColumn(HWYATTN_COLUMN_PARAMS, svbfloat16_t x, svbfloat16_t r03,
+HWYATTN_BF16_INLINE void DotColumn(HWYATTN_COLUMN_PARAMS(a), svbfloat16_t x, svbfloat16_t r03,
                                    svbfloat16_t r47) {
   a0 = svbfdot_lane_f32(a0, x, r03, 0);
   a1 = svbfdot_lane_f32(a1, x, r03, 1);
@@ -59,6 +59,23 @@ HWYATTN_BF16_INLINE void DotColumn(HWYATTN_COLUMN_PARAMS, svbfloat16_t x, svbflo
   a7 = svbfdot_lane_f32(a7, x, r47, 3);
 }
 
+// One step of a tile of kVectors columns (a; a, b; a, b, c): each column's
+// a_r += (its pairs at x, x + lanes, x + 2 lanes) . (row r's pair), rows
+// 0-3's pairs at rows[0..4), 4-7's at rows[4..8), those whose lane of
+// rows03 / rows47 is off not read (0).
+template <size_t kVectors>
+HWYATTN_BF16_INLINE void DotStep(HWYATTN_COLUMN_PARAMS(a), HWYATTN_COLUMN_PARAMS(b),
+                                 HWYATTN_COLUMN_PARAMS(c), const uint32_t* x, const uint32_t* rows,
+                                 svbool_t rows03, svbool_t rows47) {
+  const svbool_t all = svptrue_b32();
+  const size_t lanes = svcntw();
+  const svbfloat16_t r03 = LoadRowPairs(rows03, rows);
+  const svbfloat16_t r47 = LoadRowPairs(rows47, rows + 4);
+  DotColumn(HWYATTN_COLUMN(a), LoadPairs(all, x), r03, r47);
+  if constexpr (kVectors > 1) DotColumn(HWYATTN_COLUMN(b), LoadPairs(all, x + lanes), r03, r47);
+  if constexpr (kVectors > 2) DotColumn(HWYATTN_COLUMN(c), LoadPairs(all, x + 2 * lanes), r03, r47);
+}
+
 // o[r] * alpha for r < rows, else 0 (not read).
 HWYATTN_BF16_INLINE svfloat32_t ScaledRow(const float* o, size_t ldo, svfloat32_t alpha, size_t r,
                                           size_t rows) {
@@ -67,7 +84,7 @@ HWYATTN_BF16_INLINE svfloat32_t ScaledRow(const float* o, size_t ldo, svfloat32_
 }
 
 // a_r = o[r] * alpha.
-HWYATTN_BF16_INLINE void LoadScaledColumn(HWYATTN_COLUMN_PARAMS, const float* o, size_t ldo,
+HWYATTN_BF16_INLINE void LoadScaledColumn(HWYATTN_COLUMN_PARAMS(a), const float* o, size_t ldo,
                                           const float* alpha, size_t rows) {
   const svfloat32_t a = svld1_f32(svptrue_b32(), alpha);
   a0 = ScaledRow(o, ldo, a, 0, rows);
@@ -81,7 +98,7 @@ HWYATTN_BF16_INLINE void LoadScaledColumn(HWYATTN_COLUMN_PARAMS, const float* o,
 }
 
 // a_r *= scale.
-HWYATTN_BF16_INLINE void ScaleColumn(HWYATTN_COLUMN_PARAMS, float scale) {
+HWYATTN_BF16_INLINE void ScaleColumn(HWYATTN_COLUMN_PARAMS(a), float scale) {
   const svbool_t all = svptrue_b32();
   a0 = svmul_n_f32_x(all, a0, scale);
   a1 = svmul_n_f32_x(all, a1, scale);
@@ -94,7 +111,7 @@ HWYATTN_BF16_INLINE void ScaleColumn(HWYATTN_COLUMN_PARAMS, float scale) {
 }
 
 // o[r] = a_r for r < rows.
-HWYATTN_BF16_INLINE void StoreColumn(HWYATTN_COLUMN_PARAMS, float* o, size_t ldo, size_t rows) {
+HWYATTN_BF16_INLINE void StoreColumn(HWYATTN_COLUMN_PARAMS(a), float* o, size_t ldo, size_t rows) {
   const svbool_t all = svptrue_b32();
   svst1_f32(all, o, a0);  // rows >= 1
   if (rows > 1) svst1_f32(all, o + 1 * ldo, a1);
@@ -120,15 +137,8 @@ HWYATTN_BF16_TARGET void ScoreTileFixed(size_t pairs, const uint32_t* k_pairs,
   [[maybe_unused]] svfloat32_t c0 = zero, c1 = zero, c2 = zero, c3 = zero, c4 = zero, c5 = zero,
                                c6 = zero, c7 = zero;
   for (size_t i = 0; i < pairs; ++i) {
-    const uint32_t* k = k_pairs + i * kTileRows;
-    const svbfloat16_t r03 = LoadRowPairs(all, k);
-    const svbfloat16_t r47 = LoadRowPairs(all, k + 4);
-    const uint32_t* q = q_pairs + i * ldq;
-    DotColumn(HWYATTN_COLUMN(a), LoadPairs(all, q), r03, r47);
-    if constexpr (kVectors > 1) DotColumn(HWYATTN_COLUMN(b), LoadPairs(all, q + lanes), r03, r47);
-    if constexpr (kVectors > 2) {
-      DotColumn(HWYATTN_COLUMN(c), LoadPairs(all, q + 2 * lanes), r03, r47);
-    }
+    DotStep<kVectors>(HWYATTN_COLUMN(a), HWYATTN_COLUMN(b), HWYATTN_COLUMN(c), q_pairs + i * ldq,
+                      k_pairs + i * kTileRows, all, all);
   }
   ScaleColumn(HWYATTN_COLUMN(a), scale);
   StoreColumn(HWYATTN_COLUMN(a), s, lds, kTileRows);
@@ -148,7 +158,6 @@ template <size_t kVectors>
 HWYATTN_BF16_TARGET void ValueTileFixed(size_t rows, size_t pairs, const uint32_t* v_pairs,
                                         size_t ldv, const uint32_t* p_pairs, size_t ldp,
                                         const float* alpha, float* o, size_t ldo) {
-  const svbool_t all = svptrue_b32();
   const size_t lanes = svcntw();
   const svbool_t rows03 = svwhilelt_b32_u64(0, rows);
   const svbool_t rows47 = svwhilelt_b32_u64(4, rows);
@@ -162,15 +171,8 @@ HWYATTN_BF16_TARGET void ValueTileFixed(size_t rows, size_t pairs, const uint32_
     LoadScaledColumn(HWYATTN_COLUMN(c), o + 2 * lanes, ldo, alpha + 2 * lanes, rows);
   }
   for (size_t i = 0; i < pairs; ++i) {
-    const uint32_t* v = v_pairs + i * ldv;
-    const svbfloat16_t r03 = LoadRowPairs(rows03, v);
-    const svbfloat16_t r47 = LoadRowPairs(rows47, v + 4);
-    const uint32_t* p = p_pairs + i * ldp;
-    DotColumn(HWYATTN_COLUMN(a), LoadPairs(all, p), r03, r47);
-    if constexpr (kVectors > 1) DotColumn(HWYATTN_COLUMN(b), LoadPairs(all, p + lanes), r03, r47);
-    if constexpr (kVectors > 2) {
-      DotColumn(HWYATTN_COLUMN(c), LoadPairs(all, p + 2 * lanes), r03, r47);
-    }
+    DotStep<kVectors>(HWYATTN_COLUMN(a), HWYATTN_COLUMN(b), HWYATTN_COLUMN(c), p_pairs + i * ldp,
+                      v_pairs + i * ldv, rows03, rows47);
   }
   StoreColumn(HWYATTN_COLUMN(a), o, ldo, rows);
   if constexpr (kVectors > 1) StoreColumn(HWYATTN_COLUMN(b), o + lanes, ldo, rows);

@@ -6,16 +6,15 @@
 #include "src/targets.h"
 
 #if HWYATTN_BF16_DOT_COMPILED && defined(__x86_64__)
-#include <immintrin.h>
-
 #include "src/cache_line.h"
-
-#define HWYATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+#include "src/ops/bf16_dot_avx512.h"
 
 namespace hwyattn {
 namespace {
 
-constexpr size_t kLanes = 16;
+using avx512_bf16::DotStep;
+using avx512_bf16::StoreRows;
+constexpr size_t kLanes = avx512_bf16::kPairLanes;
 
 template <size_t kVectors>
 HWYATTN_BF16_TARGET inline void Tile(size_t pairs, const uint32_t* a_pairs, const uint32_t* b_pairs,
@@ -36,23 +35,9 @@ HWYATTN_BF16_TARGET inline void Tile(size_t pairs, const uint32_t* a_pairs, cons
   }
   for (size_t i = 0; i < pairs; ++i) {
     if (i < prefetch_lines) PrefetchLine</*kL2=*/true>(prefetch + i * 64);
-    __m512bh b[kVectors];
-#pragma GCC unroll 16
-    for (size_t v = 0; v < kVectors; ++v) {
-      b[v] = (__m512bh)_mm512_loadu_si512(b_pairs + i * ldb + v * kLanes);
-    }
-    const uint32_t* a = a_pairs + i * kRows;
-#pragma GCC unroll 16
-    for (size_t r = 0; r < kRows; ++r) {
-      const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r]));
-#pragma GCC unroll 16
-      for (size_t v = 0; v < kVectors; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], ar, b[v]);
-    }
+    DotStep<kRows, kVectors>(acc, b_pairs + i * ldb, a_pairs + i * kRows);
   }
-#pragma GCC unroll 16
-  for (size_t r = 0; r < kRows; ++r)
-#pragma GCC unroll 16
-    for (size_t v = 0; v < kVectors; ++v) _mm512_storeu_ps(c + r * ldc + v * kLanes, acc[r][v]);
+  StoreRows(acc, c, ldc);
 }
 
 }  // namespace

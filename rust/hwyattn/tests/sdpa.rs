@@ -462,6 +462,8 @@ fn runtime_queries() {
         hwyattn_sys::HWYATTN_VERSION_PATCH
     );
     assert_eq!(hwyattn::version(), want);
+    // The crate's version (Cargo.toml, bumped by hand) is the header's.
+    assert_eq!(env!("CARGO_PKG_VERSION"), want);
     assert!(!hwyattn::simd_target().is_empty());
     assert!(hwyattn::num_threads() >= 1);
     let e = hwyattn::set_num_threads(100_000).unwrap_err();

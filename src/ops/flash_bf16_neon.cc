@@ -25,14 +25,16 @@ HWYATTN_BF16_TARGET inline bfloat16x8_t LoadPairs(const uint32_t* p) {
   return vreinterpretq_bf16_u32(vld1q_u32(p));
 }
 
-// acc[r][c] += a[c] . b[r] for rows r < kRows of one step: b[r] is row r's
-// pair, rows_at[0..kRows) (read as a vector of 4 pairs and one of 2 when
-// kRows == 6, else one broadcast per row, so that no load reads past the
-// last row).
+// acc[r][c] += a[c] . b[r] for rows r < kRows of one step: a[c] is the
+// vector of 4 pairs at vecs + c * kLanes, b[r] row r's pair, rows_at[0..kRows)
+// (read as a vector of 4 pairs and one of 2 when kRows == 6, else one
+// broadcast per row, so that no load reads past the last row).
 template <size_t kRows, size_t kVectors>
-HWYATTN_BF16_TARGET inline void DotStep(float32x4_t (&acc)[kRows][kVectors],
-                                        const bfloat16x8_t (&a)[kVectors],
+HWYATTN_BF16_TARGET inline void DotStep(float32x4_t (&acc)[kRows][kVectors], const uint32_t* vecs,
                                         const uint32_t* rows_at) {
+  bfloat16x8_t a[kVectors];
+#pragma GCC unroll 16
+  for (size_t c = 0; c < kVectors; ++c) a[c] = LoadPairs(vecs + c * kLanes);
   if constexpr (kRows == kTileRows) {
     const bfloat16x8_t b0 = LoadPairs(rows_at);
     const bfloat16x4_t b1 = vreinterpret_bf16_u32(vld1_u32(rows_at + 4));
@@ -65,10 +67,7 @@ HWYATTN_BF16_TARGET inline void ScoreTileFixed(size_t pairs, const uint32_t* k_p
 #pragma GCC unroll 16
     for (size_t c = 0; c < kVectors; ++c) acc[r][c] = vdupq_n_f32(0.0f);
   for (size_t i = 0; i < pairs; ++i) {
-    bfloat16x8_t q[kVectors];
-#pragma GCC unroll 16
-    for (size_t c = 0; c < kVectors; ++c) q[c] = LoadPairs(q_pairs + i * ldq + c * kLanes);
-    DotStep<kTileRows, kVectors>(acc, q, k_pairs + i * kTileRows);
+    DotStep<kTileRows, kVectors>(acc, q_pairs + i * ldq, k_pairs + i * kTileRows);
   }
 #pragma GCC unroll 16
   for (size_t r = 0; r < kTileRows; ++r)
@@ -89,12 +88,8 @@ HWYATTN_BF16_TARGET inline void ValueTileFixed(size_t pairs, const uint32_t* v_p
     for (size_t r = 0; r < kRows; ++r)
       acc[r][c] = vmulq_f32(vld1q_f32(o + r * ldo + c * kLanes), a);
   }
-  for (size_t i = 0; i < pairs; ++i) {
-    bfloat16x8_t p[kVectors];
-#pragma GCC unroll 16
-    for (size_t c = 0; c < kVectors; ++c) p[c] = LoadPairs(p_pairs + i * ldp + c * kLanes);
-    DotStep<kRows, kVectors>(acc, p, v_pairs + i * ldv);
-  }
+  for (size_t i = 0; i < pairs; ++i)
+    DotStep<kRows, kVectors>(acc, p_pairs + i * ldp, v_pairs + i * ldv);
 #pragma GCC unroll 16
   for (size_t r = 0; r < kRows; ++r)
 #pragma GCC unroll 16

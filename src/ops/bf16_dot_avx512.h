@@ -39,17 +39,6 @@ HWYATTN_BF16_TARGET inline void DotStep(__m512 (&acc)[kRows][kVectors], const ui
   }
 }
 
-// Row r of acc to out + r * ld (kVectors vectors each).
-template <size_t kRows, size_t kVectors>
-HWYATTN_BF16_TARGET inline void StoreRows(const __m512 (&acc)[kRows][kVectors], float* out,
-                                          size_t ld) {
-#pragma GCC unroll 16
-  for (size_t r = 0; r < kRows; ++r)
-#pragma GCC unroll 16
-    for (size_t c = 0; c < kVectors; ++c)
-      _mm512_storeu_ps(out + r * ld + c * kPairLanes, acc[r][c]);
-}
-
 }  // namespace avx512_bf16
 }  // namespace hwyattn
 

@@ -12,43 +12,14 @@ namespace hwyattn {
 namespace avx512_bf16 {
 namespace {
 
-template <size_t kVectors>
-HWYATTN_BF16_TARGET inline void ScoreTileFixed(size_t pairs, const uint32_t* k_pairs,
-                                               const uint32_t* q_pairs, size_t ldq, float scale,
-                                               float* s, size_t lds) {
-  __m512 acc[kTileRows][kVectors];
-#pragma GCC unroll 16
-  for (size_t r = 0; r < kTileRows; ++r)
-#pragma GCC unroll 16
-    for (size_t c = 0; c < kVectors; ++c) acc[r][c] = _mm512_setzero_ps();
-  for (size_t i = 0; i < pairs; ++i) {
-    DotStep<kTileRows, kVectors>(acc, q_pairs + i * ldq, k_pairs + i * kTileRows);
-  }
-  const __m512 sc = _mm512_set1_ps(scale);
-#pragma GCC unroll 16
-  for (size_t r = 0; r < kTileRows; ++r)
-#pragma GCC unroll 16
-    for (size_t c = 0; c < kVectors; ++c) acc[r][c] = _mm512_mul_ps(acc[r][c], sc);
-  StoreRows(acc, s, lds);
-}
+using Acc = __m512;
+HWYATTN_BF16_TARGET inline Acc Zero() { return _mm512_setzero_ps(); }
+HWYATTN_BF16_TARGET inline Acc Set(float x) { return _mm512_set1_ps(x); }
+HWYATTN_BF16_TARGET inline Acc Load(const float* p) { return _mm512_loadu_ps(p); }
+HWYATTN_BF16_TARGET inline Acc Mul(Acc a, Acc b) { return _mm512_mul_ps(a, b); }
+HWYATTN_BF16_TARGET inline void Store(float* p, Acc a) { _mm512_storeu_ps(p, a); }
 
-template <size_t kRows, size_t kVectors>
-HWYATTN_BF16_TARGET inline void ValueTileFixed(size_t pairs, const uint32_t* v_pairs, size_t ldv,
-                                               const uint32_t* p_pairs, size_t ldp,
-                                               const float* alpha, float* o, size_t ldo) {
-  __m512 acc[kRows][kVectors];
-#pragma GCC unroll 16
-  for (size_t c = 0; c < kVectors; ++c) {
-    const __m512 a = _mm512_loadu_ps(alpha + c * kLanes);
-#pragma GCC unroll 16
-    for (size_t r = 0; r < kRows; ++r) {
-      acc[r][c] = _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c * kLanes), a);
-    }
-  }
-  for (size_t i = 0; i < pairs; ++i)
-    DotStep<kRows, kVectors>(acc, p_pairs + i * ldp, v_pairs + i * ldv);
-  StoreRows(acc, o, ldo);
-}
+#include "src/ops/flash_bf16_tiles-inl.h"
 
 constexpr bool kValueRowsAtRunTime = false;
 

@@ -57,44 +57,14 @@ HWYATTN_BF16_TARGET inline void DotStep(float32x4_t (&acc)[kRows][kVectors], con
   }
 }
 
-template <size_t kVectors>
-HWYATTN_BF16_TARGET inline void ScoreTileFixed(size_t pairs, const uint32_t* k_pairs,
-                                               const uint32_t* q_pairs, size_t ldq, float scale,
-                                               float* s, size_t lds) {
-  float32x4_t acc[kTileRows][kVectors];
-#pragma GCC unroll 16
-  for (size_t r = 0; r < kTileRows; ++r)
-#pragma GCC unroll 16
-    for (size_t c = 0; c < kVectors; ++c) acc[r][c] = vdupq_n_f32(0.0f);
-  for (size_t i = 0; i < pairs; ++i) {
-    DotStep<kTileRows, kVectors>(acc, q_pairs + i * ldq, k_pairs + i * kTileRows);
-  }
-#pragma GCC unroll 16
-  for (size_t r = 0; r < kTileRows; ++r)
-#pragma GCC unroll 16
-    for (size_t c = 0; c < kVectors; ++c)
-      vst1q_f32(s + r * lds + c * kLanes, vmulq_n_f32(acc[r][c], scale));
-}
+using Acc = float32x4_t;
+HWYATTN_BF16_TARGET inline Acc Zero() { return vdupq_n_f32(0.0f); }
+HWYATTN_BF16_TARGET inline Acc Set(float x) { return vdupq_n_f32(x); }
+HWYATTN_BF16_TARGET inline Acc Load(const float* p) { return vld1q_f32(p); }
+HWYATTN_BF16_TARGET inline Acc Mul(Acc a, Acc b) { return vmulq_f32(a, b); }
+HWYATTN_BF16_TARGET inline void Store(float* p, Acc a) { vst1q_f32(p, a); }
 
-template <size_t kRows, size_t kVectors>
-HWYATTN_BF16_TARGET inline void ValueTileFixed(size_t pairs, const uint32_t* v_pairs, size_t ldv,
-                                               const uint32_t* p_pairs, size_t ldp,
-                                               const float* alpha, float* o, size_t ldo) {
-  float32x4_t acc[kRows][kVectors];
-#pragma GCC unroll 16
-  for (size_t c = 0; c < kVectors; ++c) {
-    const float32x4_t a = vld1q_f32(alpha + c * kLanes);
-#pragma GCC unroll 16
-    for (size_t r = 0; r < kRows; ++r)
-      acc[r][c] = vmulq_f32(vld1q_f32(o + r * ldo + c * kLanes), a);
-  }
-  for (size_t i = 0; i < pairs; ++i)
-    DotStep<kRows, kVectors>(acc, p_pairs + i * ldp, v_pairs + i * ldv);
-#pragma GCC unroll 16
-  for (size_t r = 0; r < kRows; ++r)
-#pragma GCC unroll 16
-    for (size_t c = 0; c < kVectors; ++c) vst1q_f32(o + r * ldo + c * kLanes, acc[r][c]);
-}
+#include "src/ops/flash_bf16_tiles-inl.h"
 
 constexpr bool kValueRowsAtRunTime = false;
 

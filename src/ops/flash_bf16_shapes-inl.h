@@ -13,7 +13,8 @@
 //   kValueRowsAtRunTime  false: ValueTileFixed has its number of value dims
 //       at compile time (kRows, one instance per number); true: the tile
 //       takes `rows` at run time (SVE: predicated loads and stores);
-//   ScoreTileFixed<kVectors>(pairs, k_pairs, q_pairs, ldq, scale, s, lds);
+//   ScoreTileFixed<kVectors>(pairs, k_pairs, q_pairs, ldq, scale, s, lds)
+//       (AVX512_BF16 and NEON: from flash_bf16_tiles-inl.h);
 //   ValueTileFixed<kRows, kVectors>(pairs, v_pairs, ldv, p_pairs, ldp, alpha,
 //       o, ldo), or where kValueRowsAtRunTime
 //       ValueTileFixed<kVectors>(rows, pairs, v_pairs, ...).

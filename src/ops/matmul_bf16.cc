@@ -13,7 +13,6 @@ namespace hwyattn {
 namespace {
 
 using avx512_bf16::DotStep;
-using avx512_bf16::StoreRows;
 constexpr size_t kLanes = avx512_bf16::kPairLanes;
 
 template <size_t kVectors>
@@ -37,7 +36,10 @@ HWYATTN_BF16_TARGET inline void Tile(size_t pairs, const uint32_t* a_pairs, cons
     if (i < prefetch_lines) PrefetchLine</*kL2=*/true>(prefetch + i * 64);
     DotStep<kRows, kVectors>(acc, b_pairs + i * ldb, a_pairs + i * kRows);
   }
-  StoreRows(acc, c, ldc);
+#pragma GCC unroll 16
+  for (size_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 16
+    for (size_t v = 0; v < kVectors; ++v) _mm512_storeu_ps(c + r * ldc + v * kLanes, acc[r][v]);
 }
 
 }  // namespace

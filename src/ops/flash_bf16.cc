@@ -12,6 +12,8 @@ namespace hwyattn {
 namespace avx512_bf16 {
 namespace {
 
+static_assert(kLanes == kPairLanes, "flash_bf16.h's lanes are the step's");
+
 using Acc = __m512;
 HWYATTN_BF16_TARGET inline Acc Zero() { return _mm512_setzero_ps(); }
 HWYATTN_BF16_TARGET inline Acc Set(float x) { return _mm512_set1_ps(x); }

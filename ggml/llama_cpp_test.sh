@@ -19,7 +19,7 @@
 #      q4_0 caches (ggml's blocks, which hwyattn reads in place).
 #   3. Passes when the backend computed every attention op (its count,
 #      GGML_HWYATTN_STATS, equals the model's layers x the ubatches run, one
-#      per chunk: -b = -c; none declined) and hwyattn is as close to the
+#      per chunk: -b = -ub = -c; none declined) and hwyattn is as close to the
 #      reference as ggml's own flash attention: mean KL divergence at most 25%
 #      above the CPU backend's, the same top token at no fewer positions
 #      (2 points of slack), perplexity within 1% of the reference's (for a
@@ -36,7 +36,8 @@
 #      how far each agrees with the reference (the same chaos: informational).
 #
 # Usage: llama_cpp_test.sh <libggml-hwyattn.so built against llama.cpp's ggml>
-# Environment: CHUNKS (default 2), CTX (default 512), THREADS (default 2),
+# Environment: CHUNKS (default 2; "all": the whole text, llama-perplexity's
+# own count of its chunks), CTX (default 512), THREADS (default 2),
 # CACHE_TYPES (default "f16 q8_0 q4_0": the -ctk / -ctv of step 2), PROMPTS
 # (default 1: the greedy texts of step 4, informational, up to 3).
 # Exit 77 (skipped, with the reason) when the PyPI packages cannot be had or
@@ -90,8 +91,8 @@ run() {
 perplexity() {  # <log> <backend or ""> <flags...>: llama-perplexity on the text
   local log=$1 with=$2
   shift 2
-  run "$with" "$bin/llama-perplexity" -m "$GEMMA3_MODEL" -f "$text" -c "$CTX" -b "$CTX" \
-    --chunks "$CHUNKS" -t "$THREADS" --no-warmup -v "$@" \
+  run "$with" "$bin/llama-perplexity" -m "$GEMMA3_MODEL" -f "$text" -c "$CTX" -b "$CTX" -ub "$CTX" \
+    --chunks "$([[ $CHUNKS == all ]] && echo -1 || echo "$CHUNKS")" -t "$THREADS" --no-warmup -v "$@" \
     >"$log" 2>&1 || { tail -30 "$log"; echo "FAIL: llama-perplexity ($log)" >&2; exit 1; }
 }
 value_of() {  # <log> <label>: the number after the label
@@ -121,7 +122,7 @@ check_cache() {
   fi
   grep -q "loaded HWYATTN backend from" "$hwy" ||
     { tail -30 "$hwy"; echo "FAIL: the HWYATTN backend was not loaded" >&2; exit 1; }
-  local n_layer computed expected
+  local n_layer computed expected chunks
   n_layer=$(sed -n 's/.*print_info: n_layer *= *\([0-9]*\).*/\1/p' "$hwy" | head -1)
   computed=$(sed -n 's/^ggml-hwyattn: \([0-9]*\) FLASH_ATTN_EXT ops computed.*/\1/p' "$hwy" |
              awk '{s += $1} END {print s + 0}')
@@ -130,10 +131,15 @@ check_cache() {
     echo "FAIL: no 'print_info: n_layer' in llama-perplexity's log: cannot tell how many ops to expect" >&2
     exit 1
   fi
-  expected=$((n_layer * CHUNKS))
+  # The chunks llama-perplexity ran ("computing over N chunks" with --kl-divergence).
+  chunks=$(sed -n 's/.* over \([0-9]*\) chunks, n_ctx.*/\1/p' "$hwy" | head -1)
+  [[ -n $chunks ]] || { echo "FAIL: no chunk count in llama-perplexity's log ($hwy)" >&2; exit 1; }
+  [[ $CHUNKS == all ]] || ((chunks == CHUNKS)) ||
+    { echo "FAIL: llama-perplexity ran $chunks chunks, not $CHUNKS: the text is too short" >&2; exit 1; }
+  expected=$((n_layer * chunks))
   if grep -q "^ggml-hwyattn: declined" "$hwy" || ((computed != expected)); then
     echo "FAIL: $type cache: hwyattn computed $computed FLASH_ATTN_EXT ops; the model's $n_layer" \
-         "layers x $CHUNKS ubatches make $expected" >&2
+         "layers x $chunks ubatches make $expected" >&2
     exit 1
   fi
   local kld_cpu kld_hwy top_cpu top_hwy ppl_base ppl_cpu ppl_hwy ppl_err

@@ -33,7 +33,11 @@
 #      mapping moves them by orders of magnitude (docs/TESTING.md).
 #   4. Greedy generation (64 tokens, $PROMPTS of three prompts): the texts of the fp32
 #      reference, of the CPU backend's flash attention and of hwyattn, with
-#      how far each agrees with the reference (the same chaos: informational).
+#      how far each agrees with the reference (the same chaos: informational);
+#      then token by token (ggml/greedy_margins.c, built against llama.cpp's
+#      libllama): hwyattn's tokens must be the CPU backend's, or where they
+#      first part, hwyattn's must be the fp32 reference's first choice after
+#      the shared tokens or within 0.25 of it in its logits (a near-tie).
 #
 # Usage: llama_cpp_test.sh <libggml-hwyattn.so built against llama.cpp's ggml>
 # Environment: CHUNKS (default 2; "all": the whole text, llama-perplexity's
@@ -184,6 +188,12 @@ echo "$((1 + 2 * $(wc -w <<<"$CACHE_TYPES"))) llama-perplexity runs ($CHUNKS chu
 
 # Greedy generation: how far the CPU backend's flash attention and hwyattn
 # agree with the fp32 reference (-fa off, F32 cache).
+# ggml/greedy_margins.c against llama.cpp's libllama: greedy tokens and logits.
+margins=$work/greedy_margins
+cc -O2 -I"$LLAMA_CPP_SRC/include" -I"$LLAMA_CPP_SRC/ggml/include" "$here/greedy_margins.c" \
+  -L"$bin" -lllama -lggml -lggml-base -Wl,-rpath,"$bin" -o "$margins" ||
+  { echo "FAIL: cannot build greedy_margins against $bin" >&2; exit 1; }
+export GREEDY_MARGINS_BACKENDS=$bin
 prompts=("The capital of France is"
          "Here is a short poem about the sea:"
          "def fibonacci(n):")
@@ -209,6 +219,50 @@ def agree(a):
 print(f"greedy from {prompt!r}: agrees with the fp32 reference for: CPU backend {agree(cpu)},"
       f" hwyattn {agree(hwy)}")
 print("  hwyattn:", hwy[len(prompt):].replace("\n", " ")[:120])
+EOF
+  # Token by token: hwyattn's 64 greedy tokens against the CPU backend's (the
+  # same -fa on, F16 cache). Where they first part, hwyattn's token must be
+  # the fp32 reference's first choice after the shared tokens, or within
+  # kNearTie of it in the reference's logits (a near-tie: F16 caches move
+  # this model's logits by ~0.1-0.3).
+  for who in cpu hwy; do
+    with=
+    [[ $who == hwy ]] && with=$backend
+    run "$with" "$margins" "$GEMMA3_MODEL" "$THREADS" 1 f16 64 "${prompts[$i]}" \
+      >"$work/tok$i.$who" 2>"$work/tok$i.$who.log" ||
+      { tail -5 "$work/tok$i.$who.log"; echo "FAIL: greedy_margins" >&2; exit 1; }
+  done
+  grep -q "FLASH_ATTN_EXT ops computed" "$work/tok$i.hwy.log" ||
+    { echo "FAIL: greedy_margins did not run hwyattn" >&2; exit 1; }
+  python3 - "$work/tok$i".{cpu,hwy} >"$work/part$i" <<'EOF'
+import sys
+cpu, hwy = [[int(l.split()[0]) for l in open(p)] for p in sys.argv[1:]]
+d = next((i for i, (a, b) in enumerate(zip(cpu, hwy)) if a != b), None)
+print("same" if d is None else f"{d} {cpu[d]} {hwy[d]} " + " ".join(map(str, hwy[:d])))
+EOF
+  read -r at cpu_token hwy_token shared <"$work/part$i" || true
+  if [[ $at == same ]]; then
+    echo "  tokens: hwyattn's $(wc -l <"$work/tok$i.hwy") are the CPU backend's"
+    continue
+  fi
+  # shellcheck disable=SC2086  # $shared: the token ids, one argument each
+  GREEDY_MARGINS_WATCH=$cpu_token,$hwy_token run "" "$margins" "$GEMMA3_MODEL" "$THREADS" 0 f32 1 \
+    "${prompts[$i]}" $shared >"$work/ref$i" 2>"$work/ref$i.log" ||
+    { tail -5 "$work/ref$i.log"; echo "FAIL: greedy_margins (reference)" >&2; exit 1; }
+  python3 - "$at" "$cpu_token" "$hwy_token" "$work/ref$i" <<'EOF' || exit 1
+import sys
+kNearTie = 0.25
+at, cpu, hwy = map(int, sys.argv[1:4])
+lines = open(sys.argv[4]).read().split("\n")
+top, top_logit = int(lines[0].split()[0]), float(lines[0].split()[1])
+watch = {int(l.split()[1]): float(l.split()[2]) for l in lines if l.startswith("watch ")}
+gap = top_logit - watch[hwy]
+print(f"  tokens: hwyattn parts from the CPU backend at token {at} ({hwy} against {cpu}); the fp32"
+      f" reference's logits there: first choice {top} {top_logit:.4f}, CPU's {watch[cpu]:.4f},"
+      f" hwyattn's {watch[hwy]:.4f} ({gap:.4f} below the first)")
+if gap > kNearTie:
+    sys.exit(f"FAIL: hwyattn's token {hwy} at {at} is {gap:.3f} below the reference's first choice"
+             f" (a near-tie is within {kNearTie})")
 EOF
 done
 echo "PASS"

@@ -10,10 +10,9 @@
 // Evaluates the prompt (tokenized as llama-completion does: with the
 // model's BOS) followed by the given token ids, then takes n greedy steps.
 // Prints one line per step: "<token> <its logit> <second token> <its
-// logit>", and with a single step (n = 1) and tokens given, also the logits
-// of those tokens that the caller names in the environment variable
-// GREEDY_MARGINS_WATCH (a comma-separated list of ids) as "watch <id>
-// <logit>". Logits are the model's raw outputs: the difference of two is
+// logit>", each followed by the logits of the tokens the caller names in the
+// environment variable GREEDY_MARGINS_WATCH (a comma-separated list of ids)
+// as "watch <id> <logit>". Logits are the model's raw outputs: the difference of two is
 // the difference of their log-probabilities. llama.cpp's backends load from
 // the directory in GREEDY_MARGINS_BACKENDS (else ggml's default places), an
 // extra one from GGML_BACKEND_PATH as in llama.cpp's tools.
@@ -68,18 +67,19 @@ int main(int argc, char** argv) {
   const struct llama_vocab* vocab = llama_model_get_vocab(model);
   const int n_vocab = llama_vocab_n_tokens(vocab);
 
-  const int max_tokens = 4096;
-  llama_token* tokens = (llama_token*)malloc(sizeof(llama_token) * max_tokens);
-  int n = llama_tokenize(vocab, prompt, (int)strlen(prompt), tokens, max_tokens, true, false);
-  if (n < 0 || n + (argc - 7) + steps > max_tokens) {
+  // The context holds the prompt, the given tokens and the steps.
+  const int context = 1024;
+  llama_token* tokens = (llama_token*)malloc(sizeof(llama_token) * context);
+  int n = llama_tokenize(vocab, prompt, (int)strlen(prompt), tokens, context, true, false);
+  if (n < 0 || n + (argc - 7) + steps > context) {
     fprintf(stderr, "prompt too long\n");
     return 1;
   }
   for (int i = 7; i < argc; ++i) tokens[n++] = atoi(argv[i]);
 
   struct llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = 1024;
-  cp.n_batch = 1024;
+  cp.n_ctx = context;
+  cp.n_batch = context;
   cp.n_threads = threads;
   cp.n_threads_batch = threads;
   cp.flash_attn_type = fa ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
       }
     }
     printf("%d %.6f %d %.6f\n", best, logits[best], second, logits[second]);
-    if (steps == 1 && getenv("GREEDY_MARGINS_WATCH") != NULL) {
+    if (getenv("GREEDY_MARGINS_WATCH") != NULL) {
       char* list = strdup(getenv("GREEDY_MARGINS_WATCH"));
       for (char* id = strtok(list, ","); id != NULL; id = strtok(NULL, ",")) {
         const int t = atoi(id);

@@ -39,17 +39,56 @@ namespace hn = hwy::HWY_NAMESPACE;
 #if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) ||                                   \
     (HWY_ARCH_ARM_A64 && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR) || \
     (HWY_ARCH_RVV && defined(HWY_RVV_HAVE_F16C) && HWY_TARGET == HWY_RVV && HWY_RVV_HAVE_F16C)
-constexpr bool kSoftwareF16 = false;
+#define HWYATTN_HARDWARE_F16 1
 #else
-constexpr bool kSoftwareF16 = true;
+#define HWYATTN_HARDWARE_F16 0
 #endif
+constexpr bool kSoftwareF16 = !HWYATTN_HARDWARE_F16;
 
-// One vector of floats from p[0, lanes): F32 as is, F16 and BF16 widened
-// (exactly, infinities and NaNs too) on load, so that half-precision K/V are
-// read in place; a quantized cache's int8 or fp8 numbers converted (exactly;
-// its scales are the caller's).
-template <typename T, class D = DF>
-HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p) {
+// Fp8 numbers as binary16 (the targets with an F16 conversion): x holds the
+// bytes sign-extended to 16 bits. E5M2 is the top byte of a binary16. E4M3's
+// sign to bit 15 and exponent and mantissa to bits 13..7 make the binary16
+// 2^-8 times its value (subnormals included: kWideFactor),
+// S.1111.111 an all-ones exponent (NaN): shifted left by 7, the byte lands as
+// S S EEEE MMM 0000000 (bit 14 a copy of the sign, cleared), three
+// operations where separating sign and magnitude took five.
+template <typename T, class D16>
+HWY_INLINE hn::Vec<hn::Repartition<hwy::float16_t, D16>> Fp8AsF16(D16 d16, hn::Vec<D16> x) {
+  const hn::Repartition<hwy::float16_t, D16> dh;
+  if constexpr (std::is_same_v<T, F8E5M2>) {
+    return hn::BitCast(dh, hn::ShiftLeft<8>(x));
+  } else {
+    auto h = hn::And(hn::ShiftLeft<7>(x), hn::Set(d16, static_cast<int16_t>(0xBF80)));
+    const auto mag = hn::Set(d16, int16_t{0x3F80});
+    h = hn::Or(h, hn::IfThenElseZero(hn::Eq(hn::And(h, mag), mag), hn::Set(d16, int16_t{0x7C00})));
+    return hn::BitCast(dh, h);
+  }
+}
+
+// What LoadWideUnscaled's numbers are to be multiplied by: 2^8 for E4M3 where
+// it is widened through binary16 (Fp8AsF16), else 1. A kernel that reads such
+// numbers by the vector and sums products of them multiplies its sums once
+// (by a power of two: the same sums, unless they leave fp32's normal range)
+// instead of every vector: the multiply takes an FMA pipe.
+template <typename T>
+constexpr float kWideFactor = std::is_same_v<T, F8E4M3>&& HWYATTN_HARDWARE_F16 ? 256.0f : 1.0f;
+
+// RoundToBf16 (convert.h) per lane, the same bits: nearest bf16, ties to
+// even, as floats; a NaN lane becomes the quiet NaN the scalar form gives.
+template <class DF>
+HWY_INLINE hn::Vec<DF> RoundToBf16(DF df, hn::Vec<DF> x) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto u = hn::BitCast(du, x);
+  const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  const auto rounded = hn::Add(u, hn::Add(hn::Set(du, 0x7FFFu), odd));
+  const auto nan = hn::Or(u, hn::Set(du, 0x00400000u));
+  const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(x)), nan, rounded);
+  return hn::BitCast(df, hn::And(bits, hn::Set(du, 0xFFFF0000u)));
+}
+
+// LoadWide's vector divided by kWideFactor<T> (exactly).
+template <class D = DF, typename T>
+HWY_INLINE hn::Vec<D> LoadWideUnscaled(const T* HWY_RESTRICT p) {
   const D df;
   if constexpr (std::is_same_v<T, float>) {
     return hn::LoadU(df, p);
@@ -58,30 +97,10 @@ HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p) {
     const hn::Rebind<int8_t, D> d8;
     return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p)));
   } else if constexpr (kIsFp8<T> && !kSoftwareF16) {
-    // As binary16 bits, widened by the target's F16 conversion: E5M2 is the
-    // top byte of a binary16; E4M3's sign to bit 15 and exponent and mantissa
-    // to bits 13..7 make the binary16 2^-8 times its value (subnormals
-    // included), S.1111.111 an all-ones exponent (NaN).
-    const hn::Rebind<hwy::float16_t, D> dh;
-    if constexpr (std::is_same_v<T, F8E5M2>) {
-      const hn::Rebind<uint16_t, D> d16;
-      const auto x = hn::PromoteTo(
-          d16, hn::LoadU(hn::Rebind<uint8_t, D>(), reinterpret_cast<const uint8_t*>(p)));
-      return hn::PromoteTo(df, hn::BitCast(dh, hn::ShiftLeft<8>(x)));
-    } else {
-      // Sign-extended to 16 bits and shifted left by 7, the byte S.EEEE.MMM
-      // lands as S S EEEE MMM 0000000 (bit 14 a copy of the sign, cleared):
-      // three operations where separating sign and magnitude took five.
-      const hn::Rebind<int16_t, D> d16;
-      const auto x = hn::PromoteTo(
-          d16, hn::LoadU(hn::Rebind<int8_t, D>(), reinterpret_cast<const int8_t*>(p)));
-      auto h = hn::And(hn::ShiftLeft<7>(x), hn::Set(d16, static_cast<int16_t>(0xBF80)));
-      // S.1111.111 (NaN): an all-ones binary16 exponent.
-      const auto mag = hn::Set(d16, int16_t{0x3F80});
-      h = hn::Or(h,
-                 hn::IfThenElseZero(hn::Eq(hn::And(h, mag), mag), hn::Set(d16, int16_t{0x7C00})));
-      return hn::Mul(hn::PromoteTo(df, hn::BitCast(dh, h)), hn::Set(df, 256.0f));
-    }
+    const hn::Rebind<int16_t, D> d16;
+    const auto x =
+        hn::PromoteTo(d16, hn::LoadU(hn::Rebind<int8_t, D>(), reinterpret_cast<const int8_t*>(p)));
+    return hn::PromoteTo(df, Fp8AsF16<T>(d16, x));
   } else if constexpr (kIsFp8<T>) {
     // Without an F16 conversion: the scalar ToFloat's rule (convert.h) per
     // lane: rebias a normal number's exponent, scale a subnormal's integer,
@@ -126,29 +145,55 @@ HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p) {
   }
 }
 
-// RoundToBf16 (convert.h) per lane, the same bits: nearest bf16, ties to
-// even, as floats; a NaN lane becomes the quiet NaN the scalar form gives.
-template <class DF>
-HWY_INLINE hn::Vec<DF> RoundToBf16(DF df, hn::Vec<DF> x) {
-  const hn::RebindToUnsigned<DF> du;
-  const auto u = hn::BitCast(du, x);
-  const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
-  const auto rounded = hn::Add(u, hn::Add(hn::Set(du, 0x7FFFu), odd));
-  const auto nan = hn::Or(u, hn::Set(du, 0x00400000u));
-  const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(x)), nan, rounded);
-  return hn::BitCast(df, hn::And(bits, hn::Set(du, 0xFFFF0000u)));
+// One vector of floats from p[0, lanes): F32 as is, F16 and BF16 widened
+// (exactly, infinities and NaNs too) on load, so that half-precision K/V are
+// read in place; a quantized cache's int8 or fp8 numbers converted (exactly;
+// its scales are the caller's).
+template <class D = DF, typename T>
+HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p);
+
+// A T row read as bf16 products' operands (Bf16Operand, convert.h): LoadWide
+// with each lane rounded to bf16 (exact: kWideFactor 1).
+template <class D = DF, typename T>
+HWY_INLINE hn::Vec<D> LoadWideUnscaled(const Bf16Operand<T>* HWY_RESTRICT p) {
+  return RoundToBf16(D(), LoadWide<D>(reinterpret_cast<const T*>(p)));
 }
 
-// LoadWide of a T row read as bf16 products' operands (Bf16Operand, convert.h):
-// each lane rounded to bf16.
-template <typename T, class D = DF>
-HWY_INLINE hn::Vec<D> LoadWide(const Bf16Operand<T>* HWY_RESTRICT p) {
-  return RoundToBf16(D(), LoadWide<T, D>(reinterpret_cast<const T*>(p)));
+template <class D, typename T>
+HWY_INLINE hn::Vec<D> LoadWide(const T* HWY_RESTRICT p) {
+  const auto x = LoadWideUnscaled<D>(p);
+  if constexpr (kWideFactor<T> != 1.0f) return hn::Mul(x, hn::Set(D(), kWideFactor<T>));
+  return x;
+}
+
+// LoadWideUnscaled of p[0, lanes) into lo and p[lanes, 2 lanes) into hi. Fp8
+// on the targets with an F16 conversion widens the pair's bytes as one vector
+// of 16-bit lanes (Fp8AsF16: its integer operations once per 2 lanes numbers,
+// not once per lanes in half a vector); every other dtype loads two vectors.
+template <class D = DF, typename T>
+HWY_INLINE void LoadWidePairUnscaled(const T* HWY_RESTRICT p, hn::Vec<D>& lo, hn::Vec<D>& hi) {
+  const D df;
+#if HWYATTN_HARDWARE_F16  // (SCALAR has no UpperHalf)
+  if constexpr (kIsFp8<T>) {
+    const hn::Repartition<int16_t, D> d16;  // 2 lanes 16-bit numbers
+    const auto h =
+        Fp8AsF16<T>(d16, hn::PromoteTo(d16, hn::LoadU(hn::Rebind<int8_t, decltype(d16)>(),
+                                                      reinterpret_cast<const int8_t*>(p))));
+    const hn::Half<hn::DFromV<decltype(h)>> dh;
+    lo = hn::PromoteTo(df, hn::LowerHalf(dh, h));
+    hi = hn::PromoteTo(df, hn::UpperHalf(dh, h));
+    return;
+  }
+#endif
+  lo = LoadWideUnscaled<D>(p);
+  hi = LoadWideUnscaled<D>(p + hn::Lanes(df));
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace hwyattn
+#undef HWYATTN_HARDWARE_F16
+
 HWY_AFTER_NAMESPACE();
 
 #endif  // HWYATTN_SRC_OPS_CONVERT_INL_H_

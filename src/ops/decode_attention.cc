@@ -95,6 +95,21 @@ HWY_INLINE bool PrefetchAt(size_t d) {
   return sizeof(T) >= 2 || (d * sizeof(T)) % kCacheLineBytes == 0;
 }
 
+// body(v_0, ..., v_{kN-1}) with v_c = LoadWideUnscaled(p + c * kLanes)
+// (numbers 1 / kWideFactor<T> times their values: the loops multiply their
+// sums), widened a pair at a time (LoadWidePairUnscaled: fp8's bytes as one
+// vector of 16-bit lanes).
+template <size_t kN, typename T, class Body>
+HWY_INLINE void WithWideRow(const T* HWY_RESTRICT p, Body&& body) {
+  WithRegisters<kN>(hn::Zero(DF()), [&](auto&... v) HWYATTN_INLINE_LAMBDA {
+    Unroll<kN / 2>([&](auto i) HWYATTN_INLINE_LAMBDA {
+      LoadWidePairUnscaled(p + 2 * i * kLanes, Nth<2 * i>(v...), Nth<2 * i + 1>(v...));
+    });
+    if constexpr (kN % 2 != 0) Nth<kN - 1>(v...) = LoadWideUnscaled(p + (kN - 1) * kLanes);
+    body(v...);
+  });
+}
+
 // Streamed K and V lines are prefetched into L1 or L2 (PrefetchLine<kL2>, kL2
 // from StreamPrefetchLevel, a template parameter of the whole chunk so the
 // loops carry no branch).
@@ -125,12 +140,13 @@ HWY_INLINE void ScoreDimBlock(const float* HWY_RESTRICT q, size_t ldq, size_t d,
       [&](auto&... qv) HWYATTN_INLINE_LAMBDA {
         const T* kr = k + d;  // key kk's row, a step of ldk per key
         Unroll<kKeys>([&](auto kk) HWYATTN_INLINE_LAMBDA {
-          Unroll<kBlock>([&](auto c) HWYATTN_INLINE_LAMBDA {
-            if (PrefetchAt<T>(d + c * kLanes)) PrefetchLine<kL2>(kr + ahead + c * kLanes);
-            const VF kv = LoadWide(kr + c * kLanes);
-            Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
-              auto& x = Nth<r * kKeys + kk>(acc...);
-              x = hn::MulAdd(Nth<r * kBlock + c>(qv...), kv, x);
+          WithWideRow<kBlock>(kr, [&](auto&... kv) HWYATTN_INLINE_LAMBDA {
+            Unroll<kBlock>([&](auto c) HWYATTN_INLINE_LAMBDA {
+              if (PrefetchAt<T>(d + c * kLanes)) PrefetchLine<kL2>(kr + ahead + c * kLanes);
+              Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
+                auto& x = Nth<r * kKeys + kk>(acc...);
+                x = hn::MulAdd(Nth<r * kBlock + c>(qv...), Nth<c>(kv...), x);
+              });
             });
           });
           PrefetchLine<kL2>(kr + ahead + kBlock * kLanes - 1);  // the span's end (PrefetchAt)
@@ -179,14 +195,15 @@ HWY_INLINE void ScoreKeyGroup(const float* HWY_RESTRICT q, size_t ldq, size_t di
         auto& x = Nth<kk>(acc...);
         for (size_t d = 0; d < dim_vec; d += kLanes) {
           if (PrefetchAt<T>(d)) PrefetchLine<kL2>(kr + ahead + d);
-          x = hn::MulAdd(hn::Load(df, q + d), LoadWide(kr + d), x);
+          x = hn::MulAdd(hn::Load(df, q + d), LoadWideUnscaled(kr + d), x);
         }
         if (dim_vec != 0) PrefetchLine<kL2>(kr + ahead + dim_vec - 1);
       });
     } else {
       ScoreDimBlocks<kL2, kRows, kBlock>(q, ldq, 0, dim_vec, k, ldk, ahead, acc...);
     }
-    const VF sums = ReduceKeys(acc...);
+    VF sums = ReduceKeys(acc...);
+    if constexpr (kWideFactor<T> != 1.0f) sums = hn::Mul(sums, hn::Set(df, kWideFactor<T>));
     if constexpr (kRows == 1) {
       hn::StoreU(sums, df, s);
     } else {
@@ -236,10 +253,20 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, const Ke
                                size_t num_runs, size_t dv, int64_t ldv, bool accumulate,
                                float* HWY_RESTRICT out, size_t ldo) {
   const DF df;
+  // The values as WithWideRow loads them: the accumulators hold the sums over
+  // kWideFactor<T> (out's values scaled exactly, a power of two).
+  const auto unscaled = [&](VF x) HWYATTN_INLINE_LAMBDA {
+    if constexpr (kWideFactor<T> != 1.0f) x = hn::Mul(x, hn::Set(df, 1.0f / kWideFactor<T>));
+    return x;
+  };
+  const auto scaled = [&](VF x) HWYATTN_INLINE_LAMBDA {
+    if constexpr (kWideFactor<T> != 1.0f) x = hn::Mul(x, hn::Set(df, kWideFactor<T>));
+    return x;
+  };
   // The kRows x kVecs accumulators, a pack (registers-inl.h), row-major.
   WithRegistersFrom<kRows * kVecs>(
       [&](auto i) HWYATTN_INLINE_LAMBDA {
-        return accumulate ? hn::LoadU(df, out + (i / kVecs) * ldo + (i % kVecs) * kLanes)
+        return accumulate ? unscaled(hn::LoadU(df, out + (i / kVecs) * ldo + (i % kVecs) * kLanes))
                           : hn::Zero(df);
       },
       [&](auto&... acc) HWYATTN_INLINE_LAMBDA {
@@ -253,21 +280,19 @@ HWY_INLINE void WeightedValues(const float* HWY_RESTRICT p, size_t ldp, const Ke
               if (PrefetchAt<T>(dv + c * kLanes)) PrefetchLine<kL2>(vj + ahead + c * kLanes);
             });
             PrefetchLine<kL2>(vj + ahead + kVecs * kLanes - 1);
-            WithRegistersFrom<kVecs>(
-                [&](auto c) HWYATTN_INLINE_LAMBDA { return LoadWide(vj + c * kLanes); },
-                [&](auto&... vv) HWYATTN_INLINE_LAMBDA {
-                  Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
-                    const VF pr = hn::Set(df, pk[r * ldp + j]);
-                    Unroll<kVecs>([&](auto c) HWYATTN_INLINE_LAMBDA {
-                      auto& x = Nth<r * kVecs + c>(acc...);
-                      x = hn::MulAdd(pr, Nth<c>(vv...), x);
-                    });
-                  });
+            WithWideRow<kVecs>(vj, [&](auto&... vv) HWYATTN_INLINE_LAMBDA {
+              Unroll<kRows>([&](auto r) HWYATTN_INLINE_LAMBDA {
+                const VF pr = hn::Set(df, pk[r * ldp + j]);
+                Unroll<kVecs>([&](auto c) HWYATTN_INLINE_LAMBDA {
+                  auto& x = Nth<r * kVecs + c>(acc...);
+                  x = hn::MulAdd(pr, Nth<c>(vv...), x);
                 });
+              });
+            });
           }
         }
         Unroll<kRows * kVecs>([&](auto i) HWYATTN_INLINE_LAMBDA {
-          hn::StoreU(Nth<i>(acc...), df, out + (i / kVecs) * ldo + (i % kVecs) * kLanes);
+          hn::StoreU(scaled(Nth<i>(acc...)), df, out + (i / kVecs) * ldo + (i % kVecs) * kLanes);
         });
       });
 }

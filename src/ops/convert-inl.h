@@ -45,23 +45,22 @@ namespace hn = hwy::HWY_NAMESPACE;
 #endif
 constexpr bool kSoftwareF16 = !HWYATTN_HARDWARE_F16;
 
-// Fp8 numbers as binary16 (the targets with an F16 conversion): x holds the
-// bytes sign-extended to 16 bits. E5M2 is the top byte of a binary16. E4M3's
-// sign to bit 15 and exponent and mantissa to bits 13..7 make the binary16
-// 2^-8 times its value (subnormals included: kWideFactor),
+// Fp8 numbers as binary16 bits (the targets with an F16 conversion): x holds
+// the bytes sign-extended to 16 bits. E5M2 is the top byte of a binary16.
+// E4M3's sign to bit 15 and exponent and mantissa to bits 13..7 make the
+// binary16 2^-8 times its value (subnormals included: kWideFactor),
 // S.1111.111 an all-ones exponent (NaN): shifted left by 7, the byte lands as
 // S S EEEE MMM 0000000 (bit 14 a copy of the sign, cleared), three
 // operations where separating sign and magnitude took five.
 template <typename T, class D16>
-HWY_INLINE hn::Vec<hn::Repartition<hwy::float16_t, D16>> Fp8AsF16(D16 d16, hn::Vec<D16> x) {
-  const hn::Repartition<hwy::float16_t, D16> dh;
+HWY_INLINE hn::Vec<D16> Fp8AsF16(D16 d16, hn::Vec<D16> x) {
   if constexpr (std::is_same_v<T, F8E5M2>) {
-    return hn::BitCast(dh, hn::ShiftLeft<8>(x));
+    return hn::ShiftLeft<8>(x);
   } else {
-    auto h = hn::And(hn::ShiftLeft<7>(x), hn::Set(d16, static_cast<int16_t>(0xBF80)));
+    const auto h = hn::And(hn::ShiftLeft<7>(x), hn::Set(d16, static_cast<int16_t>(0xBF80)));
     const auto mag = hn::Set(d16, int16_t{0x3F80});
-    h = hn::Or(h, hn::IfThenElseZero(hn::Eq(hn::And(h, mag), mag), hn::Set(d16, int16_t{0x7C00})));
-    return hn::BitCast(dh, h);
+    return hn::Or(h,
+                  hn::IfThenElseZero(hn::Eq(hn::And(h, mag), mag), hn::Set(d16, int16_t{0x7C00})));
   }
 }
 
@@ -100,7 +99,7 @@ HWY_INLINE hn::Vec<D> LoadWideUnscaled(const T* HWY_RESTRICT p) {
     const hn::Rebind<int16_t, D> d16;
     const auto x =
         hn::PromoteTo(d16, hn::LoadU(hn::Rebind<int8_t, D>(), reinterpret_cast<const int8_t*>(p)));
-    return hn::PromoteTo(df, Fp8AsF16<T>(d16, x));
+    return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), Fp8AsF16<T>(d16, x)));
   } else if constexpr (kIsFp8<T>) {
     // Without an F16 conversion: the scalar ToFloat's rule (convert.h) per
     // lane: rebias a normal number's exponent, scale a subnormal's integer,
@@ -176,12 +175,13 @@ HWY_INLINE void LoadWidePairUnscaled(const T* HWY_RESTRICT p, hn::Vec<D>& lo, hn
 #if HWYATTN_HARDWARE_F16  // (SCALAR has no UpperHalf)
   if constexpr (kIsFp8<T>) {
     const hn::Repartition<int16_t, D> d16;  // 2 lanes 16-bit numbers
-    const auto h =
+    const auto bits =
         Fp8AsF16<T>(d16, hn::PromoteTo(d16, hn::LoadU(hn::Rebind<int8_t, decltype(d16)>(),
                                                       reinterpret_cast<const int8_t*>(p))));
-    const hn::Half<hn::DFromV<decltype(h)>> dh;
-    lo = hn::PromoteTo(df, hn::LowerHalf(dh, h));
-    hi = hn::PromoteTo(df, hn::UpperHalf(dh, h));
+    const hn::Half<decltype(d16)> d16h;  // (Highway 1.0.3's NEON halves no float16_t vector)
+    const hn::Rebind<hwy::float16_t, D> dh;
+    lo = hn::PromoteTo(df, hn::BitCast(dh, hn::LowerHalf(d16h, bits)));
+    hi = hn::PromoteTo(df, hn::BitCast(dh, hn::UpperHalf(d16h, bits)));
     return;
   }
 #endif

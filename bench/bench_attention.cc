@@ -74,6 +74,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -1208,6 +1209,33 @@ struct KvState {
       FlushFromCaches(v_scale.data(), v_scale.size() * sizeof(float));
     }
   }
+
+  // What a plain loop reads of this paged cache per second right now
+  // (MeasureSpanReadGBps): per sequence and kv head, longest first, its
+  // pages' K and V spans in the block table's order, the spans two pages
+  // ahead prefetched (as the decode kernel does): V1's pct_pages compares
+  // the kernel with its own access pattern.
+  double PagesReadGBps(const KvRow& r, int threads) const {
+    const size_t span = static_cast<size_t>(page_size * r.D) * KvElementBytes(r.dtype);
+    std::vector<size_t> order(r.kv_len.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return r.kv_len[a] > r.kv_len[b]; });
+    std::vector<std::vector<const float*>> units;
+    for (size_t s : order) {
+      const int64_t used = (r.kv_len[s] + page_size - 1) / page_size;
+      for (int64_t h = 0; h < r.Hkv; ++h) {
+        std::vector<const float*> spans;
+        for (int64_t i = 0; i < used; ++i) {
+          const size_t at = static_cast<size_t>(table[s * table_stride + i] * r.Hkv + h) * span;
+          spans.push_back(reinterpret_cast<const float*>(k.data() + at));
+          spans.push_back(reinterpret_cast<const float*>(v.data() + at));
+        }
+        units.push_back(std::move(spans));
+      }
+    }
+    return hwyattn_bench::MeasureSpanReadGBps(threads, units, span, 4, 5);
+  }
 };
 
 std::string KvShape(const KvRow& r) {
@@ -1248,6 +1276,7 @@ void BM_KvAttention(benchmark::State& state, const KvRow* row, bool cold) {
   double read_bw = g_peaks.read_gbps[threads];
   if (r.decode && g_peaks.bw_bytes > 0)
     read_bw = hwyattn_bench::MeasureReadBandwidthGBps(threads, g_peaks.bw_bytes, 10);
+  const double pages_bw = r.decode && r.page_size > 0 ? kv->PagesReadGBps(r, threads) : 0.0;
 
   hwyattn_status st = hwyattn_kv_attention(&kv->tq, &kv->cache, &kv->batch, &kv->tout, &opts);
   if (st == HWYATTN_OK && !kv->checked) {
@@ -1288,6 +1317,10 @@ void BM_KvAttention(benchmark::State& state, const KvRow* row, bool cold) {
     state.counters["GBps"] = Counter(gb, Counter::kIsRate);
     state.counters["read_bw_GBps"] = Counter(read_bw);
     state.counters["pct_bw"] = Counter(read_bw > 0 ? gb / read_bw * 100.0 : 0.0, Counter::kIsRate);
+    if (pages_bw > 0) {
+      state.counters["pages_read_GBps"] = Counter(pages_bw);
+      state.counters["pct_pages"] = Counter(gb / pages_bw * 100.0, Counter::kIsRate);
+    }
   }
   state.SetLabel(KvShape(r));
 }

@@ -13,6 +13,8 @@
 
 #include <stddef.h>
 
+#include <vector>
+
 namespace hwyattn_bench {
 
 // The Highway target the measurements run on, e.g. "AVX3". Static storage.
@@ -42,6 +44,17 @@ double MeasureBf16DotPeakGflops(int threads, double seconds, int repeats);
 enum class ReadStat { kBest, kMedian };
 double MeasureReadBandwidthGBps(int threads, size_t bytes, int passes,
                                 ReadStat stat = ReadStat::kBest);
+
+// Read bandwidth in GB/s of `threads` OpenMP threads reading the spans of a
+// paged cache as a plain loop would: each unit (a sequence's kv head) is a list
+// of spans of `span_bytes` (vector-aligned, a multiple of 2 vectors), read in
+// order and summed, while the span `ahead` places later is prefetched; the
+// units are handed out one at a time (schedule(dynamic, 1)), in their order.
+// One untimed pass, then the best of `passes` (the pattern's limit right now,
+// for a kernel that reads the same spans in the same order: bench/README.md's
+// V1).
+double MeasureSpanReadGBps(int threads, const std::vector<std::vector<const float*>>& units,
+                           size_t span_bytes, size_t ahead, int passes);
 
 }  // namespace hwyattn_bench
 

@@ -269,6 +269,13 @@ def write_table(path, context, results, source, extra_sections=()):
             "other processes leave of the L3 at that moment, as for the K/V between decode calls): %s GB/s."
             % per_row_counter(results, "same_size_read_GBps")
         )
+    if any(counter(e, "pages_read_GBps") for e in results.values()):
+        lines.append("")
+        lines.append(
+            "Paged rows ('pages') are also compared with a plain loop reading the same pages in the same "
+            "order right before the row (bench/README.md, pages_read_GBps): %s GB/s."
+            % per_row_counter(results, "pages_read_GBps")
+        )
     lines.append("")
     lines.append(
         "| id | shape | time 1t | GFLOP/s 1t | % peak 1t | time 2t | GFLOP/s 2t | % peak 2t "
@@ -289,10 +296,13 @@ def write_table(path, context, results, source, extra_sections=()):
             for t, e in ((1, e1), (2, e2)):
                 g, p = counter(e, "GBps"), counter(e, "pct_bw")
                 pw = counter(e, "pct_warm_bw")
+                pp = counter(e, "pct_pages")  # paged rows: against a plain loop over the same pages
                 if g is None:
                     parts.append("-")
                 elif bws[t] and pw:
                     parts.append("%.1f (%.0f%%, %.0f%%)" % (g, p or 0.0, pw))
+                elif bws[t] and pp:
+                    parts.append("%.1f (%.0f%%; pages %.0f%%)" % (g, p or 0.0, pp))
                 elif bws[t]:
                     parts.append("%.1f (%.0f%%)" % (g, p or 0.0))
                 else:

@@ -477,6 +477,14 @@ std::vector<CaseSpec> OracleCases() {
     s.page_size = 17;
     s.nhd = true;
     add("F8E4M3Page17Nhd", s);
+    // Pages of one token: a 512-key chunk is 512 runs, whose P V sums go on
+    // over batches of runs (E4M3's sums are held over its 2^8 in between);
+    // D 64: the loops widen fp8 a pair of vectors at a time.
+    s.page_size = 1;
+    s.nhd = false;
+    s.D = s.Dv = 64;
+    s.k_scales = s.v_scales = Scales::kTensor;
+    add("F8E4M3Page1", s);
   }
   // ggml's block formats (D a multiple of 32), written by
   // hwyattn_kv_cache_write; K and V of different formats, as llama.cpp's

@@ -444,6 +444,14 @@ std::vector<CaseSpec> OracleCases() {
     s.dtype = d;
     add(d == HWYATTN_F16 ? "F16" : "BF16", s);
   }
+  {
+    // V rows of several slices over pages: the P V sums go on across short
+    // batches of pages (kSliceBatchKeys), as in V1.
+    KvSpec s = base;
+    s.dtype = HWYATTN_BF16;
+    s.D = s.Dv = 128;
+    add("BF16D128Paged16", s);
+  }
   // Quantized caches: each scale layout for K and for V.
   struct Quantized {
     hwyattn_dtype dtype;

@@ -70,7 +70,7 @@ HWY_INLINE hn::Vec<D16> Fp8AsF16(D16 d16, hn::Vec<D16> x) {
 // (by a power of two: the same sums, unless they leave fp32's normal range)
 // instead of every vector: the multiply takes an FMA pipe.
 template <typename T>
-constexpr float kWideFactor = std::is_same_v<T, F8E4M3>&& HWYATTN_HARDWARE_F16 ? 256.0f : 1.0f;
+constexpr float kWideFactor = (std::is_same_v<T, F8E4M3> && HWYATTN_HARDWARE_F16) ? 256.0f : 1.0f;
 
 // RoundToBf16 (convert.h) per lane, the same bits: nearest bf16, ties to
 // even, as floats; a NaN lane becomes the quiet NaN the scalar form gives.

@@ -129,7 +129,9 @@ HWYATTN_API const char* hwyattn_last_error(void);
 /** The SIMD target the kernels run on, picked at the first call from what this
  *  CPU supports among the targets the library was built with:
  *  - x86-64: "AVX3_BF16" (AVX-512 with the AVX512_BF16 dot products, used
- *    under HWYATTN_PRECISION_BF16), "AVX3", "AVX2", "SSE4";
+ *    under HWYATTN_PRECISION_BF16; decode's dot-product loops also need
+ *    AVX512_VBMI, which every CPU with AVX512_BF16 but Intel's Cooper Lake
+ *    has: there decode keeps the portable bf16 rule), "AVX3", "AVX2", "SSE4";
  *  - arm64: "SVE_256" (256-bit SVE), "SVE2_128" (128-bit SVE2), "SVE2" or
  *    "SVE" (512-bit vectors only: other lengths run NEON), "NEON"; each with
  *    "_BF16" ("SVE_256_BF16", ..., "NEON_BF16") where the CPU has Armv8.6's

@@ -202,14 +202,28 @@ int64_t Bf16DotTargetsOn() {
   return on;
 }
 
+// Whether the CPU has AVX512_VBMI: CPUID.(EAX=7, ECX=0):ECX bit 1 (the
+// AVX-512 state: checked with AVX3 by hwy::SupportedTargets).
+bool CpuHasVbmi() {
+#if defined(__x86_64__)
+  unsigned eax, ebx, ecx, edx;
+  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && ((ecx >> 1) & 1u) != 0;
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 bool Bf16DotFor(int64_t target, Bf16DotKernel kernel) {
   static const int64_t on = Bf16DotTargetsOn();
+  static const bool vbmi = CpuHasVbmi();
   // arm64 has the prefill's tiles only.
   const bool has_kernel = HWY_ARCH_X86_64 || kernel == Bf16DotKernel::kPrefill;
   const bool tuned = kernel != Bf16DotKernel::kDecodeI8 || CpuTuning().i8_bf16_dot;
-  return has_kernel && tuned && (on & target) != 0;
+  const bool decode = kernel == Bf16DotKernel::kDecode || kernel == Bf16DotKernel::kDecodeI8;
+  const bool instructions = !decode || vbmi;
+  return has_kernel && tuned && instructions && (on & target) != 0;
 }
 
 bool Int8DotFor(int64_t target) {

@@ -123,6 +123,9 @@ inline StreamPrefetch StreamPrefetchLevel() { return CpuTuning().prefetch; }
 // name (Bf16DotTargetName; Highway's plain names cap below the dot
 // products). Read once.
 // kDecodeI8: the decode kernel on an I8 cache (only where CpuTuning says).
+// The decode kernels also need AVX512_VBMI (FP8 numbers are looked up by its
+// byte permutes): Zen 4, Zen 5 and Intel from Ice Lake have it; Cooper Lake's
+// decode keeps the portable bf16 rule.
 enum class Bf16DotKernel { kPrefill, kDecode, kDecodeI8, kMatmul };
 // Whether the `kernel` of `target` (a Highway target bit) runs the bf16 dot
 // products: the one rule every planner asks.

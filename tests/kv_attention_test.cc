@@ -747,6 +747,24 @@ std::vector<CaseSpec> Bf16Cases() {
     s.Dv = 128;
     add(std::string(names[i]) + "NoTableGqa8D128", s, {{1, 600}, {1, 3}, {1, 1025}});
   }
+  // FP8 under the dot products' lookups: GQA 8 (a key's 32 numbers at a
+  // time) and D 128 in pages of 16; GQA 4, D 64 in one-token pages (64 at a
+  // time, P . V's 64-dim pairs continued across batches).
+  {
+    KvSpec s;
+    s.dtype = HWYATTN_F8E4M3;
+    s.k_scales = s.v_scales = Scales::kTensor;
+    s.Hq = 16;
+    s.Hkv = 2;
+    s.D = s.Dv = 128;
+    add("F8E4M3Gqa8D128", s, decodes);
+    s.dtype = HWYATTN_F8E5M2;
+    s.k_scales = s.v_scales = Scales::kToken;
+    s.Hq = 8;
+    s.D = s.Dv = 64;
+    s.page_size = 1;
+    add("F8E5M2Page1D64", s, decodes);
+  }
   // Other scale layouts (the loop above: both per token), FP8 caches.
   const std::tuple<hwyattn_dtype, Scales, Scales> layouts[] = {
       {HWYATTN_I8, Scales::kChannel, Scales::kToken},
@@ -1278,62 +1296,67 @@ TEST(KvInvariance, SameBitsAsSdpaOnTheSequence) {
 // lse = the key's code exactly up to the log2 round trip, and the output row
 // (p = 1) is the 256 values exactly. A NaN key code makes its row NaN;
 // E5M2's infinite key codes are left out (inf - inf in the softmax).
+// Also under precision = BF16 (every fp8 number and 1 are bf16 numbers: the
+// same exact results; the AVX512_BF16 loops' lookups where the CPU has them).
 TEST(KvFp8, EveryCodeAsKeyAndValue) {
   constexpr int kCodes = 256, kDim = 256;
-  for (const hwyattn_dtype dtype : {HWYATTN_F8E4M3, HWYATTN_F8E5M2}) {
-    SCOPED_TRACE(DtypeName(dtype));
-    std::vector<uint8_t> kpool(kCodes * kDim, 0), vpool(kCodes * kDim);
-    for (int s = 0; s < kCodes; ++s) {
-      kpool[s * kDim] = static_cast<uint8_t>(s);
-      for (int d = 0; d < kDim; ++d) vpool[s * kDim + d] = static_cast<uint8_t>(d);
-    }
-    const int64_t pool_shape[4] = {kCodes, 1, 1, kDim};
-    hwyattn_kv_cache cache;
-    hwyattn_kv_cache_init(&cache);
-    hwyattn_tensor_contiguous(&cache.k, kpool.data(), dtype, 4, pool_shape);
-    hwyattn_tensor_contiguous(&cache.v, vpool.data(), dtype, 4, pool_shape);
-    std::vector<int32_t> q_start(kCodes + 1), kv_len(kCodes, 1);
-    std::iota(q_start.begin(), q_start.end(), 0);
-    hwyattn_kv_batch batch;
-    hwyattn_kv_batch_init(&batch);
-    batch.num_seqs = kCodes;
-    batch.q_start = q_start.data();
-    batch.kv_len = kv_len.data();
-    std::vector<float> q(kCodes * kDim, 0.0f), out(kCodes * kDim, 0.0f), lse(kCodes, 0.0f);
-    for (int s = 0; s < kCodes; ++s) q[s * kDim] = 1.0f;
-    const int64_t q_shape[3] = {kCodes, 1, kDim}, lse_shape[2] = {kCodes, 1};
-    hwyattn_tensor tq, to, tl;
-    hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 3, q_shape);
-    hwyattn_tensor_contiguous(&to, out.data(), HWYATTN_F32, 3, q_shape);
-    hwyattn_tensor_contiguous(&tl, lse.data(), HWYATTN_F32, 2, lse_shape);
-    hwyattn_sdpa_options opts;
-    hwyattn_sdpa_options_init(&opts);
-    opts.scale = 1.0f;
-    opts.lse = &tl;
-    ASSERT_EQ(hwyattn_kv_attention(&tq, &cache, &batch, &to, &opts), HWYATTN_OK)
-        << hwyattn_last_error();
-    for (int s = 0; s < kCodes; ++s) {
-      const double key = Fp8ToDouble(dtype, static_cast<uint8_t>(s));
-      if (std::isinf(key)) continue;
-      if (std::isnan(key)) {
-        EXPECT_TRUE(std::isnan(lse[s])) << "key code " << s << ": lse " << lse[s];
+  for (const hwyattn_precision precision : {HWYATTN_PRECISION_F32, HWYATTN_PRECISION_BF16})
+    for (const hwyattn_dtype dtype : {HWYATTN_F8E4M3, HWYATTN_F8E5M2}) {
+      SCOPED_TRACE(DtypeName(dtype));
+      SCOPED_TRACE(precision == HWYATTN_PRECISION_BF16 ? "bf16 products" : "fp32 products");
+      std::vector<uint8_t> kpool(kCodes * kDim, 0), vpool(kCodes * kDim);
+      for (int s = 0; s < kCodes; ++s) {
+        kpool[s * kDim] = static_cast<uint8_t>(s);
+        for (int d = 0; d < kDim; ++d) vpool[s * kDim + d] = static_cast<uint8_t>(d);
+      }
+      const int64_t pool_shape[4] = {kCodes, 1, 1, kDim};
+      hwyattn_kv_cache cache;
+      hwyattn_kv_cache_init(&cache);
+      hwyattn_tensor_contiguous(&cache.k, kpool.data(), dtype, 4, pool_shape);
+      hwyattn_tensor_contiguous(&cache.v, vpool.data(), dtype, 4, pool_shape);
+      std::vector<int32_t> q_start(kCodes + 1), kv_len(kCodes, 1);
+      std::iota(q_start.begin(), q_start.end(), 0);
+      hwyattn_kv_batch batch;
+      hwyattn_kv_batch_init(&batch);
+      batch.num_seqs = kCodes;
+      batch.q_start = q_start.data();
+      batch.kv_len = kv_len.data();
+      std::vector<float> q(kCodes * kDim, 0.0f), out(kCodes * kDim, 0.0f), lse(kCodes, 0.0f);
+      for (int s = 0; s < kCodes; ++s) q[s * kDim] = 1.0f;
+      const int64_t q_shape[3] = {kCodes, 1, kDim}, lse_shape[2] = {kCodes, 1};
+      hwyattn_tensor tq, to, tl;
+      hwyattn_tensor_contiguous(&tq, q.data(), HWYATTN_F32, 3, q_shape);
+      hwyattn_tensor_contiguous(&to, out.data(), HWYATTN_F32, 3, q_shape);
+      hwyattn_tensor_contiguous(&tl, lse.data(), HWYATTN_F32, 2, lse_shape);
+      hwyattn_sdpa_options opts;
+      hwyattn_sdpa_options_init(&opts);
+      opts.scale = 1.0f;
+      opts.lse = &tl;
+      opts.precision = precision;
+      ASSERT_EQ(hwyattn_kv_attention(&tq, &cache, &batch, &to, &opts), HWYATTN_OK)
+          << hwyattn_last_error();
+      for (int s = 0; s < kCodes; ++s) {
+        const double key = Fp8ToDouble(dtype, static_cast<uint8_t>(s));
+        if (std::isinf(key)) continue;
+        if (std::isnan(key)) {
+          EXPECT_TRUE(std::isnan(lse[s])) << "key code " << s << ": lse " << lse[s];
+          for (int d = 0; d < kDim; ++d) {
+            ASSERT_TRUE(std::isnan(out[s * kDim + d])) << "key code " << s << ", element " << d;
+          }
+          continue;
+        }
+        EXPECT_NEAR(lse[s], key, 1e-6 * std::max(1.0, std::fabs(key))) << "key code " << s;
         for (int d = 0; d < kDim; ++d) {
-          ASSERT_TRUE(std::isnan(out[s * kDim + d])) << "key code " << s << ", element " << d;
-        }
-        continue;
-      }
-      EXPECT_NEAR(lse[s], key, 1e-6 * std::max(1.0, std::fabs(key))) << "key code " << s;
-      for (int d = 0; d < kDim; ++d) {
-        const double want = Fp8ToDouble(dtype, static_cast<uint8_t>(d));
-        const float got = out[s * kDim + d];
-        if (std::isnan(want)) {
-          ASSERT_TRUE(std::isnan(got)) << "key code " << s << ", value code " << d;
-        } else {
-          ASSERT_EQ(static_cast<double>(got), want) << "key code " << s << ", value code " << d;
+          const double want = Fp8ToDouble(dtype, static_cast<uint8_t>(d));
+          const float got = out[s * kDim + d];
+          if (std::isnan(want)) {
+            ASSERT_TRUE(std::isnan(got)) << "key code " << s << ", value code " << d;
+          } else {
+            ASSERT_EQ(static_cast<double>(got), want) << "key code " << s << ", value code " << d;
+          }
         }
       }
     }
-  }
 }
 
 // Outputs in F16 and BF16: the bits of the F32 output of the same call

@@ -18,7 +18,9 @@
 #include "src/ops/convert.h"
 #include "src/ops/reduce_keys_avx512.h"
 
-#define HWYATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+// AVX512_VBMI for the FP8 lookups (Bf16DotFor asks for it).
+#define HWYATTN_BF16_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx512vbmi")))
 
 namespace hwyattn {
 namespace {
@@ -43,31 +45,62 @@ inline __mmask32 FirstElements(size_t n) {
 
 // What LoadPairs needs besides the elements: for the FP8 formats, the bf16
 // bits of their 128 magnitudes (every fp8 number is a bf16 number: E4M3's
-// and E5M2's subnormals are bf16 normals, infinities and NaN stay so) as
-// two vpermt2w tables of 64; nothing for the other types. Made once per
-// loop, kept in registers.
+// and E5M2's subnormals are bf16 normals, infinities and NaN stay so), the
+// low bytes in `low` and the high bytes in `high`, each a vpermt2b table of
+// 128 (two registers; index bits 0-6, so a number's own byte indexes them
+// and its sign bit, bit 7, is or-ed in after); nothing for the other types.
+// Made once per loop, kept in registers.
 template <typename T, bool kFp8 = kIsFp8<T>>
 struct PairTable {
   HWYATTN_BF16_TARGET static PairTable Load() { return {}; }
 };
 template <typename T>
 struct PairTable<T, true> {
-  __m512i v[4];
+  __m512i low[2], high[2];
   HWYATTN_BF16_TARGET static PairTable Load() {
-    struct Bits {
-      alignas(64) uint16_t magnitude[128];
-      Bits() {
+    struct Bytes {
+      alignas(64) uint8_t low[128], high[128];
+      Bytes() {
         for (unsigned i = 0; i < 128; ++i) {
-          magnitude[i] = FloatToBf16(ToFloat(T{static_cast<uint8_t>(i)})).bits;  // exact
+          const uint16_t bits = FloatToBf16(ToFloat(T{static_cast<uint8_t>(i)})).bits;  // exact
+          low[i] = static_cast<uint8_t>(bits & 0xFF);
+          high[i] = static_cast<uint8_t>(bits >> 8);
         }
       }
     };
-    static const Bits kBits;
+    static const Bytes kBytes;
     PairTable t;
-    for (int i = 0; i < 4; ++i) t.v[i] = _mm512_load_si512(kBits.magnitude + 32 * i);
+    for (int i = 0; i < 2; ++i) {
+      t.low[i] = _mm512_load_si512(kBytes.low + 64 * i);
+      t.high[i] = _mm512_load_si512(kBytes.high + 64 * i);
+    }
     return t;
   }
+  // The low and high bytes of the bf16 bits of the numbers whose bytes are
+  // x's (the sign bit in `high`): two lookups and an or.
+  HWYATTN_BF16_TARGET void Bytes(__m512i x, __m512i& lo, __m512i& hi) const {
+    lo = _mm512_permutex2var_epi8(low[0], x, low[1]);
+    hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(high[0], x, high[1]), x,
+                                   _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // | x & 0x80
+  }
 };
+
+// Byte-permute indices of the FP8 lookups (vpermb): `twice` puts number i's
+// byte in both bytes of word i (32 numbers); `halves` puts numbers 8l..8l+7 in
+// bytes 16l..16l+7 of 128-bit lane l and numbers 32+8l..32+8l+7 in bytes
+// 16l+8..16l+15, so that the per-lane byte unpacks of the looked-up bytes
+// give numbers 0-31 and 32-63 in order.
+struct Fp8Indices {
+  alignas(64) uint8_t twice[64], halves[64];
+  constexpr Fp8Indices() : twice(), halves() {
+    for (unsigned i = 0; i < 64; ++i) {
+      twice[i] = static_cast<uint8_t>(i / 2);
+      const unsigned lane = i / 16, j = i % 16;
+      halves[i] = static_cast<uint8_t>(j < 8 ? 8 * lane + j : 32 + 8 * lane + j - 8);
+    }
+  }
+};
+constexpr Fp8Indices kFp8Indices;
 
 // 16 int8 numbers as fp32 (kMasked: those of m, the others 0).
 template <bool kMasked>
@@ -98,16 +131,13 @@ HWYATTN_BF16_TARGET inline __m512i LoadPairs(const T* p, __mmask32 m, const Pair
   } else if constexpr (kIsFp8<T>) {
     const __m256i bytes = kMasked ? _mm256_maskz_loadu_epi8(m, p)
                                   : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m512i x = _mm512_cvtepu8_epi16(bytes);
-    // vpermt2w reads index bits 0-5: magnitudes 0-63 from the first table
-    // pair, 64-127 from the second, picked by bit 6.
-    const __m512i low = _mm512_permutex2var_epi16(table.v[0], x, table.v[1]);
-    const __m512i high = _mm512_permutex2var_epi16(table.v[2], x, table.v[3]);
-    const __m512i magnitude =
-        _mm512_mask_blend_epi16(_mm512_test_epi16_mask(x, _mm512_set1_epi16(0x40)), low, high);
-    // | (x << 8) & 0x8000: the sign bit.
-    return _mm512_ternarylogic_epi32(magnitude, _mm512_slli_epi16(x, 8), _mm512_set1_epi16(-0x8000),
-                                     0xF8);
+    // Word i's two bytes both number i's: the low byte looked up in the even
+    // bytes, the high byte in the odd ones.
+    const __m512i twice = _mm512_permutexvar_epi8(_mm512_load_si512(kFp8Indices.twice),
+                                                  _mm512_castsi256_si512(bytes));
+    __m512i lo, hi;
+    table.Bytes(twice, lo, hi);
+    return _mm512_mask_blend_epi8(0xAAAAAAAAAAAAAAAAull, lo, hi);
   } else if constexpr (std::is_same_v<T, int8_t>) {
     // int8 -> fp32 is exact and leaves the low 16 bits zero: the upper
     // halves are the bf16 numbers, paired by one vpermt2w.
@@ -125,6 +155,20 @@ HWYATTN_BF16_TARGET inline __m512i LoadPairs(const T* p, __mmask32 m, const Pair
                               : _mm512_loadu_ps(p + 16);
     return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
   }
+}
+
+// 64 FP8 numbers from p as bf16 pairs, numbers 0-31 in `a` and 32-63 in `b`
+// (as two LoadPairs, in 6 operations where those take 10).
+template <typename T>
+HWYATTN_BF16_TARGET inline void LoadPairs64(const T* p, const PairTable<T>& table, __m512i& a,
+                                            __m512i& b) {
+  static_assert(kIsFp8<T>);
+  const __m512i x =
+      _mm512_permutexvar_epi8(_mm512_load_si512(kFp8Indices.halves), _mm512_loadu_si512(p));
+  __m512i lo, hi;
+  table.Bytes(x, lo, hi);
+  a = _mm512_unpacklo_epi8(lo, hi);
+  b = _mm512_unpackhi_epi8(lo, hi);
 }
 
 // The key pairs of P . V: 32 value dims of two V rows (a, and b under mb:
@@ -154,6 +198,41 @@ HWYATTN_BF16_TARGET inline void KeyPairs(const T* a, const T* b, __mmask32 ma, _
     lo = _mm512_unpacklo_epi16(x, y);
     hi = _mm512_unpackhi_epi16(x, y);
   }
+}
+
+// FP8 key pairs of 64 value dims (kQuadKeyPairs: the P . V tiles of two
+// vectors): the two rows' bytes interleaved, looked up, and each number's
+// two bytes joined, 12 operations where two KeyPairs take 24. Vector v's
+// 128-bit lane l holds the pairs of dims 16l + 4v .. 16l + 4v + 3
+// (TransposeLanes puts them in order).
+template <typename T>
+constexpr bool kQuadKeyPairs = kIsFp8<T>;
+
+template <typename T>
+HWYATTN_BF16_TARGET inline void KeyPairs64(const T* a, const T* b, __mmask64 ma, __mmask64 mb,
+                                           const PairTable<T>& table, __m512i (&v)[4]) {
+  const __m512i x = _mm512_maskz_loadu_epi8(ma, a), y = _mm512_maskz_loadu_epi8(mb, b);
+  const __m512i xy[2] = {_mm512_unpacklo_epi8(x, y), _mm512_unpackhi_epi8(x, y)};
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m512i lo, hi;
+    table.Bytes(xy[h], lo, hi);
+    v[2 * h] = _mm512_unpacklo_epi8(lo, hi);
+    v[2 * h + 1] = _mm512_unpackhi_epi8(lo, hi);
+  }
+}
+
+// The 4 x 4 transpose of the 128-bit lanes of v[0..3] (its own inverse):
+// KeyPairs64's order of dims to 0-15, 16-31, 32-47, 48-63 and back.
+HWYATTN_BF16_TARGET inline void TransposeLanes(__m512 (&v)[4]) {
+  const __m512 t0 = _mm512_shuffle_f32x4(v[0], v[1], 0x44),
+               t1 = _mm512_shuffle_f32x4(v[2], v[3], 0x44);
+  const __m512 t2 = _mm512_shuffle_f32x4(v[0], v[1], 0xEE),
+               t3 = _mm512_shuffle_f32x4(v[2], v[3], 0xEE);
+  v[0] = _mm512_shuffle_f32x4(t0, t1, 0x88);
+  v[1] = _mm512_shuffle_f32x4(t0, t1, 0xDD);
+  v[2] = _mm512_shuffle_f32x4(t2, t3, 0x88);
+  v[3] = _mm512_shuffle_f32x4(t2, t3, 0xDD);
 }
 
 // ------------------------------------------------------------------ scores
@@ -187,14 +266,24 @@ HWYATTN_BF16_TARGET inline void ScoreBlock(const uint32_t* q, size_t ldq, size_t
 #pragma GCC unroll 16
   for (size_t kk = 0; kk < kKeys; ++kk) {
     const T* kr = KeyRow(k, ldk, j + kk, last) + c0 * kBf16DecodeDims;
+    // FP8: two vectors from one 64-byte load where the block has them.
+    constexpr bool kWide = kIsFp8<T> && !kMasked && kBlock % 2 == 0;
 #pragma GCC unroll 16
-    for (size_t c = 0; c < kBlock; ++c) {
+    for (size_t c = 0; c < kBlock; c += kWide ? 2 : 1) {
       PrefetchVector<kL2>(kr + ahead + c * kBf16DecodeDims, c0 + c);
-      const __m512bh kv =
-          reinterpret_cast<__m512bh>(LoadPairs<T, kMasked>(kr + c * kBf16DecodeDims, m, table));
+      __m512i kv[2];
+      if constexpr (kWide) {
+        LoadPairs64(kr + c * kBf16DecodeDims, table, kv[0], kv[1]);
+      } else {
+        kv[0] = LoadPairs<T, kMasked>(kr + c * kBf16DecodeDims, m, table);
+      }
+#pragma GCC unroll 2
+      for (size_t h = 0; h < (kWide ? 2 : 1); ++h) {
 #pragma GCC unroll 16
-      for (size_t r = 0; r < kRows; ++r) {
-        acc[r * kKeys + kk] = _mm512_dpbf16_ps(acc[r * kKeys + kk], kv, qv[r][c]);
+        for (size_t r = 0; r < kRows; ++r) {
+          acc[r * kKeys + kk] = _mm512_dpbf16_ps(acc[r * kKeys + kk],
+                                                 reinterpret_cast<__m512bh>(kv[h]), qv[r][c + h]);
+        }
       }
     }
     PrefetchLine<kL2>(kr + ahead + kBlock * kBf16DecodeDims - 1);
@@ -310,7 +399,14 @@ HWYATTN_BF16_TARGET inline void ValuePair(const T* v0, int64_t ldv, int64_t ahea
     const T* a = v0 + c * kBf16DecodeDims;
     PrefetchVector<kL2>(a + ahead, c);  // (dv: a multiple of 64 elements)
     PrefetchVector<kL2>(a + ldv + ahead, c);
-    KeyPairs(a, a + ldv, m[c], my[c], table, lo[c], hi[c]);
+    if constexpr (!(kQuadKeyPairs<T> && kVecs == 2))
+      KeyPairs(a, a + ldv, m[c], my[c], table, lo[c], hi[c]);
+  }
+  if constexpr (kQuadKeyPairs<T> && kVecs == 2) {
+    __m512i v[4];
+    KeyPairs64(v0, v0 + ldv, m[0] | (__mmask64{m[1]} << 32), my[0] | (__mmask64{my[1]} << 32),
+               table, v);
+    lo[0] = v[0], hi[0] = v[1], lo[1] = v[2], hi[1] = v[3];
   }
   PrefetchLine<kL2>(v0 + ahead + kVecs * kBf16DecodeDims - 1);
   PrefetchLine<kL2>(v0 + ldv + ahead + kVecs * kBf16DecodeDims - 1);
@@ -366,6 +462,7 @@ HWYATTN_BF16_TARGET void ValueTile(const uint32_t* pairs, const uint32_t* nonzer
   // Every loop over rows and vectors fully unrolled (#pragma GCC unroll):
   // with any of them rolled GCC 12 kept acc in memory too, storing all 16
   // accumulators to the stack at every pair of keys (V1b 1t +20% time).
+  constexpr bool kQuads = kQuadKeyPairs<T> && kVecs == 2;
   __m512 acc[kRows][2 * kVecs];
 #pragma GCC unroll 16
   for (size_t r = 0; r < kRows; ++r) {
@@ -375,12 +472,14 @@ HWYATTN_BF16_TARGET void ValueTile(const uint32_t* pairs, const uint32_t* nonzer
         const float* o = out + r * ldo + dv + c * kBf16DecodeDims;
         const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m[c]), o);
         const __m512 b = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m[c] >> 16), o + 16);
-        acc[r][2 * c] = kNaturalKeyPairs<T> ? a : _mm512_permutex2var_ps(a, to_lo, b);
-        acc[r][2 * c + 1] = kNaturalKeyPairs<T> ? b : _mm512_permutex2var_ps(a, to_hi, b);
+        const bool natural = kNaturalKeyPairs<T> || kQuads;
+        acc[r][2 * c] = natural ? a : _mm512_permutex2var_ps(a, to_lo, b);
+        acc[r][2 * c + 1] = natural ? b : _mm512_permutex2var_ps(a, to_hi, b);
       } else {
         acc[r][2 * c] = acc[r][2 * c + 1] = _mm512_setzero_ps();
       }
     }
+    if constexpr (kQuads) TransposeLanes(reinterpret_cast<__m512(&)[4]>(acc[r]));
   }
   const PairTable<T> table = PairTable<T>::Load();
   for (size_t i = 0; i < rows.count; ++i) {
@@ -392,13 +491,14 @@ HWYATTN_BF16_TARGET void ValueTile(const uint32_t* pairs, const uint32_t* nonzer
   }
 #pragma GCC unroll 16
   for (size_t r = 0; r < kRows; ++r) {
+    if constexpr (kQuads) TransposeLanes(reinterpret_cast<__m512(&)[4]>(acc[r]));
 #pragma GCC unroll 16
     for (size_t c = 0; c < kVecs; ++c) {
       float* o = out + r * ldo + dv + c * kBf16DecodeDims;
-      const __m512 a = kNaturalKeyPairs<T>
+      const __m512 a = kNaturalKeyPairs<T> || kQuads
                            ? acc[r][2 * c]
                            : _mm512_permutex2var_ps(acc[r][2 * c], to_a, acc[r][2 * c + 1]);
-      const __m512 b = kNaturalKeyPairs<T>
+      const __m512 b = kNaturalKeyPairs<T> || kQuads
                            ? acc[r][2 * c + 1]
                            : _mm512_permutex2var_ps(acc[r][2 * c], to_b, acc[r][2 * c + 1]);
       _mm512_mask_storeu_ps(o, static_cast<__mmask16>(m[c]), a);

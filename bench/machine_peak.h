@@ -48,11 +48,11 @@ double MeasureReadBandwidthGBps(int threads, size_t bytes, int passes,
 // Read bandwidth in GB/s of `threads` OpenMP threads reading the spans of a
 // paged cache as a plain loop would: each unit (a sequence's kv head) is a list
 // of spans of `span_bytes` (vector-aligned, a multiple of 2 vectors), read in
-// order and summed, while the span `ahead` places later is prefetched; the
+// order and summed, while the span `ahead` places later is prefetched (into L1
+// in one pass, into L2 in the next: the faster hint differs by CPU); the
 // units are handed out one at a time (schedule(dynamic, 1)), in their order.
-// One untimed pass, then the best of `passes` (the pattern's limit right now,
-// for a kernel that reads the same spans in the same order: bench/README.md's
-// V1).
+// Untimed passes with either hint, then the best of `passes` of each (the pattern's limit right
+// now, for a kernel that reads the same spans in the same order: bench/README.md's V1).
 double MeasureSpanReadGBps(int threads, const std::vector<std::vector<const float*>>& units,
                            size_t span_bytes, size_t ahead, int passes);
 

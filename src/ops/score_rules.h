@@ -134,8 +134,8 @@ inline float SinkLog2(const SdpaProblem& p, int64_t head) {
 // Query row (b, head, pos) of p as floats times `scale` (scale * log2(e)
 // puts its scores in log2 units), into dst[0, head_dim); with `bf16`, each
 // element rounded to bf16 (RoundToBf16) before the scale.
-inline void ScaledQueryRow(const SdpaProblem& p, int64_t b, int64_t head, int64_t pos, float scale,
-                           float* __restrict__ dst, bool bf16 = false) {
+HWY_INLINE void ScaledQueryRow(const SdpaProblem& p, int64_t b, int64_t head, int64_t pos,
+                               float scale, float* __restrict__ dst, bool bf16 = false) {
   const int64_t q0 = p.q.Offset(b, head, pos, 0), sd = p.q.stride[3];
   DispatchFloatDtype(p.q.dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -6,16 +6,19 @@
 // so both products take (x, x+1) pairs of bf16 in one 32-bit lane, read from
 // the cache in place (a BF16 cache's own bits; F16 and F32 elements
 // converted to bf16 in registers by vcvtne2ps2bf16, round to nearest even;
-// FP8 numbers, which are all bf16 numbers, exactly, by a vpermt2w lookup of
-// the magnitude plus the sign: 7 operations per 32, against 16 to widen
-// them to fp32):
+// FP8 numbers, which are all bf16 numbers, exactly, by vpermt2b lookups of
+// the low and high bytes of their bits (AVX512_VBMI) plus the sign: 6
+// operations per 64, against 32 to widen them to fp32; a pair of V rows'
+// 64 dims in 12):
 //   scores  pairs along the head dim: one 64-byte load of a key row is 16
 //           pairs, against the query row's pairs (kept in registers); one
 //           accumulator per (row, key) and the transpose-reduce of the fp32
 //           kernel, so a key's score does not depend on its neighbours;
 //   P . V   pairs along the keys: the 64-byte loads of V rows j and j+1
 //           interleaved (vpunpcklwd / vpunpckhwd: value dims in a permuted
-//           order, undone once per run of keys; I8 rows paired from their
+//           order, undone once per run of keys; FP8 rows' bytes
+//           interleaved before the lookups, 128-bit lanes transposed
+//           once per tile; I8 rows paired from their
 //           fp32 values by vpermt2w, in the dims' order), times the
 //           broadcast pair (p_j, p_j+1) of each query row.
 // vdpbf16ps adds, per lane, the odd element's product and then the even

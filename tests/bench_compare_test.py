@@ -131,7 +131,8 @@ def peer_error(lib, rid, threads, label, message):
 def peer_context(lib, date, skipped, **extra):
     context = {"library": lib, "hwyattn_run_date": date, "skipped_rows": skipped, "repetitions": "3",
                "min_time": "0.3", "random_interleaving": "true", "python_version": "3.11.2",
-               "numpy_version": "2.4.6", "wall_seconds": "60.0"}
+               "numpy_version": "2.4.6", "numpy_huge_page_advice": "off (the system default, as bench_attention's)",
+               "wall_seconds": "60.0"}
     context.update(extra)
     return context
 
@@ -660,6 +661,12 @@ class FakePeerTest(unittest.TestCase):
         common = set(peer_context("openvino", DATE, {})) - {"wall_seconds"}  # run_bench.py adds that one
         self.assertLessEqual(common, set(data["context"]))
         self.assertEqual(data["context"]["hwyattn_run_date"], DATE)
+        # The peers' arrays on the pages bench_attention's get: numpy's huge-page advice off from rows.py's import.
+        multiarray = getattr(getattr(np, "_core", None), "multiarray", None) or np.core.multiarray
+        if hasattr(multiarray, "_get_madvise_hugepage"):
+            self.assertFalse(multiarray._get_madvise_hugepage())
+            self.assertEqual(data["context"]["numpy_huge_page_advice"], rowlib.NUMPY_HUGE_PAGES)
+            self.assertTrue(rowlib.NUMPY_HUGE_PAGES.startswith("off"))
         # report.py shows them beside hwyattn's rows.
         with open(self.latest, encoding="utf-8") as f:
             latest = json.load(f)

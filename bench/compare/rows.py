@@ -30,6 +30,24 @@ import time
 
 import numpy as np
 
+
+def _small_pages():
+    """numpy (1.22 and later, on Linux) advises huge pages (madvise MADV_HUGEPAGE) for every array of 4 MiB or
+    more, which a host whose transparent huge pages are set to `madvise` then backs with 2 MiB pages; bench_attention
+    allocates with aligned_alloc, which gets the system's default. The peers share the numpy arrays (torch tensors
+    on them, ONNX Runtime's IOBinding, OpenVINO's shared tensors), so without this they would read their K/V through
+    fewer TLB walks than hwyattn reads the same rows (D2 on one Zen 4 core: 5-7% of the time of either). Off here, before any
+    input is made: every library reads memory paged the same way. Returns the setting the context records."""
+    for owner in ("_core", "core"):
+        multiarray = getattr(getattr(np, owner, None), "multiarray", None)
+        if multiarray is not None and hasattr(multiarray, "_set_madvise_hugepage"):
+            multiarray._set_madvise_hugepage(False)
+            return "off (the system default, as bench_attention's)"
+    return "numpy does not advise them"
+
+
+NUMPY_HUGE_PAGES = _small_pages()
+
 NAME_RE = re.compile(r"^BM_Attention/(?P<id>[A-Za-z0-9_]+)/threads:(?P<threads>\d+)")
 LABEL_KEYS = ("B", "Hq", "Hkv", "Lq", "Lk", "D")
 KV_LABEL_KEYS = ("seqs", "Hq", "Hkv", "D", "kv", "pages")
@@ -632,6 +650,7 @@ def run_peer(library, argv, candidates_for, context_extra, doc=None):
         "random_interleaving": "true",
         "python_version": platform.python_version(),
         "numpy_version": np.__version__,
+        "numpy_huge_page_advice": NUMPY_HUGE_PAGES,
     }
     context.update(context_extra())
     # A whole file or none: written beside it, then renamed over it; but an

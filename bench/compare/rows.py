@@ -36,8 +36,9 @@ def _small_pages():
     more, which a host whose transparent huge pages are set to `madvise` then backs with 2 MiB pages; bench_attention
     allocates with aligned_alloc, which gets the system's default. The peers share the numpy arrays (torch tensors
     on them, ONNX Runtime's IOBinding, OpenVINO's shared tensors), so without this they would read their K/V through
-    fewer TLB walks than hwyattn reads the same rows (D2 on one Zen 4 core: 5-7% of the time of either). Off here, before any
-    input is made: every library reads memory paged the same way. Returns the setting the context records."""
+    fewer TLB walks than hwyattn reads the same rows (D2 on one Zen 4 core: 5-7% of the time of either). Off here,
+    before any input is made: every library reads memory paged the same way. Returns the setting the context
+    records."""
     for owner in ("_core", "core"):
         multiarray = getattr(getattr(np, owner, None), "multiarray", None)
         if multiarray is not None and hasattr(multiarray, "_set_madvise_hugepage"):
